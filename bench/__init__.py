@@ -1,0 +1,1 @@
+"""Benchmarks against reference implementations; run as `python -m bench.NAME`."""

@@ -1,0 +1,1 @@
+"""Named game presets: OpenSpiel games by short name."""

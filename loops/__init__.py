@@ -1,0 +1,1 @@
+"""Population loops: evolve (and later PSRO, PBT)."""

@@ -1,0 +1,86 @@
+"""Equilibrium quantities on a meta-game: CCE constraints, deviation gains, gaps.
+
+Notation of SPEC section 1: ``G[p][a]`` is player p's payoff at joint ``a`` and
+``sigma`` a joint distribution of shape ``[K_1, ..., K_N]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+
+
+def check_distribution(game: MetaGame, sigma, atol: float = 1e-6) -> np.ndarray:
+    """``sigma`` as a float array over joints, or a clear error if it is not one."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if sigma.shape != game.shape:
+        raise MetaEvalError(f"sigma must have the game's joint shape {game.shape}, got {sigma.shape}")
+    if not np.all(np.isfinite(sigma)) or np.any(sigma < -atol):
+        raise MetaEvalError("sigma must be finite and non-negative")
+    if abs(sigma.sum() - 1.0) > atol:
+        raise MetaEvalError(f"sigma must sum to 1, sums to {sigma.sum():.12g}")
+    return sigma
+
+
+def _move_to_front(array: np.ndarray, axis: int) -> np.ndarray:
+    return np.moveaxis(array, axis, 0)
+
+
+def deviation_payoffs(game: MetaGame, player: int) -> np.ndarray:
+    """D[a', a] = G_p(a'_p, a_-p) - G_p(a): shape ``[K_p, K_1, ..., K_N]``.
+
+    Row a' is the CCE deviation to a'_p (Marris et al. 2025, eq. 3a, per joint).
+    """
+    payoff = game.payoffs[player]
+    k = game.shape[player]
+    # G_p(a'_p, a_-p) broadcast over a_p: index a' along a new leading axis.
+    deviated = np.stack([np.take(payoff, [i], axis=player) for i in range(k)])
+    return np.broadcast_to(deviated, (k, *game.shape)) - payoff[None]
+
+
+def cce_constraints(game: MetaGame) -> np.ndarray:
+    """The CCE matrix A, rows (p, a'_p) in player order, columns joints in C order.
+
+    sigma is an eps-CCE iff ``A @ sigma.ravel() <= eps`` (SPEC section 1).
+    """
+    return np.concatenate(
+        [deviation_payoffs(game, p).reshape(game.shape[p], -1) for p in range(game.num_players)]
+    )
+
+
+def deviation_gains(game: MetaGame, sigma) -> list[np.ndarray]:
+    """delta_p(a'_p; sigma) for every player and deviation, one array per player.
+
+    Computed from the opponents' marginal of sigma, never forming the CCE matrix.
+    """
+    sigma = check_distribution(game, sigma)
+    gains = []
+    for p in range(game.num_players):
+        payoff = game.payoffs[p]
+        on_policy = float(np.sum(sigma * payoff))
+        opponents = sigma.sum(axis=p, keepdims=True)
+        deviating = np.sum(payoff * opponents, axis=tuple(q for q in range(game.num_players) if q != p))
+        gains.append(deviating - on_policy)
+    return gains
+
+
+def cce_gap(game: MetaGame, sigma) -> float:
+    """Sum over players of the best coarse-correlated deviation gain, floored at 0."""
+    return float(sum(max(0.0, g.max()) for g in deviation_gains(game, sigma)))
+
+
+def ce_gains(game: MetaGame, sigma) -> list[np.ndarray]:
+    """CE gains: ``gains[p][a_p, a'_p] = sum_{a_-p} sigma(a) (G_p(a'_p, a_-p) - G_p(a))``."""
+    sigma = check_distribution(game, sigma)
+    gains = []
+    for p in range(game.num_players):
+        d = _move_to_front(deviation_payoffs(game, p) * sigma[None], 1 + p)  # [K_p(a_p), K_p(a'), ...]
+        gains.append(d.reshape(d.shape[0], d.shape[1], -1).sum(axis=2))
+    return gains
+
+
+def ce_gap(game: MetaGame, sigma) -> float:
+    """Sum over players and recommendations of the best correlated deviation gain (floored at 0)."""
+    return float(sum(np.maximum(g.max(axis=1), 0.0).sum() for g in ce_gains(game, sigma)))

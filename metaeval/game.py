@@ -1,0 +1,251 @@
+"""MetaGame: the normal-form game between strategies (policies, models, tasks).
+
+Payoffs are a float64 tensor of shape ``[N, K_1, ..., K_N]``; ``payoffs[p][a]`` is
+player p's payoff at the joint strategy ``a`` (SPEC section 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from metaeval.errors import MetaEvalError
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = np.array(array, dtype=np.float64, copy=True)
+    array.setflags(write=False)
+    return array
+
+
+class MetaGame:
+    """An N-player normal-form game, validated on construction and immutable.
+
+    Args:
+        payoffs: array ``[N, K_1, ..., K_N]``.
+        strategy_names: one sequence of K_p names per player (default ``"p{p}s{i}"``).
+        player_names: N names (default ``"player 0"``, ...).
+        counts: optional per-joint sample counts, shape ``[K_1, ..., K_N]``.
+        stderr: optional per-entry standard errors, shape ``[N, K_1, ..., K_N]``.
+    """
+
+    def __init__(
+        self,
+        payoffs,
+        strategy_names: Sequence[Sequence[str]] | None = None,
+        player_names: Sequence[str] | None = None,
+        counts=None,
+        stderr=None,
+    ):
+        try:
+            payoffs = np.asarray(payoffs, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise MetaEvalError(f"payoffs must be numeric: {exc}") from None
+        if payoffs.ndim < 2:
+            raise MetaEvalError(
+                f"payoffs must have shape [N, K_1, ..., K_N]; got an array of rank {payoffs.ndim}"
+            )
+        num_players = payoffs.shape[0]
+        if payoffs.ndim != num_players + 1:
+            raise MetaEvalError(
+                f"payoffs of shape {payoffs.shape} are inconsistent: the first axis says "
+                f"{num_players} players, so the rank must be {num_players + 1}, not {payoffs.ndim}"
+            )
+        if num_players < 1:
+            raise MetaEvalError("a game needs at least one player")
+        for p, k in enumerate(payoffs.shape[1:]):
+            if k < 1:
+                raise MetaEvalError(f"player {p} has 0 strategies; every player needs at least one")
+        if not np.all(np.isfinite(payoffs)):
+            bad = tuple(int(i) for i in np.argwhere(~np.isfinite(payoffs))[0])
+            raise MetaEvalError(
+                f"payoffs must be finite; entry {bad} (player, joint strategy) is {payoffs[bad]}"
+            )
+        self.payoffs = _frozen(payoffs)
+        self.player_names = self._check_player_names(player_names)
+        self.strategy_names = self._check_strategy_names(strategy_names)
+        self.counts = None if counts is None else self._check_extra("counts", counts, self.shape)
+        self.stderr = (
+            None if stderr is None else self._check_extra("stderr", stderr, self.payoffs.shape)
+        )
+
+    # -- validation ---------------------------------------------------------
+    def _check_player_names(self, names) -> tuple[str, ...]:
+        if names is None:
+            return tuple(f"player {p}" for p in range(self.num_players))
+        names = tuple(str(n) for n in names)
+        if len(names) != self.num_players:
+            raise MetaEvalError(
+                f"player_names has {len(names)} names but the game has {self.num_players} players"
+            )
+        return names
+
+    def _check_strategy_names(self, names) -> tuple[tuple[str, ...], ...]:
+        if names is None:
+            return tuple(
+                tuple(f"p{p}s{i}" for i in range(k)) for p, k in enumerate(self.shape)
+            )
+        names = tuple(tuple(str(n) for n in player) for player in names)
+        if len(names) != self.num_players:
+            raise MetaEvalError(
+                f"strategy_names has {len(names)} lists but the game has {self.num_players} players"
+            )
+        for p, (player, k) in enumerate(zip(names, self.shape)):
+            if len(player) != k:
+                raise MetaEvalError(
+                    f"strategy_names[{p}] has {len(player)} names but player {p} has {k} strategies"
+                )
+        return names
+
+    @staticmethod
+    def _check_extra(label: str, values, shape) -> np.ndarray:
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape != tuple(shape):
+            raise MetaEvalError(f"{label} must have shape {tuple(shape)}, got {values.shape}")
+        if not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise MetaEvalError(f"{label} must be finite and non-negative")
+        return _frozen(values)
+
+    # -- shape ----------------------------------------------------------------
+    @property
+    def num_players(self) -> int:
+        return self.payoffs.shape[0]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Strategies per player, ``(K_1, ..., K_N)``."""
+        return self.payoffs.shape[1:]
+
+    @property
+    def num_joints(self) -> int:
+        return int(np.prod(self.shape))
+
+    def __repr__(self) -> str:
+        return f"MetaGame(players={self.num_players}, strategies={self.shape})"
+
+    # -- constructors ---------------------------------------------------------
+    @classmethod
+    def from_matrix(cls, row_payoffs, column_payoffs=None, **names) -> MetaGame:
+        """A 2-player game from the row player's matrix; zero-sum when no column matrix is given."""
+        row = np.asarray(row_payoffs, dtype=np.float64)
+        if row.ndim != 2:
+            raise MetaEvalError(f"from_matrix needs a 2-D matrix, got shape {row.shape}")
+        column = -row if column_payoffs is None else np.asarray(column_payoffs, dtype=np.float64)
+        if column.shape != row.shape:
+            raise MetaEvalError(
+                f"row payoffs {row.shape} and column payoffs {column.shape} differ in shape"
+            )
+        return cls(np.stack([row, column]), **names)
+
+    # -- structure ------------------------------------------------------------
+    def is_zero_sum(self, atol: float = 1e-9) -> bool:
+        """True when the players' payoffs sum to a constant at every joint strategy."""
+        total = self.payoffs.sum(axis=0)
+        return bool(np.ptp(total) <= atol)
+
+    def is_symmetric(self, atol: float = 1e-9) -> bool:
+        """True when relabelling players permutes payoffs: G_q(a with p, q swapped) = G_p(a).
+
+        Adjacent transpositions generate all permutations, so checking them suffices.
+        """
+        if len(set(self.shape)) != 1:
+            return False
+        for p in range(self.num_players - 1):
+            swapped = np.swapaxes(self.payoffs, 1 + p, 2 + p)[[*range(p), p + 1, p, *range(p + 2, self.num_players)]]
+            if not np.allclose(swapped, self.payoffs, atol=atol, rtol=0):
+                return False
+        return True
+
+    def restrict(self, indices: Mapping[int, Sequence[int]] | Sequence[Sequence[int]]) -> MetaGame:
+        """The sub-game keeping, for each player named, only the given strategy indices."""
+        if not isinstance(indices, Mapping):
+            indices = dict(enumerate(indices))
+        keep = [list(range(k)) for k in self.shape]
+        for p, chosen in indices.items():
+            if not 0 <= p < self.num_players:
+                raise MetaEvalError(f"restrict: no player {p} in a {self.num_players}-player game")
+            chosen = [int(i) for i in chosen]
+            if not chosen:
+                raise MetaEvalError(f"restrict: player {p} would keep 0 strategies")
+            bad = [i for i in chosen if not 0 <= i < self.shape[p]]
+            if bad:
+                raise MetaEvalError(
+                    f"restrict: player {p} has {self.shape[p]} strategies; indices {bad} are out of range"
+                )
+            keep[p] = chosen
+        grid = np.ix_(*keep)
+        return MetaGame(
+            self.payoffs[(slice(None), *grid)],
+            strategy_names=[[names[i] for i in k] for names, k in zip(self.strategy_names, keep)],
+            player_names=self.player_names,
+            counts=None if self.counts is None else self.counts[grid],
+            stderr=None if self.stderr is None else self.stderr[(slice(None), *grid)],
+        )
+
+    def add_clone(self, player: int, index: int, name: str | None = None) -> MetaGame:
+        """The game with an exact copy of ``player``'s strategy ``index`` appended last."""
+        if not 0 <= player < self.num_players:
+            raise MetaEvalError(f"add_clone: no player {player} in a {self.num_players}-player game")
+        if not 0 <= index < self.shape[player]:
+            raise MetaEvalError(
+                f"add_clone: player {player} has {self.shape[player]} strategies, no index {index}"
+            )
+
+        def append(array, axis):
+            copy = np.take(array, [index], axis=axis)
+            return np.concatenate([array, copy], axis=axis)
+
+        names = [list(n) for n in self.strategy_names]
+        names[player].append(name or f"{names[player][index]} (clone)")
+        return MetaGame(
+            append(self.payoffs, 1 + player),
+            strategy_names=names,
+            player_names=self.player_names,
+            counts=None if self.counts is None else append(self.counts, player),
+            stderr=None if self.stderr is None else append(self.stderr, 1 + player),
+        )
+
+    def joint_profiles(self):
+        """Iterate over joint strategy index tuples in C order."""
+        return itertools.product(*(range(k) for k in self.shape))
+
+    # -- persistence ----------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write payoffs, names and statistics to an ``.npz`` file (atomically)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        arrays = {"payoffs": self.payoffs}
+        if self.counts is not None:
+            arrays["counts"] = self.counts
+        if self.stderr is not None:
+            arrays["stderr"] = self.stderr
+        meta = {"strategy_names": self.strategy_names, "player_names": self.player_names}
+        np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays)
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path) -> MetaGame:
+        """Read a game written by :meth:`save`, or a bare payoff tensor in ``.npy``/``.npz``."""
+        path = Path(path)
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise MetaEvalError(f"cannot read a meta-game from {path}: {exc}") from None
+        if isinstance(data, np.ndarray):
+            return cls(data)
+        with data:
+            if "payoffs" not in data:
+                raise MetaEvalError(f"{path} has no 'payoffs' array (found {sorted(data.files)})")
+            meta = json.loads(str(data["meta"])) if "meta" in data else {}
+            return cls(
+                data["payoffs"],
+                strategy_names=meta.get("strategy_names"),
+                player_names=meta.get("player_names"),
+                counts=data["counts"] if "counts" in data else None,
+                stderr=data["stderr"] if "stderr" in data else None,
+            )

@@ -1,0 +1,37 @@
+"""Raters: plain functions ``(MetaGame, **options) -> Rating``, registered by name."""
+
+from __future__ import annotations
+
+import inspect
+
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+from metaeval.ratings.base import Rating
+from metaeval.ratings.uniform import uniform
+
+RATERS = {
+    "uniform": uniform,
+}
+
+
+def rate(game: MetaGame, method: str, **options) -> Rating:
+    """Rate every strategy of ``game`` with the rater registered as ``method``."""
+    if not isinstance(game, MetaGame):
+        raise MetaEvalError(f"rate() needs a MetaGame, got {type(game).__name__}")
+    try:
+        rater = RATERS[method]
+    except KeyError:
+        raise MetaEvalError(
+            f"unknown rater {method!r}; choose one of {', '.join(sorted(RATERS))}"
+        ) from None
+    accepted = inspect.signature(rater).parameters
+    unknown = sorted(set(options) - set(accepted))
+    if unknown and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        raise MetaEvalError(
+            f"rater {method!r} has no option(s) {', '.join(unknown)}; "
+            f"it accepts {', '.join(list(accepted)[1:]) or 'none'}"
+        )
+    return rater(game, **options)
+
+
+__all__ = ["RATERS", "Rating", "rate"]

@@ -1,0 +1,18 @@
+"""Uniform rating: mean payoff against uniformly mixing opponents (SPEC 2, `uniform`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metaeval.game import MetaGame
+from metaeval.ratings.base import Rating
+
+
+def uniform(game: MetaGame) -> Rating:
+    """r_p(a_p) = mean over a_-p of G_p(a_p, a_-p)."""
+    ratings = []
+    for p in range(game.num_players):
+        others = tuple(1 + q for q in range(game.num_players) if q != p)
+        ratings.append(game.payoffs[p].mean(axis=tuple(a - 1 for a in others)))
+    marginals = [np.full(k, 1.0 / k) for k in game.shape]
+    return Rating("uniform", game, ratings, distribution=marginals)
