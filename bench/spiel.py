@@ -102,9 +102,13 @@ def loop_iteration_seconds(name: str, iterations: int = 10) -> tuple[float, floa
     return statistics.median(core), statistics.median(total)
 
 
-def row(case, ours, theirs, error, extra=""):
-    ratio = theirs / ours
-    print(f"| {case} | {ours * 1e3:.2f} | {theirs * 1e3:.1f} | {ratio:,.0f}x | {error:.1e} |{extra}", flush=True)
+AGREEMENT = 1e-9
+
+
+def row(case, ours, theirs, error):
+    if not error <= AGREEMENT:
+        raise MetaEvalError(f"{case}: results differ from OpenSpiel's by {error:.2e} > {AGREEMENT}")
+    print(f"| {case} | {ours * 1e3:.2f} | {theirs * 1e3:.1f} | {theirs / ours:,.0f}x | {error:.1e} |", flush=True)
 
 
 def main(argv=None) -> None:
@@ -140,7 +144,8 @@ def main(argv=None) -> None:
         support, call = openspiel_cce_dist(game, population, sigma, support_mass=1e-12)
         ours, gap = timed(lambda: cce_gap(game, population, sigma, ExactEvaluator(game)), repeats=7)
         theirs, info = timed(call, repeats=1 if support > 100 else 3)
-        row(f"cce_gap, kuhn_3p, 8 per player, {label}; cce_dist on its {support} support joints",
+        joints = f"{support} support joint{'s' if support != 1 else ''}"
+        row(f"cce_gap, kuhn_3p, 8 per player, {label}; cce_dist on its {joints}",
             ours, theirs, max(abs(gap.total - info.dist_value),
                               np.abs(gap.per_player - info.deviation_incentives).max()))
 
