@@ -7,11 +7,15 @@ SPEC 2.2: the dual of ``max H(sigma) s.t. M sigma <= 0, sum(sigma) = 1`` is
 with sigma(lambda) = softmax(-M^T lambda), gradient -M sigma and Hessian
 Cov_sigma(M columns). With M the CCE matrix this is the MECCE (Marris et al. 2022).
 
-Why a hand-written projected Newton method rather than SciPy's L-BFGS-B: the dual has
-only sum_p K_p variables, so an exact Newton step costs one small linear solve and
-converges quadratically to a gradient of ~1e-15. L-BFGS-B's line search compares values
-of f and stalls once f changes by less than its rounding (gradient ~1e-8), and its
-tiny BLAS calls are slowed a hundredfold by idle OpenBLAS threads on a busy machine.
+Two steps. An LP finds the largest support of any feasible sigma, on which the optimum is
+strictly positive, so finite optimal multipliers exist there. Then a projected Newton
+method minimises f over the multipliers of that restricted problem.
+
+Why Newton written out here rather than SciPy's L-BFGS-B: the dual has only sum_p K_p
+variables, so an exact Newton step costs one small linear solve and converges
+quadratically to a KKT residual ~1e-13. L-BFGS-B's line search compares values of f and
+stalls once f changes by less than its rounding (gradient ~1e-8), and its many tiny BLAS
+calls are slowed a hundredfold by OpenBLAS threads on a small, busy machine.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
+from metaeval import lp
 from metaeval.errors import MetaEvalError
 
 # Stop when the projected gradient (the largest KKT residual, in units of max|M|) is
@@ -27,7 +33,7 @@ from metaeval.errors import MetaEvalError
 # above FAILURE_TOLERANCE.
 GRADIENT_TOLERANCE = 1e-13
 FAILURE_TOLERANCE = 1e-9
-MAX_ITERATIONS = 500
+MAX_ITERATIONS = 200
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 60
 # Singular values of the centred M below this fraction of the largest count as zero.
@@ -76,8 +82,10 @@ def _linear_directions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     genuine curvature also vanishes as sigma's mass leaves excluded joints.
     """
     centred = rows - rows.mean(axis=1, keepdims=True)
-    # The thin SVD already gives a complete left basis unless rows outnumber joints.
-    left, singular, _ = np.linalg.svd(centred, full_matrices=centred.shape[0] > centred.shape[1])
+    if centred.shape[1] > centred.shape[0]:
+        # Same left singular vectors, from the small triangular factor of centred^T = QR.
+        centred = np.linalg.qr(centred.T, mode="r").T
+    left, singular, _ = np.linalg.svd(centred)
     rank = int(np.sum(singular > _RANK_RTOL * max(singular.max(initial=0.0), np.finfo(float).tiny)))
     return left[:, :rank], left[:, rank:]
 
@@ -92,16 +100,21 @@ def _to_first_bound(lam: np.ndarray, step: np.ndarray, near_zero: np.ndarray) ->
     return float(np.min(lam[blocking] / -step[blocking])) if blocking.any() else 1.0
 
 
-def _newton_direction(matrix: np.ndarray, point: _Point) -> np.ndarray:
+def _newton_direction(matrix: np.ndarray, point: _Point, bases: dict) -> np.ndarray:
     """Projected Newton direction (Bertsekas 1982) on the free multipliers; those near zero
     whose gradient pushes them there go straight to zero. Along directions where f is
-    linear it is steepest descent, scaled to reach the first multiplier bound."""
+    linear it is steepest descent, scaled to reach the first multiplier bound.
+
+    ``bases`` caches _linear_directions per free set, which rarely changes."""
     lam, gradient = point.lam, point.gradient
     near_zero = lam <= min(1e-3, float(np.abs(lam - np.maximum(lam - gradient, 0.0)).max()))
     free = ~(near_zero & (gradient > 0))
     direction = -lam * ~free
     rows = matrix[free]
-    curved, linear = _linear_directions(rows)
+    key = free.tobytes()
+    if key not in bases:
+        bases[key] = _linear_directions(rows)
+    curved, linear = bases[key]
     mean = -gradient[free]
     hessian = (rows * point.sigma) @ rows.T - np.outer(mean, mean)
     reduced = curved.T @ hessian @ curved
@@ -113,8 +126,11 @@ def _newton_direction(matrix: np.ndarray, point: _Point) -> np.ndarray:
 
 def _line_search(matrix: np.ndarray, point: _Point, direction: np.ndarray) -> _Point | None:
     """Backtrack along the projected arc max(lambda + s d, 0) until f drops (Armijo), or,
-    once f is flat to rounding, until the KKT residual at least halves."""
-    noise = 16 * np.finfo(float).eps * max(1.0, abs(point.value))
+    once f is flat to rounding, until the KKT residual at least halves.
+
+    The logits -M^T lambda sum terms up to |lambda|_1 (max|M| is 1), so f carries
+    rounding of order eps * (|f| + |lambda|_1): large multipliers make f noisy."""
+    noise = 16 * np.finfo(float).eps * (1.0 + abs(point.value) + float(point.lam.sum()))
     step = 1.0
     for _ in range(_MAX_HALVINGS):
         candidate = _evaluate(matrix, np.maximum(point.lam + step * direction, 0.0))
@@ -127,6 +143,28 @@ def _line_search(matrix: np.ndarray, point: _Point, direction: np.ndarray) -> _P
     return None
 
 
+def largest_support(matrix: np.ndarray) -> np.ndarray:
+    """Joints that carry mass in some sigma >= 0 with ``matrix @ sigma <= 0``.
+
+    One LP on the cone {x >= 0 : matrix x <= 0}: maximise sum(y) with 0 <= y <= 1 and
+    y <= x. Scaling x up, y_j reaches 1 exactly for every joint in some solution's support.
+    """
+    rows, joints = matrix.shape
+    identity = sp.identity(joints, format="csr")
+    cone = sp.hstack([sp.csr_matrix(matrix), sp.csr_matrix((rows, joints))])  # matrix x <= 0
+    below = sp.hstack([-identity, identity])  # y - x <= 0
+    highs = lp.highs_model(
+        sp.vstack([cone, below]),
+        costs=np.concatenate([np.zeros(joints), -np.ones(joints)]),
+        col_lower=np.zeros(2 * joints),
+        col_upper=np.concatenate([np.full(joints, lp.INF), np.ones(joints)]),
+        row_lower=np.full(rows + joints, -lp.INF),
+        row_upper=np.zeros(rows + joints),
+    )
+    lp.solve(highs, "the largest-support LP of the maximum-entropy problem")
+    return np.asarray(highs.getSolution().col_value)[joints:] > 0.5
+
+
 def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (SPEC 2.2).
 
@@ -135,14 +173,24 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     scale = float(np.abs(matrix).max(initial=0.0)) or 1.0
+    matrix = matrix / scale
+    support = largest_support(matrix)
+    if not support.any():
+        raise MetaEvalError("no distribution satisfies the constraints: the feasible set is empty")
+    # The maximum-entropy sigma lies in the relative interior of the feasible set, so it is
+    # positive exactly on the largest support; there finite optimal multipliers exist (the
+    # constraints are linear and the entropy is differentiable at sigma > 0), whereas on
+    # all joints they would run to infinity to drive excluded joints' mass to zero.
+    matrix = matrix[:, support]
     # All-zero rows (deviations of one-strategy players) constrain nothing and duplicate
     # rows (clones) repeat a constraint; dropping them removes needless flat directions.
-    matrix = np.unique(matrix[np.any(matrix != 0, axis=1)] / scale, axis=0)
+    matrix = np.unique(matrix[np.any(matrix != 0, axis=1)], axis=0)
     point = _evaluate(matrix, np.zeros(matrix.shape[0]))
     iterations = 0
+    bases: dict = {}
     while point.residual > GRADIENT_TOLERANCE and iterations < MAX_ITERATIONS:
         iterations += 1
-        better = _line_search(matrix, point, _newton_direction(matrix, point))
+        better = _line_search(matrix, point, _newton_direction(matrix, point, bases))
         if better is None:  # at the floor of rounding: no step reduces f or the residual
             break
         point = better
@@ -151,4 +199,6 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
             f"maximum-entropy dual did not converge: KKT residual {point.residual:.3g} "
             f"(relative to the largest payoff difference) after {iterations} Newton steps"
         )
-    return MaxEntropy(point.sigma, iterations, point.residual)
+    distribution = np.zeros(support.size)
+    distribution[support] = point.sigma
+    return MaxEntropy(distribution, iterations, point.residual)

@@ -8,7 +8,7 @@ from scipy.optimize import linprog
 import metaeval
 from metaeval import MetaEvalError, MetaGame
 from metaeval.equilibria import cce_constraints, deviation_gains, mecce
-from metaeval.mecce import max_entropy
+from metaeval.mecce import largest_support, max_entropy
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
 
 
@@ -67,6 +67,24 @@ def test_strictly_dominant_profile_is_the_only_cce():
     np.testing.assert_allclose(mecce(dominant_strategy_game()), expected, atol=1e-9)
 
 
+def test_single_joint_cce_found_without_running_multipliers_to_infinity():
+    # Only (1, 0) is a CCE, but one of its gain rows is nearly flat (0.0056 on a joint
+    # carrying a fifth of the mass): a dual Newton method on all joints stalls here.
+    game = MetaGame([[[-0.68, 0.63], [-0.25, -0.91]], [[-0.12, -0.95], [-0.78, -0.79]]])
+    a = cce_constraints(game)
+    np.testing.assert_array_equal(largest_support(a), [False, False, True, False])
+    np.testing.assert_allclose(mecce(game), [[0.0, 0.0], [1.0, 0.0]], atol=1e-15)
+
+
+def test_largest_support_is_the_union_of_cce_supports():
+    a = cce_constraints(dominant_strategy_game())
+    assert np.flatnonzero(largest_support(a)).tolist() == [8]
+    assert largest_support(cce_constraints(rock_paper_scissors())).all()
+    # Only the even mix of joints 0 and 2 is feasible: joint 1 never carries mass.
+    m = np.array([[1.0, 1.0, -1.0], [-1.0, 1.0, 1.0]])
+    assert largest_support(m).tolist() == [True, False, True]
+
+
 def test_game_without_incentives_gives_uniform():
     np.testing.assert_allclose(mecce(MetaGame(np.ones((3, 2, 3, 2)))), np.full((2, 3, 2), 1 / 12))
 
@@ -95,5 +113,5 @@ def test_scale_free():
 
 
 def test_infeasible_system_is_a_clear_error():
-    with pytest.raises(MetaEvalError, match="maximum-entropy dual did not converge"):
+    with pytest.raises(MetaEvalError, match="feasible set is empty"):
         max_entropy(np.array([[1.0, 2.0]]))  # sigma >= 0, sum 1 and sigma_0 + 2 sigma_1 <= 0
