@@ -36,7 +36,7 @@ FAILURE_TOLERANCE = 1e-9
 MAX_ITERATIONS = 200
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 60
-# Singular values of the centred M below this fraction of the largest count as zero.
+# Singular values of the centred M below this fraction of its scale count as zero.
 _RANK_RTOL = 1e-10
 
 
@@ -73,20 +73,29 @@ def _evaluate(matrix: np.ndarray, lam: np.ndarray) -> _Point:
     return _Point(lam, float(top + np.log(total)), sigma, -(matrix @ sigma))
 
 
-def _linear_directions(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Orthonormal bases (curved, linear) of multiplier space for these rows of M.
+def _centred_factor(matrix: np.ndarray) -> np.ndarray:
+    """R with R^T R = C C^T for the row-centred C = M - row means (one QR of C^T).
+
+    For any set F of rows, C[F] = R[:, F]^T Q^T with Q orthonormal, so C[F] and the small
+    R[:, F]^T share their left singular vectors and singular values.
+    """
+    centred = matrix - matrix.mean(axis=1, keepdims=True)
+    return np.linalg.qr(centred.T, mode="r")
+
+
+def _linear_directions(factor: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal bases (curved, linear) of the free multipliers' space.
 
     Along v with v^T M constant over all joints, f is exactly linear (clones; integer
-    payoffs where a combination of one player's deviations is constant). Found from the
-    unweighted, row-centred M, so it does not depend on sigma, unlike the Hessian, whose
-    genuine curvature also vanishes as sigma's mass leaves excluded joints.
+    payoffs where a combination of one player's deviations is constant). These are the
+    left null vectors of the free rows of the row-centred M, i.e. of ``factor[:, free]^T``
+    (see _centred_factor): unweighted, so they do not depend on sigma, unlike the Hessian.
+    The factor carries rounding of order eps * |M|, so the cut-off is relative to the
+    whole factor, not to the free rows.
     """
-    centred = rows - rows.mean(axis=1, keepdims=True)
-    if centred.shape[1] > centred.shape[0]:
-        # Same left singular vectors, from the small triangular factor of centred^T = QR.
-        centred = np.linalg.qr(centred.T, mode="r").T
-    left, singular, _ = np.linalg.svd(centred)
-    rank = int(np.sum(singular > _RANK_RTOL * max(singular.max(initial=0.0), np.finfo(float).tiny)))
+    left, singular, _ = np.linalg.svd(factor[:, free].T, full_matrices=True)
+    cutoff = _RANK_RTOL * max(float(np.abs(factor).max(initial=0.0)), np.finfo(float).tiny)
+    rank = int(np.sum(singular > cutoff))
     return left[:, :rank], left[:, rank:]
 
 
@@ -100,10 +109,10 @@ def _to_first_bound(lam: np.ndarray, step: np.ndarray, near_zero: np.ndarray) ->
     return float(np.min(lam[blocking] / -step[blocking])) if blocking.any() else 1.0
 
 
-def _newton_direction(matrix: np.ndarray, point: _Point, bases: dict) -> np.ndarray:
-    """Projected Newton direction (Bertsekas 1982) on the free multipliers; those near zero
-    whose gradient pushes them there go straight to zero. Along directions where f is
-    linear it is steepest descent, scaled to reach the first multiplier bound.
+def _newton_direction(matrix: np.ndarray, factor: np.ndarray, point: _Point, bases: dict) -> np.ndarray:
+    """Projected Newton direction (Bertsekas 1982) on the free multipliers;
+    those near zero whose gradient pushes them there go straight to zero. Along directions
+    where f is linear it is steepest descent, scaled to reach the first multiplier bound.
 
     ``bases`` caches _linear_directions per free set, which rarely changes."""
     lam, gradient = point.lam, point.gradient
@@ -113,15 +122,24 @@ def _newton_direction(matrix: np.ndarray, point: _Point, bases: dict) -> np.ndar
     rows = matrix[free]
     key = free.tobytes()
     if key not in bases:
-        bases[key] = _linear_directions(rows)
+        bases[key] = _linear_directions(factor, free)
     curved, linear = bases[key]
     mean = -gradient[free]
     hessian = (rows * point.sigma) @ rows.T - np.outer(mean, mean)
     reduced = curved.T @ hessian @ curved
     newton = np.linalg.lstsq(reduced, -(curved.T @ gradient[free]), rcond=None)[0]
-    descent = -linear @ (linear.T @ gradient[free])
-    direction[free] = curved @ newton + _to_first_bound(lam[free], descent, near_zero[free]) * descent
-    return direction
+    direction[free] = curved @ newton
+    slope = linear.T @ gradient[free]
+    # Opposite constraints (an implicit equality) give linear directions of zero slope,
+    # whose rounding must not be scaled up to a bound.
+    if np.abs(slope).max(initial=0.0) > GRADIENT_TOLERANCE:
+        descent = -linear @ slope
+        direction[free] += _to_first_bound(lam[free], descent, near_zero[free]) * descent
+    # Where sigma has left the joints that give a direction its curvature, the Newton step
+    # along it is huge; cap every step at doubling the largest multiplier (plus 10).
+    limit = 10.0 + float(lam.max(initial=0.0))
+    longest = float(np.abs(direction).max(initial=0.0))
+    return direction * (limit / longest) if longest > limit else direction
 
 
 def _line_search(matrix: np.ndarray, point: _Point, direction: np.ndarray) -> _Point | None:
@@ -187,10 +205,11 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     matrix = np.unique(matrix[np.any(matrix != 0, axis=1)], axis=0)
     point = _evaluate(matrix, np.zeros(matrix.shape[0]))
     iterations = 0
+    factor = _centred_factor(matrix)
     bases: dict = {}
     while point.residual > GRADIENT_TOLERANCE and iterations < MAX_ITERATIONS:
         iterations += 1
-        better = _line_search(matrix, point, _newton_direction(matrix, point, bases))
+        better = _line_search(matrix, point, _newton_direction(matrix, factor, point, bases))
         if better is None:  # at the floor of rounding: no step reduces f or the residual
             break
         point = better
