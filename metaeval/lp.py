@@ -14,8 +14,12 @@ from metaeval.errors import MetaEvalError
 
 INF = highspy.kHighsInf
 
-# Tighter than HiGHS's 1e-7 defaults: callers compare LP values to 1e-9.
+# Tighter than HiGHS's 1e-7 defaults: callers compare LP values to 1e-9. On highly
+# degenerate models (0/1 payoffs, many frozen constraints) an ill-conditioned basis can
+# leave residuals of ~1e-9 that HiGHS then reports as infeasible; solve() relaxes the
+# tolerances a hundredfold at a time, up to the defaults, before giving up.
 FEASIBILITY_TOLERANCE = 1e-10
+LOOSEST_TOLERANCE = 1e-7
 
 
 def highs_model(
@@ -41,20 +45,37 @@ def highs_model(
     lp.a_matrix_.value_ = matrix.data.astype(np.float64)
     highs = highspy.Highs()
     highs.silent()
-    highs.setOptionValue("primal_feasibility_tolerance", FEASIBILITY_TOLERANCE)
-    highs.setOptionValue("dual_feasibility_tolerance", FEASIBILITY_TOLERANCE)
+    _set_tolerance(highs, FEASIBILITY_TOLERANCE)
     check(highs.passModel(lp), highs, "passModel")
     return highs
 
 
-def solve(highs: highspy.Highs, what: str) -> None:
-    """Run HiGHS (warm from its current basis) and insist on a proven optimum."""
-    highs.run()
-    status = highs.getModelStatus()
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise MetaEvalError(
-            f"HiGHS did not solve {what}: model status {highs.modelStatusToString(status)!r}"
-        )
+def _set_tolerance(highs: highspy.Highs, tolerance: float) -> None:
+    highs.setOptionValue("primal_feasibility_tolerance", tolerance)
+    highs.setOptionValue("dual_feasibility_tolerance", tolerance)
+
+
+def solve(highs: highspy.Highs, what: str) -> int:
+    """Run HiGHS (warm from its current basis) to a proven optimum; return the runs taken.
+
+    A run that stops short of an optimum is repeated with tolerances a hundred times
+    looser (kept for later solves of the same model), up to LOOSEST_TOLERANCE.
+    """
+    tolerance = highs.getOptionValue("primal_feasibility_tolerance")[1]
+    runs = 0
+    while True:
+        highs.run()
+        runs += 1
+        status = highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kOptimal:
+            return runs
+        if tolerance >= LOOSEST_TOLERANCE:
+            raise MetaEvalError(
+                f"HiGHS did not solve {what}: model status {highs.modelStatusToString(status)!r} "
+                f"at feasibility tolerance {tolerance:g}"
+            )
+        tolerance = min(100 * tolerance, LOOSEST_TOLERANCE)
+        _set_tolerance(highs, tolerance)
 
 
 def check(status: highspy.HighsStatus, highs: highspy.Highs, call: str) -> None:

@@ -8,9 +8,15 @@ Marris, Liu, Gemp, Piliouras, Lanctot (2025), "Deviation Ratings". Each round so
 and freezes, at value t, every unfrozen constraint with a non-zero dual.
 
 One HiGHS model serves every round. Each deviation gain has its own column
-``g_i = (A sigma)_i`` (an equality row) and a cap row ``g_i - t <= 0``. Freezing i fixes
-the bounds of g_i to t and makes its cap row free: bound changes only, so the previous
-optimal basis stays valid and each round is a short warm re-solve.
+``g_i = (A sigma)_i`` (an equality row) and a cap row ``g_i - t <= 0``. Freezing i sets
+the upper bound of g_i to t and makes its cap row free: bound changes only, so the
+previous optimal basis stays valid and each round is a short warm re-solve.
+
+A frozen constraint is tight at every optimum of its round, i.e. everywhere on the set
+{all gains <= t} that later rounds search, so the bound g_i <= t already forces
+g_i == t. The one-sided bound states the same thing without asking the solver to meet
+an equality whose right-hand side carries an earlier LP's rounding: after many freezes
+the remaining face is thin, and fixed equalities then become "infeasible" at 1e-9.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ class StrictestCCE:
     values: np.ndarray  # frozen value of every row
     masses: np.ndarray  # the final LP's distribution over columns
     rounds: int
+    lp_solves: int  # rounds plus re-solves at looser tolerances
+    feasibility_tolerance: float  # HiGHS's tolerance at the end
     simplex_iterations: int
     safeguard_freezes: int
 
@@ -89,9 +97,9 @@ def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
 
     values = np.zeros(rows)
     unfrozen = np.ones(rows, dtype=bool)
-    rounds = iterations = safeguards = 0
+    rounds = solves = iterations = safeguards = 0
     while unfrozen.any():
-        lp.solve(highs, f"round {rounds + 1} of the deviation-rating LPs")
+        solves += lp.solve(highs, f"round {rounds + 1} of the deviation-rating LPs")
         rounds += 1
         iterations += highs.getInfo().simplex_iteration_count
         solution = highs.getSolution()
@@ -104,11 +112,12 @@ def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
         chosen = np.flatnonzero(freeze)
         values[chosen] = t
         unfrozen &= ~freeze
-        # Freeze at the LP's t, not at each g's own value: constraints frozen together
-        # get exactly equal ratings, and the current sigma satisfies the new equalities to
-        # within the LP's feasibility tolerance, so the next round starts primal feasible.
-        fixed = np.full(chosen.size, t)
-        status = highs.changeColsBounds(chosen.size, gain_col[chosen].astype(np.int32), fixed, fixed)
+        # Freeze at the LP's t, not at each g's own value: constraints frozen together get
+        # exactly equal ratings, and the current sigma meets the new bounds, so the next
+        # round starts primal feasible.
+        status = highs.changeColsBounds(
+            chosen.size, gain_col[chosen].astype(np.int32), np.full(chosen.size, -lp.INF), np.full(chosen.size, t)
+        )
         lp.check(status, highs, "changeColsBounds")
         for row in cap[chosen]:
             lp.check(highs.changeRowBounds(int(row), -lp.INF, lp.INF), highs, "changeRowBounds")
@@ -116,7 +125,8 @@ def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
         # continues from it, where dual simplex would first repair dual feasibility.
         highs.setOptionValue("simplex_strategy", 4)
     masses = np.clip(column_values[:columns], 0.0, None)
-    return StrictestCCE(values, masses / masses.sum(), rounds, iterations, safeguards)
+    tolerance = highs.getOptionValue("primal_feasibility_tolerance")[1]
+    return StrictestCCE(values, masses / masses.sum(), rounds, solves, tolerance, iterations, safeguards)
 
 
 def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = True) -> Rating:
@@ -128,7 +138,8 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         merge_duplicates: merge identical constraint rows and joint columns (exact).
 
     Returns a Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
-    diagnostics hold ``rounds`` and ``lp_solves`` (one warm re-solve per round),
+    diagnostics hold ``rounds``, ``lp_solves`` (one warm re-solve per round, plus any
+    at looser tolerances, see metaeval.lp), ``feasibility_tolerance``,
     ``simplex_iterations``, ``safeguard_freezes``, the LP size and ``max_violation``, the
     largest |delta(sigma*) - rating| over all constraints in payoff units.
     """
@@ -143,7 +154,8 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
     gains = np.concatenate(deviation_gains(game, sigma))
     diagnostics = {
         "rounds": result.rounds,
-        "lp_solves": result.rounds,
+        "lp_solves": result.lp_solves,
+        "feasibility_tolerance": result.feasibility_tolerance,
         "simplex_iterations": result.simplex_iterations,
         "safeguard_freezes": result.safeguard_freezes,
         "lp_rows": reduced.matrix.shape[0],
