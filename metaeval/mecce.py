@@ -36,8 +36,9 @@ FAILURE_TOLERANCE = 1e-9
 MAX_ITERATIONS = 200
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 60
-# Singular values of the centred M below this fraction of its scale count as zero.
-_RANK_RTOL = 1e-10
+# Eigenvalues of the centred Gram matrix below this fraction of its scale count as zero
+# (singular values of the centred M below 1e-6 of its scale).
+_RANK_RTOL = 1e-12
 
 
 @dataclass
@@ -73,30 +74,26 @@ def _evaluate(matrix: np.ndarray, lam: np.ndarray) -> _Point:
     return _Point(lam, float(top + np.log(total)), sigma, -(matrix @ sigma))
 
 
-def _centred_factor(matrix: np.ndarray) -> np.ndarray:
-    """R with R^T R = C C^T for the row-centred C = M - row means (one QR of C^T).
-
-    For any set F of rows, C[F] = R[:, F]^T Q^T with Q orthonormal, so C[F] and the small
-    R[:, F]^T share their left singular vectors and singular values.
-    """
+def _centred_gram(matrix: np.ndarray) -> np.ndarray:
+    """C C^T for the row-centred C = M - row means; the Gram matrix of any set F of rows
+    is its [F, F] block. A product of R x R size, unlike a QR of the long C^T, whose
+    threaded LAPACK call is erratic on small, busy machines."""
     centred = matrix - matrix.mean(axis=1, keepdims=True)
-    return np.linalg.qr(centred.T, mode="r")
+    return centred @ centred.T
 
 
-def _linear_directions(factor: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _linear_directions(gram: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Orthonormal bases (curved, linear) of the free multipliers' space.
 
     Along v with v^T M constant over all joints, f is exactly linear (clones; integer
     payoffs where a combination of one player's deviations is constant). These are the
-    left null vectors of the free rows of the row-centred M, i.e. of ``factor[:, free]^T``
-    (see _centred_factor): unweighted, so they do not depend on sigma, unlike the Hessian.
-    The factor carries rounding of order eps * |M|, so the cut-off is relative to the
-    whole factor, not to the free rows.
+    null vectors of the free rows' centred Gram matrix: unweighted, so they do not depend
+    on sigma, unlike the Hessian. The Gram matrix carries rounding of order eps * |C|^2,
+    so the cut-off is relative to the whole matrix, not to the free rows.
     """
-    left, singular, _ = np.linalg.svd(factor[:, free].T, full_matrices=True)
-    cutoff = _RANK_RTOL * max(float(np.abs(factor).max(initial=0.0)), np.finfo(float).tiny)
-    rank = int(np.sum(singular > cutoff))
-    return left[:, :rank], left[:, rank:]
+    curvature, basis = np.linalg.eigh(gram[np.ix_(free, free)])
+    linear = curvature <= _RANK_RTOL * max(float(np.abs(gram).max(initial=0.0)), np.finfo(float).tiny)
+    return basis[:, ~linear], basis[:, linear]
 
 
 def _to_first_bound(lam: np.ndarray, step: np.ndarray, near_zero: np.ndarray) -> float:
@@ -109,7 +106,7 @@ def _to_first_bound(lam: np.ndarray, step: np.ndarray, near_zero: np.ndarray) ->
     return float(np.min(lam[blocking] / -step[blocking])) if blocking.any() else 1.0
 
 
-def _newton_direction(matrix: np.ndarray, factor: np.ndarray, point: _Point, bases: dict) -> np.ndarray:
+def _newton_direction(matrix: np.ndarray, gram: np.ndarray, point: _Point, bases: dict) -> np.ndarray:
     """Projected Newton direction (Bertsekas 1982) on the free multipliers;
     those near zero whose gradient pushes them there go straight to zero. Along directions
     where f is linear it is steepest descent, scaled to reach the first multiplier bound.
@@ -122,7 +119,7 @@ def _newton_direction(matrix: np.ndarray, factor: np.ndarray, point: _Point, bas
     rows = matrix[free]
     key = free.tobytes()
     if key not in bases:
-        bases[key] = _linear_directions(factor, free)
+        bases[key] = _linear_directions(gram, free)
     curved, linear = bases[key]
     mean = -gradient[free]
     hessian = (rows * point.sigma) @ rows.T - np.outer(mean, mean)
@@ -205,11 +202,11 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     matrix = np.unique(matrix[np.any(matrix != 0, axis=1)], axis=0)
     point = _evaluate(matrix, np.zeros(matrix.shape[0]))
     iterations = 0
-    factor = _centred_factor(matrix)
+    gram = _centred_gram(matrix)
     bases: dict = {}
     while point.residual > GRADIENT_TOLERANCE and iterations < MAX_ITERATIONS:
         iterations += 1
-        better = _line_search(matrix, point, _newton_direction(matrix, factor, point, bases))
+        better = _line_search(matrix, point, _newton_direction(matrix, gram, point, bases))
         if better is None:  # at the floor of rounding: no step reduces f or the residual
             break
         point = better
