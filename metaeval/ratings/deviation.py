@@ -115,9 +115,9 @@ def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
         # Freeze at the LP's t, not at each g's own value: constraints frozen together get
         # exactly equal ratings, and the current sigma meets the new bounds, so the next
         # round starts primal feasible.
-        status = highs.changeColsBounds(
-            chosen.size, gain_col[chosen].astype(np.int32), np.full(chosen.size, -lp.INF), np.full(chosen.size, t)
-        )
+        columns_to_cap = gain_col[chosen].astype(np.int32)
+        no_floor, cap_at_t = np.full(chosen.size, -lp.INF), np.full(chosen.size, t)
+        status = highs.changeColsBounds(chosen.size, columns_to_cap, no_floor, cap_at_t)
         lp.check(status, highs, "changeColsBounds")
         for row in cap[chosen]:
             lp.check(highs.changeRowBounds(int(row), -lp.INF, lp.INF), highs, "changeRowBounds")
