@@ -7,10 +7,14 @@ import inspect
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
+from metaeval.ratings.deviation import deviation
+from metaeval.ratings.payoff import payoff
 from metaeval.ratings.uniform import uniform
 
 RATERS = {
     "uniform": uniform,
+    "deviation": deviation,
+    "payoff": payoff,
 }
 
 

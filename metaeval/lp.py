@@ -1,0 +1,86 @@
+"""Linear programs solved by HiGHS in place: build once, change bounds, re-solve warm.
+
+HiGHS keeps its simplex basis between ``run()`` calls when only bounds change, so a
+sequence of related LPs costs a few pivots each instead of a fresh solve.
+"""
+
+from __future__ import annotations
+
+import highspy
+import numpy as np
+import scipy.sparse as sp
+
+from metaeval.errors import MetaEvalError
+
+INF = highspy.kHighsInf
+
+# Tighter than HiGHS's 1e-7 defaults: callers compare LP values to 1e-9. On highly
+# degenerate models (0/1 payoffs, many frozen constraints) an ill-conditioned basis can
+# leave residuals of ~1e-9 that HiGHS then reports as infeasible; solve() relaxes the
+# tolerances a hundredfold at a time, up to the defaults, before giving up.
+FEASIBILITY_TOLERANCE = 1e-10
+LOOSEST_TOLERANCE = 1e-7
+
+
+def highs_model(
+    matrix: sp.spmatrix,
+    costs: np.ndarray,
+    col_lower: np.ndarray,
+    col_upper: np.ndarray,
+    row_lower: np.ndarray,
+    row_upper: np.ndarray,
+) -> highspy.Highs:
+    """A silent HiGHS instance holding ``min costs @ x, row_lower <= matrix x <= row_upper``."""
+    matrix = sp.csc_matrix(matrix)
+    lp = highspy.HighsLp()
+    lp.num_row_, lp.num_col_ = matrix.shape
+    lp.col_cost_ = np.asarray(costs, dtype=np.float64)
+    lp.col_lower_ = np.asarray(col_lower, dtype=np.float64)
+    lp.col_upper_ = np.asarray(col_upper, dtype=np.float64)
+    lp.row_lower_ = np.asarray(row_lower, dtype=np.float64)
+    lp.row_upper_ = np.asarray(row_upper, dtype=np.float64)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = matrix.indptr.astype(np.int32)
+    lp.a_matrix_.index_ = matrix.indices.astype(np.int32)
+    lp.a_matrix_.value_ = matrix.data.astype(np.float64)
+    highs = highspy.Highs()
+    highs.silent()
+    _set_tolerance(highs, FEASIBILITY_TOLERANCE)
+    check(highs.passModel(lp), highs, "passModel")
+    return highs
+
+
+def _set_tolerance(highs: highspy.Highs, tolerance: float) -> None:
+    highs.setOptionValue("primal_feasibility_tolerance", tolerance)
+    highs.setOptionValue("dual_feasibility_tolerance", tolerance)
+
+
+def solve(highs: highspy.Highs, what: str) -> int:
+    """Run HiGHS (warm from its current basis) to a proven optimum; return the runs taken.
+
+    A run that stops short of an optimum is repeated with tolerances a hundred times
+    looser (kept for later solves of the same model), up to LOOSEST_TOLERANCE.
+    """
+    tolerance = highs.getOptionValue("primal_feasibility_tolerance")[1]
+    runs = 0
+    while True:
+        highs.run()
+        runs += 1
+        status = highs.getModelStatus()
+        if status == highspy.HighsModelStatus.kOptimal:
+            return runs
+        if tolerance >= LOOSEST_TOLERANCE:
+            raise MetaEvalError(
+                f"HiGHS did not solve {what}: model status {highs.modelStatusToString(status)!r} "
+                f"at feasibility tolerance {tolerance:g}"
+            )
+        tolerance = min(100 * tolerance, LOOSEST_TOLERANCE)
+        _set_tolerance(highs, tolerance)
+
+
+def check(status: highspy.HighsStatus, highs: highspy.Highs, call: str) -> None:
+    """Raise if a HiGHS call (model change) returned an error status."""
+    if status == highspy.HighsStatus.kError:
+        raise MetaEvalError(
+            f"HiGHS rejected {call} (model status {highs.modelStatusToString(highs.getModelStatus())!r})"
+        )

@@ -1,0 +1,220 @@
+"""Maximum-entropy distribution on ``{sigma in simplex : M sigma <= 0}``, through its dual.
+
+SPEC 2.2: the dual of ``max H(sigma) s.t. M sigma <= 0, sum(sigma) = 1`` is
+
+    min_{lambda >= 0} f(lambda) = log sum_a exp(-(M^T lambda)_a),
+
+with sigma(lambda) = softmax(-M^T lambda), gradient -M sigma and Hessian
+Cov_sigma(M columns). With M the CCE matrix this is the MECCE (Marris et al. 2022).
+
+Two steps. An LP finds the largest support of any feasible sigma, on which the optimum is
+strictly positive, so finite optimal multipliers exist there. Then a projected Newton
+method minimises f over the multipliers of that restricted problem.
+
+Why Newton written out here rather than SciPy's L-BFGS-B: the dual has only sum_p K_p
+variables, so an exact Newton step costs one small linear solve and converges
+quadratically to a KKT residual ~1e-13. L-BFGS-B's line search compares values of f and
+stalls once f changes by less than its rounding (gradient ~1e-8), and its many tiny BLAS
+calls are slowed a hundredfold by OpenBLAS threads on a small, busy machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from metaeval import lp
+from metaeval.errors import MetaEvalError
+
+# Stop when the projected gradient (the largest KKT residual, in units of max|M|) is
+# below GRADIENT_TOLERANCE; fail if no step can reduce it further while it is still
+# above FAILURE_TOLERANCE.
+GRADIENT_TOLERANCE = 1e-13
+FAILURE_TOLERANCE = 1e-9
+MAX_ITERATIONS = 200
+_ARMIJO = 1e-4
+_MAX_HALVINGS = 60
+# Eigenvalues of the centred Gram matrix below this fraction of its scale count as zero
+# (singular values of the centred M below 1e-6 of its scale).
+_RANK_RTOL = 1e-12
+
+
+@dataclass
+class MaxEntropy:
+    """The solution and how it was reached."""
+
+    distribution: np.ndarray
+    iterations: int
+    kkt_residual: float  # largest projected-gradient entry, in units of max|M|
+
+
+@dataclass
+class _Point:
+    lam: np.ndarray
+    value: float
+    sigma: np.ndarray
+    gradient: np.ndarray
+
+    @property
+    def residual(self) -> float:
+        """Largest entry of the projected gradient: zero exactly at the dual optimum."""
+        projected = np.where(self.lam > 0, self.gradient, np.minimum(self.gradient, 0.0))
+        return float(np.abs(projected).max(initial=0.0))
+
+
+def _evaluate(matrix: np.ndarray, lam: np.ndarray) -> _Point:
+    """f, sigma and the gradient at lambda, with the log-sum-exp shifted by its maximum."""
+    logits = -(lam @ matrix)
+    top = logits.max()
+    weights = np.exp(logits - top)
+    total = weights.sum()
+    sigma = weights / total
+    return _Point(lam, float(top + np.log(total)), sigma, -(matrix @ sigma))
+
+
+def _centred_gram(matrix: np.ndarray) -> np.ndarray:
+    """C C^T for the row-centred C = M - row means; the Gram matrix of any set F of rows
+    is its [F, F] block. A product of R x R size, unlike a QR of the long C^T, whose
+    threaded LAPACK call is erratic on small, busy machines."""
+    centred = matrix - matrix.mean(axis=1, keepdims=True)
+    return centred @ centred.T
+
+
+def _linear_directions(gram: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal bases (curved, linear) of the free multipliers' space.
+
+    Along v with v^T M constant over all joints, f is exactly linear (clones; integer
+    payoffs where a combination of one player's deviations is constant). These are the
+    null vectors of the free rows' centred Gram matrix: unweighted, so they do not depend
+    on sigma, unlike the Hessian. The Gram matrix carries rounding of order eps * |C|^2,
+    so the cut-off is relative to the whole matrix, not to the free rows.
+    """
+    curvature, basis = np.linalg.eigh(gram[np.ix_(free, free)])
+    linear = curvature <= _RANK_RTOL * max(float(np.abs(gram).max(initial=0.0)), np.finfo(float).tiny)
+    return basis[:, ~linear], basis[:, linear]
+
+
+def _to_first_bound(lam: np.ndarray, step: np.ndarray, near_zero: np.ndarray) -> float:
+    """Largest s keeping lam + s * step >= 0 on the multipliers not already near zero.
+
+    Along a linear direction sigma does not change and f falls at a constant rate, so its
+    minimiser is the first bound hit; multipliers already near zero are left to projection.
+    """
+    blocking = ~near_zero & (step < 0)
+    return float(np.min(lam[blocking] / -step[blocking])) if blocking.any() else 1.0
+
+
+def _newton_direction(matrix: np.ndarray, gram: np.ndarray, point: _Point, bases: dict) -> np.ndarray:
+    """Projected Newton direction (Bertsekas 1982) on the free multipliers;
+    those near zero whose gradient pushes them there go straight to zero. Along directions
+    where f is linear it is steepest descent, scaled to reach the first multiplier bound.
+
+    ``bases`` caches _linear_directions per free set, which rarely changes."""
+    lam, gradient = point.lam, point.gradient
+    near_zero = lam <= min(1e-3, float(np.abs(lam - np.maximum(lam - gradient, 0.0)).max()))
+    free = ~(near_zero & (gradient > 0))
+    direction = -lam * ~free
+    rows = matrix[free]
+    key = free.tobytes()
+    if key not in bases:
+        bases[key] = _linear_directions(gram, free)
+    curved, linear = bases[key]
+    mean = -gradient[free]
+    hessian = (rows * point.sigma) @ rows.T - np.outer(mean, mean)
+    reduced = curved.T @ hessian @ curved
+    newton = np.linalg.lstsq(reduced, -(curved.T @ gradient[free]), rcond=None)[0]
+    direction[free] = curved @ newton
+    slope = linear.T @ gradient[free]
+    # Opposite constraints (an implicit equality) give linear directions of zero slope,
+    # whose rounding must not be scaled up to a bound.
+    if np.abs(slope).max(initial=0.0) > GRADIENT_TOLERANCE:
+        descent = -linear @ slope
+        direction[free] += _to_first_bound(lam[free], descent, near_zero[free]) * descent
+    # Where sigma has left the joints that give a direction its curvature, the Newton step
+    # along it is huge; cap every step at doubling the largest multiplier (plus 10).
+    limit = 10.0 + float(lam.max(initial=0.0))
+    longest = float(np.abs(direction).max(initial=0.0))
+    return direction * (limit / longest) if longest > limit else direction
+
+
+def _line_search(matrix: np.ndarray, point: _Point, direction: np.ndarray) -> _Point | None:
+    """Backtrack along the projected arc max(lambda + s d, 0) until f drops (Armijo), or,
+    once f is flat to rounding, until the KKT residual at least halves.
+
+    The logits -M^T lambda sum terms up to |lambda|_1 (max|M| is 1), so f carries
+    rounding of order eps * (|f| + |lambda|_1): large multipliers make f noisy."""
+    noise = 16 * np.finfo(float).eps * (1.0 + abs(point.value) + float(point.lam.sum()))
+    step = 1.0
+    for _ in range(_MAX_HALVINGS):
+        candidate = _evaluate(matrix, np.maximum(point.lam + step * direction, 0.0))
+        decrease = point.gradient @ (candidate.lam - point.lam)
+        if decrease < 0 and candidate.value <= point.value + _ARMIJO * decrease:
+            return candidate
+        if candidate.value <= point.value + noise and candidate.residual <= point.residual / 2:
+            return candidate
+        step /= 2
+    return None
+
+
+def largest_support(matrix: np.ndarray) -> np.ndarray:
+    """Joints that carry mass in some sigma >= 0 with ``matrix @ sigma <= 0``.
+
+    One LP on the cone {x >= 0 : matrix x <= 0}: maximise sum(y) with 0 <= y <= 1 and
+    y <= x. Scaling x up, y_j reaches 1 exactly for every joint in some solution's support.
+    """
+    rows, joints = matrix.shape
+    identity = sp.identity(joints, format="csr")
+    cone = sp.hstack([sp.csr_matrix(matrix), sp.csr_matrix((rows, joints))])  # matrix x <= 0
+    below = sp.hstack([-identity, identity])  # y - x <= 0
+    highs = lp.highs_model(
+        sp.vstack([cone, below]),
+        costs=np.concatenate([np.zeros(joints), -np.ones(joints)]),
+        col_lower=np.zeros(2 * joints),
+        col_upper=np.concatenate([np.full(joints, lp.INF), np.ones(joints)]),
+        row_lower=np.full(rows + joints, -lp.INF),
+        row_upper=np.zeros(rows + joints),
+    )
+    lp.solve(highs, "the largest-support LP of the maximum-entropy problem")
+    return np.asarray(highs.getSolution().col_value)[joints:] > 0.5
+
+
+def max_entropy(matrix: np.ndarray) -> MaxEntropy:
+    """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (SPEC 2.2).
+
+    ``matrix`` is rescaled to unit max |entry| internally. Raises MetaEvalError if the
+    dual cannot be driven to a KKT residual below FAILURE_TOLERANCE (relative).
+    """
+    matrix = np.asarray(matrix, dtype=np.float64)
+    scale = float(np.abs(matrix).max(initial=0.0)) or 1.0
+    matrix = matrix / scale
+    support = largest_support(matrix)
+    if not support.any():
+        raise MetaEvalError("no distribution satisfies the constraints: the feasible set is empty")
+    # The maximum-entropy sigma lies in the relative interior of the feasible set, so it is
+    # positive exactly on the largest support; there finite optimal multipliers exist (the
+    # constraints are linear and the entropy is differentiable at sigma > 0), whereas on
+    # all joints they would run to infinity to drive excluded joints' mass to zero.
+    matrix = matrix[:, support]
+    # All-zero rows (deviations of one-strategy players) constrain nothing and duplicate
+    # rows (clones) repeat a constraint; dropping them removes needless flat directions.
+    matrix = np.unique(matrix[np.any(matrix != 0, axis=1)], axis=0)
+    point = _evaluate(matrix, np.zeros(matrix.shape[0]))
+    iterations = 0
+    gram = _centred_gram(matrix)
+    bases: dict = {}
+    while point.residual > GRADIENT_TOLERANCE and iterations < MAX_ITERATIONS:
+        iterations += 1
+        better = _line_search(matrix, point, _newton_direction(matrix, gram, point, bases))
+        if better is None:  # at the floor of rounding: no step reduces f or the residual
+            break
+        point = better
+    if point.residual > FAILURE_TOLERANCE:
+        raise MetaEvalError(
+            f"maximum-entropy dual did not converge: KKT residual {point.residual:.3g} "
+            f"(relative to the largest payoff difference) after {iterations} Newton steps"
+        )
+    distribution = np.zeros(support.size)
+    distribution[support] = point.sigma
+    return MaxEntropy(distribution, iterations, point.residual)

@@ -1,0 +1,34 @@
+"""Payoff ratings: deviation gains under the maximum-entropy CCE (SPEC 2.2; Marris et al. 2022).
+
+r_p(a_p) = delta_p(a_p; sigma_MECCE) = sum_a sigma(a) (G_p(a_p, a_-p) - G_p(a)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metaeval.equilibria import cce_constraints, deviation_gains
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+from metaeval.mecce import max_entropy
+from metaeval.ratings.base import Rating
+
+
+def payoff(game: MetaGame) -> Rating:
+    """Rate every strategy by its CCE deviation gain against the MECCE.
+
+    The Rating's ``distribution`` is the MECCE; diagnostics hold ``newton_steps``,
+    ``entropy`` (nats) and ``cce_violation`` (max(0, largest gain), payoff units).
+    """
+    if not isinstance(game, MetaGame):
+        raise MetaEvalError(f"payoff ratings need a MetaGame, got {type(game).__name__}")
+    solution = max_entropy(cce_constraints(game))
+    sigma = solution.distribution.reshape(game.shape)
+    ratings = deviation_gains(game, sigma)
+    support = sigma[sigma > 0]
+    diagnostics = {
+        "newton_steps": solution.iterations,
+        "entropy": float(-(support * np.log(support)).sum()),
+        "cce_violation": max(0.0, float(max(r.max() for r in ratings))),
+    }
+    return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics)

@@ -1,0 +1,117 @@
+import cvxpy as cp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+
+import metaeval
+from metaeval import MetaEvalError, MetaGame
+from metaeval.equilibria import cce_constraints, deviation_gains, mecce
+from metaeval.mecce import largest_support, max_entropy
+from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
+
+
+def entropy(sigma):
+    support = sigma[sigma > 0]
+    return float(-(support * np.log(support)).sum())
+
+
+def vertex_cce(game, seed):
+    """A CCE maximising a random linear objective: a vertex of the CCE polytope."""
+    a = cce_constraints(game)
+    res = linprog(
+        np.random.default_rng(seed).normal(size=a.shape[1]),
+        A_ub=a,
+        b_ub=np.zeros(a.shape[0]),
+        A_eq=np.ones((1, a.shape[1])),
+        b_eq=[1.0],
+        bounds=[(0, None)] * a.shape[1],
+        method="highs",
+    )
+    assert res.status == 0, res.message
+    return np.clip(res.x, 0, None).reshape(game.shape) / np.clip(res.x, 0, None).sum()
+
+
+any_game = st.booleans().flatmap(lambda integer: random_games(integer=integer))
+
+
+@settings(max_examples=60, deadline=None)
+@given(any_game)
+def test_is_a_cce_to_1e_7(game):
+    sigma = mecce(game)
+    assert sigma.shape == game.shape
+    assert sigma.min() >= 0 and sigma.sum() == pytest.approx(1.0, abs=1e-12)
+    assert max(g.max() for g in deviation_gains(game, sigma)) <= 1e-7
+
+
+@settings(max_examples=30, deadline=None)
+@given(any_game, st.integers(0, 2**32 - 1))
+def test_entropy_beats_other_cces_and_mixtures_toward_them(game, seed):
+    best = mecce(game)
+    others = [vertex_cce(game, seed), metaeval.rate(game, "deviation").distribution]
+    for other in others:
+        assert max(g.max() for g in deviation_gains(game, other)) <= 1e-7
+        # Mixtures are CCEs too; small steps probe first-order optimality.
+        for step in (1e-4, 1e-2, 0.5, 1.0):
+            assert entropy(best) >= entropy((1 - step) * best + step * other) - 1e-12
+
+
+def test_rock_paper_scissors_is_uniform():
+    np.testing.assert_allclose(mecce(rock_paper_scissors()), np.full((3, 3), 1 / 9), atol=1e-12)
+
+
+def test_strictly_dominant_profile_is_the_only_cce():
+    expected = np.zeros((3, 3))
+    expected[2, 2] = 1.0
+    np.testing.assert_allclose(mecce(dominant_strategy_game()), expected, atol=1e-9)
+
+
+def test_single_joint_cce_found_without_running_multipliers_to_infinity():
+    # Only (1, 0) is a CCE, but one of its gain rows is nearly flat (0.0056 on a joint
+    # carrying a fifth of the mass): a dual Newton method on all joints stalls here.
+    game = MetaGame([[[-0.68, 0.63], [-0.25, -0.91]], [[-0.12, -0.95], [-0.78, -0.79]]])
+    a = cce_constraints(game)
+    np.testing.assert_array_equal(largest_support(a), [False, False, True, False])
+    np.testing.assert_allclose(mecce(game), [[0.0, 0.0], [1.0, 0.0]], atol=1e-15)
+
+
+def test_largest_support_is_the_union_of_cce_supports():
+    a = cce_constraints(dominant_strategy_game())
+    assert np.flatnonzero(largest_support(a)).tolist() == [8]
+    assert largest_support(cce_constraints(rock_paper_scissors())).all()
+    # Only the even mix of joints 0 and 2 is feasible: joint 1 never carries mass.
+    m = np.array([[1.0, 1.0, -1.0], [-1.0, 1.0, 1.0]])
+    assert largest_support(m).tolist() == [True, False, True]
+
+
+def test_game_without_incentives_gives_uniform():
+    np.testing.assert_allclose(mecce(MetaGame(np.ones((3, 2, 3, 2)))), np.full((2, 3, 2), 1 / 12))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("shape", [(2, 3, 3), (2, 2, 4), (3, 2, 2, 3)])
+def test_agrees_with_exponential_cone_program(shape, seed):
+    rng = np.random.default_rng(seed)
+    payoffs = rng.integers(-2, 3, size=shape).astype(float) if seed % 2 else rng.uniform(-1, 1, size=shape)
+    game = MetaGame(payoffs)
+    a = cce_constraints(game)
+    x = cp.Variable(a.shape[1], nonneg=True)
+    problem = cp.Problem(cp.Maximize(cp.sum(cp.entr(x))), [cp.sum(x) == 1, a @ x <= 0])
+    problem.solve(solver=cp.CLARABEL)
+    assert problem.status == cp.OPTIMAL
+    sigma = mecce(game).ravel()
+    # Clarabel stops ~1e-8 inside the feasible set's boundary; -x log x magnifies that
+    # near zero, so entropies agree to ~1e-5 when the MECCE excludes some joints.
+    assert entropy(sigma) == pytest.approx(problem.value, abs=1e-5)
+    np.testing.assert_allclose(sigma, x.value, atol=1e-4)
+
+
+def test_scale_free():
+    game = MetaGame(np.random.default_rng(5).uniform(-1, 1, size=(3, 3, 2, 3)))
+    np.testing.assert_allclose(mecce(MetaGame(game.payoffs * 1e6)), mecce(game), atol=1e-9)
+
+
+def test_infeasible_system_is_a_clear_error():
+    with pytest.raises(MetaEvalError, match="feasible set is empty"):
+        max_entropy(np.array([[1.0, 2.0]]))  # sigma >= 0, sum 1 and sigma_0 + 2 sigma_1 <= 0
