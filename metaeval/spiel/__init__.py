@@ -1,1 +1,34 @@
-"""The OpenSpiel side: policies, populations, exact and sampled meta-games, full-game CCE gap."""
+"""The OpenSpiel side: policies, populations, exact and sampled meta-games, full-game CCE gap.
+
+    from metaeval import games, spiel
+    game = games.load("kuhn_3p")
+    pop = spiel.Population.random(game, size=8, seed=0)
+    mg = spiel.exact_metagame(game, pop)        # MetaGame [3, 8, 8, 8]
+    gap = spiel.cce_gap(game, pop, sigma)       # gap.total, gap.per_player
+"""
+
+from metaeval.spiel.exact import ExactEvaluator, exact_metagame
+from metaeval.spiel.gap import CCEGap, CEGap, cce_gap, ce_gap
+from metaeval.spiel.policies import KINDS, policy_table, random_policy
+from metaeval.spiel.population import Population
+from metaeval.spiel.sampled import joint_seed, joint_seeds, sample_joints, sampled_metagame
+from metaeval.spiel.tree import GameTree, game_tree
+
+__all__ = [
+    "CCEGap",
+    "CEGap",
+    "ExactEvaluator",
+    "GameTree",
+    "KINDS",
+    "Population",
+    "cce_gap",
+    "ce_gap",
+    "exact_metagame",
+    "game_tree",
+    "joint_seed",
+    "joint_seeds",
+    "policy_table",
+    "random_policy",
+    "sample_joints",
+    "sampled_metagame",
+]

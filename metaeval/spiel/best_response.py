@@ -1,0 +1,41 @@
+"""Best responses by one backward pass over a player's information states.
+
+Given terminal weights ``w [Z, M]`` (M independent problems, e.g. one per
+recommendation), the value of a sequence (I, a) of player p is the weight of the
+terminals it ends plus the values of the states that follow it; a state's value
+is the best of its legal sequences. With perfect recall this maximises
+``sum_z w(z) reach_p(z; pi')`` over all pure policies pi' of p, which is the best
+response to whatever produced the weights (SPEC section 4). Written over the
+sequence tree, vectorised per depth level, because OpenSpiel's best responses
+walk the game tree once per opponent profile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metaeval.spiel.tree import GameTree
+
+
+def best_response(tree: GameTree, player: int, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Best-response values ``[M]`` and chosen actions ``[S, M]`` for weights ``[Z, M]``."""
+    layout = tree.players[player]
+    num_states, num_actions = layout.legal.shape
+    weights = np.asarray(weights, dtype=np.float64)
+    values = np.zeros((num_states * num_actions + 1, weights.shape[1]))
+    np.add.at(values, tree.last_sequence[player], weights)
+    choices = np.zeros((num_states, weights.shape[1]), dtype=np.int64)
+    for rows in reversed(layout.levels):
+        q = values[:-1].reshape(num_states, num_actions, -1)[rows]
+        q = np.where(layout.legal[rows][:, :, None], q, -np.inf)
+        choices[rows] = q.argmax(axis=1)
+        np.add.at(values, layout.parent[rows], q.max(axis=1))
+    return values[-1], choices
+
+
+def pure_table(tree: GameTree, player: int, choices: np.ndarray) -> np.ndarray:
+    """The ``[S, A]`` table of the pure policy playing ``choices [S]``."""
+    layout = tree.players[player]
+    table = np.zeros(layout.legal.shape)
+    table[np.arange(len(choices)), choices] = 1.0
+    return table

@@ -1,0 +1,136 @@
+"""Full-game CCE and CE gaps of a distribution over a population's joint policies (SPEC 4).
+
+For player p, the opponents' correlated mixture weighs terminal z by
+
+    c_p(z, k) = sum_{j_-p} sigma(k, j_-p) prod_{q != p} R_q[z, j_q]      (k: p's recommendation)
+
+a contraction of sigma with the opponents' reach matrices. Then
+
+- on-policy value:  sum_z chance(z) u_p(z) sum_k R_p[z, k] c_p(z, k) = E_sigma u_p;
+- CCE deviation:    best response to weights chance * u_p * sum_k c_p(., k);
+- CE deviation:     one best response per recommendation k, weights chance * u_p * c_p(., k).
+
+Per-player gains are floored at 0, as OpenSpiel's ``cce_dist`` and JPSRO do: a
+correlated mixture can be worth more to p than any unilateral policy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from open_spiel.python import policy as policy_lib
+
+from metaeval import games
+from metaeval.errors import MetaEvalError
+from metaeval.spiel.best_response import best_response, pure_table
+from metaeval.spiel.exact import CHUNK_ELEMENTS, ExactEvaluator
+from metaeval.spiel.policies import tabular_policy
+
+SIGMA_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class CCEGap:
+    """``total = sum(per_player)``, ``per_player[p] = max(0, best_response_values[p] - on_policy_values[p])``;
+    ``best_responses[p]`` is a pure ``TabularPolicy`` of player p attaining its value."""
+
+    total: float
+    per_player: np.ndarray
+    best_response_values: np.ndarray
+    on_policy_values: np.ndarray
+    best_responses: tuple[policy_lib.TabularPolicy, ...]
+
+
+@dataclass(frozen=True)
+class CEGap:
+    """Per player and recommended policy k (mass-weighted, as JPSRO's CE branch):
+    ``gains[p][k] = max(0, best_response_values[p][k] - on_policy_values[p][k])``;
+    ``per_player[p] = gains[p].sum()``, ``total = per_player.sum()``."""
+
+    total: float
+    per_player: np.ndarray
+    gains: tuple[np.ndarray, ...]
+    best_response_values: tuple[np.ndarray, ...]
+    on_policy_values: tuple[np.ndarray, ...]
+    best_responses: tuple[tuple[policy_lib.TabularPolicy, ...], ...]
+
+
+def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CCEGap:
+    """The full-game CCE gap of ``sigma [K_1..K_N]`` over ``population``'s joint policies."""
+    evaluator, reaches, sigma = _prepare(game, population, sigma, evaluator)
+    tree = evaluator.tree
+    values, on_policy, responses = [], [], []
+    for p in range(tree.num_players):
+        conditional = conditional_reach(reaches, sigma, p)
+        payoff = tree.chance * tree.returns[:, p]
+        value, choices = best_response(tree, p, (payoff * conditional.sum(axis=1))[:, None])
+        values.append(value[0])
+        on_policy.append(payoff @ np.sum(reaches[p] * conditional, axis=1))
+        responses.append(tabular_policy(tree.players[p], pure_table(tree, p, choices[:, 0])))
+    values, on_policy = np.array(values), np.array(on_policy)
+    per_player = np.maximum(values - on_policy, 0.0)
+    return CCEGap(float(per_player.sum()), per_player, values, on_policy, tuple(responses))
+
+
+def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CEGap:
+    """The full-game CE gap: each player best-responds separately to every recommendation."""
+    evaluator, reaches, sigma = _prepare(game, population, sigma, evaluator)
+    tree = evaluator.tree
+    gains, values, on_policy, responses = [], [], [], []
+    for p in range(tree.num_players):
+        conditional = conditional_reach(reaches, sigma, p)
+        payoff = tree.chance * tree.returns[:, p]
+        value, choices = best_response(tree, p, payoff[:, None] * conditional)
+        follow = payoff @ (reaches[p] * conditional)
+        values.append(value)
+        on_policy.append(follow)
+        gains.append(np.maximum(value - follow, 0.0))
+        responses.append(
+            tuple(tabular_policy(tree.players[p], pure_table(tree, p, c)) for c in choices.T)
+        )
+    per_player = np.array([g.sum() for g in gains])
+    return CEGap(float(per_player.sum()), per_player, tuple(gains), tuple(values), tuple(on_policy), tuple(responses))
+
+
+def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int) -> np.ndarray:
+    """``c_p [Z, K_p]``: sigma contracted with every reach matrix but ``player``'s (module docstring)."""
+    others = [q for q in range(len(reaches)) if q != player]
+    if not others:
+        return np.broadcast_to(sigma, (reaches[player].shape[0], sigma.size)).copy()
+    # sigma with the player's axis first, then the opponents' axes in order.
+    table = np.moveaxis(sigma, player, 0)
+    num_terminals = reaches[0].shape[0]
+    step = max(1, CHUNK_ELEMENTS // sigma.size)
+    result = np.empty((num_terminals, sigma.shape[player]))
+    for start in range(0, num_terminals, step):
+        stop = min(start + step, num_terminals)
+        first = reaches[others[0]][start:stop]  # [z, K_q]
+        partial = first @ np.moveaxis(table, 1, 0).reshape(first.shape[1], -1)  # [z, K_p * rest]
+        partial = partial.reshape(stop - start, table.shape[0], -1)
+        for q in others[1:]:
+            r = reaches[q][start:stop]
+            partial = partial.reshape(stop - start, table.shape[0], r.shape[1], -1)
+            partial = np.einsum("zkjr,zj->zkr", partial, r)
+        result[start:stop] = partial.reshape(stop - start, -1)
+    return result
+
+
+def _prepare(game, population, sigma, evaluator):
+    game = games.load(game)
+    if population.game_string != str(game):
+        raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
+    evaluator = evaluator or ExactEvaluator(game)
+    reaches = evaluator.population_reaches(population)
+    return evaluator, reaches, _check_sigma(sigma, population.sizes)
+
+
+def _check_sigma(sigma, sizes) -> np.ndarray:
+    sigma = np.asarray(sigma, dtype=np.float64)
+    if sigma.shape != tuple(sizes):
+        raise MetaEvalError(f"sigma must have the population's joint shape {tuple(sizes)}, got {sigma.shape}")
+    if not np.all(np.isfinite(sigma)) or np.any(sigma < -SIGMA_TOLERANCE):
+        raise MetaEvalError("sigma must be finite and non-negative")
+    if abs(sigma.sum() - 1.0) > SIGMA_TOLERANCE:
+        raise MetaEvalError(f"sigma must sum to 1, sums to {sigma.sum():.12g}")
+    return sigma

@@ -1,0 +1,131 @@
+"""Tabular policies: random ones (SPEC section 3), and any policy as a per-state table.
+
+A policy *table* for player p is an array ``[S_p, A]`` laid out like the player's
+template ``TabularPolicy`` (see :mod:`metaeval.spiel.tree`): row = information
+state, column = action. Random policies are ``TabularPolicy`` objects sharing the
+template's lookup tables, with a read-only probability array, so a policy never
+changes after it has been evaluated (meta-game caches key on policy ids).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyspiel
+from open_spiel.python import policy as policy_lib
+
+from metaeval.errors import MetaEvalError
+from metaeval.spiel.tree import PlayerLayout, game_tree, infostate_key
+
+#: Kinds of random policy: Dirichlet(1) over legal actions at every information
+#: state, the uniform policy, or one legal action drawn uniformly per state.
+KINDS = ("dirichlet", "uniform", "deterministic")
+
+PROBABILITY_TOLERANCE = 1e-9
+SUM_TOLERANCE = 1e-6
+
+
+def random_table(layout: PlayerLayout, rng: np.random.Generator, kind: str = "dirichlet") -> np.ndarray:
+    """A ``[S, A]`` table of the given kind; rows are distributions over legal actions."""
+    legal = layout.legal
+    if kind == "dirichlet":
+        # Normalised i.i.d. Exp(1) draws are Dirichlet(1) over the legal actions.
+        weights = rng.standard_exponential(legal.shape) * legal
+    elif kind == "uniform":
+        weights = legal.astype(np.float64)
+    elif kind == "deterministic":
+        scores = np.where(legal, rng.random(legal.shape), -1.0)
+        weights = np.zeros(legal.shape)
+        weights[np.arange(legal.shape[0]), scores.argmax(axis=1)] = 1.0
+    else:
+        raise MetaEvalError(f"unknown policy kind {kind!r}; choose one of {', '.join(KINDS)}")
+    return weights / weights.sum(axis=1, keepdims=True)
+
+
+def tabular_policy(layout: PlayerLayout, table: np.ndarray) -> policy_lib.TabularPolicy:
+    """A ``TabularPolicy`` for the layout's player whose probabilities are ``table`` (read-only)."""
+    table = check_table(layout, table)
+    result = layout.template.__copy__(copy_action_probability_array=False)
+    frozen = np.array(table, dtype=np.float64)
+    frozen.setflags(write=False)
+    result.action_probability_array = frozen
+    return result
+
+
+def random_policy(game, player: int, rng: np.random.Generator, kind: str = "dirichlet"):
+    """A random tabular policy of ``kind`` for ``player`` of an enumerable game."""
+    layout = game_tree(game).players[player]
+    return tabular_policy(layout, random_table(layout, rng, kind))
+
+
+def policy_table(layout: PlayerLayout, policy, player: int) -> np.ndarray:
+    """The ``[S, A]`` table of any OpenSpiel policy for ``player``.
+
+    Tabular policies are gathered by information-state key (no copy when they share
+    the layout); other ``Policy`` objects and ``pyspiel`` policies are asked once per
+    information state, at a representative state.
+    """
+    template = layout.template
+    if isinstance(policy, policy_lib.TabularPolicy):
+        if policy.state_lookup is template.state_lookup:
+            table = policy.action_probability_array
+        else:
+            keys = template.states_per_player[player]
+            missing = [key for key in keys if key not in policy.state_lookup]
+            if missing:
+                raise MetaEvalError(
+                    f"the tabular policy for player {player} has no entry for {len(missing)} of "
+                    f"its {len(keys)} information states (e.g. {missing[0]!r}); is it for this game?"
+                )
+            rows = [policy.state_lookup[key] for key in keys]
+            table = np.asarray(policy.action_probability_array)[rows]
+    else:
+        table = np.zeros(layout.legal.shape)
+        for row, state in enumerate(template.states):
+            table[row] = _probabilities(policy, state, player, layout.legal.shape[1])
+    return check_table(layout, table, player)
+
+
+def action_probabilities(policy, state, player: int) -> dict[int, float]:
+    """``{action: probability}`` of any OpenSpiel policy for ``player`` at ``state``."""
+    if isinstance(policy, policy_lib.Policy):
+        return policy.action_probabilities(state, player)
+    if isinstance(policy, pyspiel.Policy):
+        return policy.action_probabilities(state)
+    raise MetaEvalError(
+        "expected an OpenSpiel policy (open_spiel.python.policy.Policy or pyspiel.Policy), "
+        f"got {type(policy).__name__}"
+    )
+
+
+def _probabilities(policy, state, player: int, num_actions: int) -> np.ndarray:
+    row = np.zeros(num_actions)
+    for action, probability in action_probabilities(policy, state, player).items():
+        if not 0 <= action < num_actions:
+            key = infostate_key(state.get_game().get_type(), state, player)
+            raise MetaEvalError(f"policy gives action {action} at {key!r}; the game has {num_actions}")
+        row[action] += probability
+    return row
+
+
+def check_table(layout: PlayerLayout, table, player: int | None = None) -> np.ndarray:
+    """``table`` as a float array after checking it is a policy on the layout's states."""
+    table = np.asarray(table, dtype=np.float64)
+    who = "policy" if player is None else f"policy for player {player}"
+    if table.shape != layout.legal.shape:
+        raise MetaEvalError(
+            f"{who}: table of shape {table.shape} does not fit the game's layout {layout.legal.shape}"
+        )
+    with np.errstate(invalid="ignore"):
+        problems = {
+            "is not finite": ~np.isfinite(table).all(axis=1),
+            "has a negative probability": (table < -PROBABILITY_TOLERANCE).any(axis=1),
+            "puts mass on an illegal action": (
+                np.abs(np.where(layout.legal, 0.0, table)) > PROBABILITY_TOLERANCE
+            ).any(axis=1),
+            "does not sum to 1": ~(np.abs(table.sum(axis=1) - 1.0) <= SUM_TOLERANCE),
+        }
+    for text, rows in problems.items():
+        if rows.any():
+            key = layout.keys[int(np.argmax(rows))]
+            raise MetaEvalError(f"{who} {text} at information state {key!r}")
+    return table

@@ -1,0 +1,117 @@
+"""Sampled meta-games: entries estimated from simulated episodes (SPEC section 3, "Sampled").
+
+Works for any OpenSpiel policy and any game that can be simulated. Each joint
+profile is simulated with its own generator, seeded from the run seed and the
+joint's policy ids (:func:`joint_seed`), so an entry never depends on how the
+joints are split into shards, on their order, or on the number of workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from metaeval import games
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+from metaeval.spiel.policies import action_probabilities
+from metaeval.spiel.population import check_joints
+
+
+def joint_seed(seed: int, ids: Sequence[int]) -> np.random.SeedSequence:
+    """The seed of the joint profile whose policies have these ids."""
+    try:
+        return np.random.SeedSequence(entropy=seed, spawn_key=tuple(int(i) for i in ids))
+    except (TypeError, ValueError) as exc:
+        raise MetaEvalError(f"seed must be a non-negative int and ids non-negative ints: {exc}") from None
+
+
+def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
+    """Seeds of the joint profiles ``joints [M, N]`` (indices into ``population``)."""
+    joints = check_joints(joints, population.sizes)
+    return [joint_seed(seed, [population.ids[p][i] for p, i in enumerate(joint)]) for joint in joints]
+
+
+def sample_joints(game, policies_per_player, joints, episodes: int, seeds):
+    """Simulate ``episodes`` episodes of each joint profile.
+
+    Args:
+        game: a ``pyspiel.Game`` or a name.
+        policies_per_player: one sequence of OpenSpiel policies per player.
+        joints: int array ``[M, N]`` of policy indices.
+        episodes: episodes per joint (at least 2, for a standard error).
+        seeds: M seeds (ints or ``SeedSequence``), e.g. from :func:`joint_seeds`.
+
+    Returns:
+        ``(mean [M, N], stderr [M, N], counts [M])``: mean return per player, its
+        standard error (sample std / sqrt(episodes)), and the episode count.
+    """
+    game = games.load(game)
+    if len(policies_per_player) != game.num_players():
+        raise MetaEvalError(f"{game} has {game.num_players()} players; got {len(policies_per_player)} policy lists")
+    joints = check_joints(joints, [len(p) for p in policies_per_player])
+    episodes = int(episodes)
+    if episodes < 2:
+        raise MetaEvalError(f"episodes must be at least 2 to estimate a standard error, got {episodes}")
+    seeds = list(seeds)
+    if len(seeds) != len(joints):
+        raise MetaEvalError(f"need one seed per joint: {len(joints)} joints, {len(seeds)} seeds")
+    mean = np.empty((len(joints), game.num_players()))
+    stderr = np.empty_like(mean)
+    for m, (joint, seed) in enumerate(zip(joints, seeds)):
+        rng = np.random.default_rng(seed)
+        policies = [policies_per_player[p][i] for p, i in enumerate(joint)]
+        returns = np.array([play_episode(game, policies, rng) for _ in range(episodes)])
+        mean[m] = returns.mean(axis=0)
+        stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(episodes)
+    return mean, stderr, np.full(len(joints), episodes)
+
+
+def play_episode(game, policies, rng: np.random.Generator) -> list[float]:
+    """Returns of one episode with player p following ``policies[p]``."""
+    state = game.new_initial_state()
+    while not state.is_terminal():
+        if state.is_chance_node():
+            actions, probabilities = zip(*state.chance_outcomes())
+            state.apply_action(actions[_draw(probabilities, rng)])
+        elif state.is_simultaneous_node():
+            state.apply_actions(
+                [_action(policies[p], state, p, rng) for p in range(game.num_players())]
+            )
+        else:
+            player = state.current_player()
+            state.apply_action(_action(policies[player], state, player, rng))
+    return state.returns()
+
+
+def _action(policy, state, player: int, rng: np.random.Generator) -> int:
+    probabilities = action_probabilities(policy, state, player)
+    actions = list(probabilities)
+    return actions[_draw(list(probabilities.values()), rng)]
+
+
+def _draw(probabilities, rng: np.random.Generator) -> int:
+    cumulative = np.cumsum(probabilities)
+    index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
+    return min(index, len(cumulative) - 1)
+
+
+def sampled_metagame(game, population, episodes: int, seed: int) -> MetaGame:
+    """The meta-game of ``population`` estimated from ``episodes`` episodes per joint,
+    with per-entry counts and standard errors."""
+    game = games.load(game)
+    if population.game_string != str(game):
+        raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
+    joints = np.array(list(np.ndindex(*population.sizes)), dtype=np.int64)
+    mean, stderr, counts = sample_joints(
+        game, population.policies, joints, episodes, joint_seeds(seed, population, joints)
+    )
+    shape = population.sizes
+    return MetaGame(
+        mean.T.reshape(game.num_players(), *shape),
+        strategy_names=population.strategy_names(),
+        player_names=population.player_names(),
+        counts=counts.reshape(shape),
+        stderr=stderr.T.reshape(game.num_players(), *shape),
+    )

@@ -1,0 +1,250 @@
+"""The terminal histories of an OpenSpiel game, in sequence form, enumerated once.
+
+Every quantity of SPEC sections 3 and 4 is a sum over terminal histories z of
+``chance(z) * u(z) * prod_p reach_p(z)``. With perfect recall, ``reach_p(z)`` is
+the realisation weight of player p's *last sequence* on z (its last own
+information state and the action taken there), so the tree is stored as
+
+- ``chance [Z]``, ``returns [Z, N]``;
+- ``last_sequence [N, Z]``: flat sequence index ``row * A + action`` of the
+  player's last decision on z, ``-1`` when the player never acts on z;
+- per player, its information states (rows of a ``TabularPolicy`` template) with
+  the parent sequence of each and their depth (number of own earlier decisions).
+
+Sequence index ``-1`` always means "the empty sequence": arrays indexed by
+sequences carry one extra last row for it, so numpy's ``-1`` lands there.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import pyspiel
+from open_spiel.python import policy as policy_lib
+
+from metaeval import games
+from metaeval.errors import MetaEvalError
+
+EMPTY_SEQUENCE = -1
+DEFAULT_MAX_TERMINALS = 5_000_000
+
+
+@dataclass(frozen=True, eq=False)
+class PlayerLayout:
+    """One player's information states in sequence form.
+
+    Attributes:
+        template: a ``TabularPolicy`` for this player only; its rows are the
+            information states and define the layout of every policy table.
+        legal: ``[S, A]`` boolean legal-action mask.
+        parent: ``[S]`` flat index of the sequence leading to each state (-1: root).
+        levels: state rows grouped by depth, shallowest first.
+        fingerprint: hash of the state keys in row order (identifies the layout on disk).
+    """
+
+    template: policy_lib.TabularPolicy
+    legal: np.ndarray
+    parent: np.ndarray
+    levels: tuple[np.ndarray, ...]
+    fingerprint: str
+
+    @property
+    def num_states(self) -> int:
+        return self.legal.shape[0]
+
+    @property
+    def keys(self) -> list[str]:
+        return self.template.states_per_player[self.template.player_ids[0]]
+
+
+@dataclass(frozen=True, eq=False)
+class GameTree:
+    """Terminal histories of an enumerable, perfect-recall game (see module docstring)."""
+
+    game: pyspiel.Game
+    num_actions: int
+    chance: np.ndarray
+    returns: np.ndarray
+    last_sequence: np.ndarray
+    players: tuple[PlayerLayout, ...]
+
+    @property
+    def game_string(self) -> str:
+        return str(self.game)
+
+    @property
+    def num_players(self) -> int:
+        return self.returns.shape[1]
+
+    @property
+    def num_terminals(self) -> int:
+        return self.returns.shape[0]
+
+    def num_sequences(self, player: int) -> int:
+        return self.players[player].num_states * self.num_actions
+
+
+def infostate_key(game_type, state, player: int) -> str:
+    """The key ``TabularPolicy`` uses for ``(state, player)``."""
+    if game_type.provides_information_state_string:
+        return state.information_state_string(player)
+    if game_type.provides_observation_string:
+        return state.observation_string(player)
+    return str(state)
+
+
+def game_tree(game, max_terminals: int = DEFAULT_MAX_TERMINALS) -> GameTree:
+    """The (cached) sequence-form tree of ``game``: a ``pyspiel.Game`` or a name for ``games.load``."""
+    return _cached_tree(str(games.load(game)), max_terminals)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_tree(game_string: str, max_terminals: int) -> GameTree:
+    return _Enumerator(pyspiel.load_game(game_string), max_terminals).run()
+
+
+class _Enumerator:
+    """Depth-first walk recording, per terminal, chance weight, returns and last sequences."""
+
+    def __init__(self, game: pyspiel.Game, max_terminals: int):
+        game_type = game.get_type()
+        if game_type.dynamics not in (
+            pyspiel.GameType.Dynamics.SEQUENTIAL,
+            pyspiel.GameType.Dynamics.SIMULTANEOUS,
+        ):
+            raise MetaEvalError(f"cannot enumerate {game}: only sequential and simultaneous games")
+        self.game = game
+        self.game_type = game_type
+        self.max_terminals = max_terminals
+        self.num_players = game.num_players()
+        self.num_actions = game.num_distinct_actions()
+        # Per player: key -> provisional row, and per row the parent sequence and a
+        # representative state.
+        self.rows = [{} for _ in range(self.num_players)]
+        self.parents = [[] for _ in range(self.num_players)]
+        self.representatives = [[] for _ in range(self.num_players)]
+        self.chance, self.returns, self.last = [], [], []
+
+    def run(self) -> GameTree:
+        stack = [(self.game.new_initial_state(), 1.0, (EMPTY_SEQUENCE,) * self.num_players)]
+        while stack:
+            state, chance, last = stack.pop()
+            if state.is_terminal():
+                self._add_terminal(state, chance, last)
+            elif state.is_chance_node():
+                for action, probability in state.chance_outcomes():
+                    if probability > 0:
+                        stack.append((state.child(action), chance * probability, last))
+            elif state.is_simultaneous_node():
+                stack.extend(self._simultaneous_children(state, chance, last))
+            else:
+                player = state.current_player()
+                row = self._row(state, player, last[player])
+                for action in state.legal_actions():
+                    child_last = last[:player] + (row * self.num_actions + action,) + last[player + 1 :]
+                    stack.append((state.child(action), chance, child_last))
+        if not self.returns:
+            raise MetaEvalError(f"{self.game} has no terminal history")
+        return self._finish()
+
+    def _simultaneous_children(self, state, chance, last):
+        choices = []
+        for player in range(self.num_players):
+            actions = state.legal_actions(player)
+            if actions:
+                row = self._row(state, player, last[player])
+                choices.append([(a, row * self.num_actions + a) for a in actions])
+            else:
+                choices.append([(None, last[player])])
+        for joint in itertools.product(*choices):
+            child = state.clone()
+            child.apply_actions([0 if a is None else a for a, _ in joint])
+            yield child, chance, tuple(sequence for _, sequence in joint)
+
+    def _row(self, state, player: int, parent: int) -> int:
+        key = infostate_key(self.game_type, state, player)
+        rows = self.rows[player]
+        row = rows.get(key)
+        if row is None:
+            row = rows[key] = len(rows)
+            self.parents[player].append(parent)
+            self.representatives[player].append(state)
+        elif self.parents[player][row] != parent:
+            raise MetaEvalError(
+                f"{self.game} lacks perfect recall for player {player}: information state "
+                f"{key!r} is reached after different own decisions; exact evaluation needs "
+                "perfect recall (use the sampled meta-game instead)"
+            )
+        return row
+
+    def _add_terminal(self, state, chance, last):
+        if len(self.returns) >= self.max_terminals:
+            raise MetaEvalError(
+                f"{self.game} has more than {self.max_terminals} terminal histories; too many to "
+                "enumerate exactly (raise max_terminals or use the sampled meta-game)"
+            )
+        self.chance.append(chance)
+        self.returns.append(state.returns())
+        self.last.append(last)
+
+    def _finish(self) -> GameTree:
+        last = np.array(self.last, dtype=np.int64).T.copy()
+        layouts = []
+        for player in range(self.num_players):
+            layout, order = self._layout(player)
+            # Re-express provisional rows in the template's row order.
+            sequences = last[player]
+            own = sequences != EMPTY_SEQUENCE
+            rows, actions = np.divmod(sequences[own], self.num_actions)
+            sequences[own] = order[rows] * self.num_actions + actions
+            layouts.append(layout)
+        return GameTree(
+            game=self.game,
+            num_actions=self.num_actions,
+            chance=np.array(self.chance, dtype=np.float64),
+            returns=np.array(self.returns, dtype=np.float64).reshape(-1, self.num_players),
+            last_sequence=last,
+            players=tuple(layouts),
+        )
+
+    def _layout(self, player: int) -> tuple[PlayerLayout, np.ndarray]:
+        """The player's template policy and the map from provisional rows to template rows."""
+        keys = list(self.rows[player])
+        # An empty ``states`` makes TabularPolicy enumerate the game itself; that only
+        # happens for a player who never decides, whose template is then empty.
+        template = policy_lib.TabularPolicy(
+            self.game,
+            players=[player],
+            states={state.history_str(): state for state in self.representatives[player]},
+        )
+        order = np.array([template.state_lookup[key] for key in keys], dtype=np.int64)
+        num_states = len(keys)
+        parent = np.full(num_states, EMPTY_SEQUENCE, dtype=np.int64)
+        depth = np.zeros(num_states, dtype=np.int64)
+        # Provisional rows are in discovery order, so a parent's depth is known first.
+        for row, seq in enumerate(self.parents[player]):
+            if seq != EMPTY_SEQUENCE:
+                seq_row, action = divmod(seq, self.num_actions)
+                parent_row = int(order[seq_row])
+                seq = parent_row * self.num_actions + action
+                depth[order[row]] = depth[parent_row] + 1
+            parent[order[row]] = seq
+        levels = tuple(np.flatnonzero(depth == d) for d in range(int(depth.max(initial=-1)) + 1))
+        ordered_keys = template.states_per_player[player]
+        fingerprint = hashlib.sha256(
+            "\n".join([str(self.game), *ordered_keys]).encode()
+        ).hexdigest()
+        layout = PlayerLayout(
+            template=template,
+            legal=np.asarray(template.legal_actions_mask, dtype=bool).reshape(
+                num_states, self.num_actions
+            ),
+            parent=parent,
+            levels=levels,
+            fingerprint=fingerprint,
+        )
+        return layout, order
