@@ -23,8 +23,10 @@ from metaeval.distributed.session import resolve_address, stop_ray
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 
-#: Shards per actor: enough to balance the load and lose little work to a retry.
-SHARDS_PER_WORKER = 4
+#: Sampled shards per actor: enough to balance the load and lose little work to a
+#: retry. Exact entries cost microseconds, so an exact build gives each actor one
+#: shard and pays one round trip per actor.
+SAMPLED_SHARDS_PER_WORKER = 4
 #: In-process sampled builds report progress this many times.
 LOCAL_SAMPLED_SHARDS = 32
 #: In-process evaluators kept (one per game).
@@ -121,10 +123,10 @@ def build_metagame(
     plan = plan_build(population, previous, mode, episodes)
     use_pool = workers > 1 or address is not None
     backend = _pool(game, workers, address, log_dir) if use_pool else _local(game)
-    if use_pool:
-        count = workers * SHARDS_PER_WORKER
+    if mode == "exact":
+        count = workers if use_pool else 1
     else:
-        count = 1 if mode == "exact" else LOCAL_SAMPLED_SHARDS
+        count = workers * SAMPLED_SHARDS_PER_WORKER if use_pool else LOCAL_SAMPLED_SHARDS
     sync = backend.registry.sync(population)
     shards = plan.shards(population, count, mode, sync.tokens, episodes, seed)
     bar = Progress(progress, len(plan.joints))
