@@ -18,7 +18,6 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import MetaEvalError, MetaGame, games, spiel
 from metaeval.distributed import build_metagame, current_pool, last_build, shutdown
-from metaeval.distributed import build as build_module
 from metaeval.distributed.evaluator import ShardEvaluator, contract
 from metaeval.distributed.registry import PolicyRegistry
 

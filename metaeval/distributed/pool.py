@@ -22,6 +22,7 @@ from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import ensure_ray
 from metaeval.errors import MetaEvalError
 
+
 class ShardWorker:
     """The actor: one game, policies cached by token, shards on demand."""
 
@@ -70,7 +71,6 @@ class EvaluatorPool:
         self.workers = workers
         self.address = address
         self.registry = PolicyRegistry()
-        self.replaced = 0
         # Share the CPUs Ray has among the actors, so that all of them get scheduled
         # even on a session with fewer CPUs than workers.
         cpus = min(1.0, ray.cluster_resources().get("CPU", 1.0) / workers)
@@ -166,7 +166,6 @@ class EvaluatorPool:
         ray.kill(slot.actor, no_restart=True)
         fresh = self._launch()
         slot.actor, slot.pid, slot.forget = fresh.actor, fresh.pid, []
-        self.replaced += 1
 
     def close(self) -> None:
         """Kill the actors and release the policies in the object store."""
