@@ -375,11 +375,12 @@ def test_ray_address_variable_selects_the_pool(kuhn, ray_session, monkeypatch):
 
 def test_shutdown_kills_the_actors_but_not_a_callers_ray(kuhn, ray_session):
     build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2)
-    pids = current_pool().pids()
-    assert len(_pids_alive(pids)) == 2
+    table = _live_processes()
+    actors = [(pid, table[pid][1]) for pid in current_pool().pids()]
+    assert len(actors) == 2
     shutdown()
     assert current_pool() is None and ray_session.is_initialized()
-    assert _still_alive([(pid, _live_processes()[pid][1]) for pid in _pids_alive(pids)]) == []
+    assert _still_alive(actors) == []
 
 
 # -- an embedded Ray started by a build ------------------------------------------------
