@@ -48,10 +48,10 @@ def realisation_plans(tree: GameTree, player: int, tables: np.ndarray) -> np.nda
 class ExactEvaluator:
     """Exact payoffs of joint policies in one game, with caches for incremental updates.
 
-    Reach columns are cached by ``(player, policy id)`` (together with the policy
-    object, so another lineage reusing an id is recomputed), and the last payoff
-    tensor by the ids of its rows, so :meth:`metagame` recomputes only the slices of
-    policies that changed.
+    Reach columns are cached by ``(player, policy id)`` and the last payoff tensor
+    by the ids along its axes, each together with the policy object (so a population
+    of another lineage that reuses an id is recomputed): :meth:`metagame` then
+    contracts only the slices of policies that changed.
     """
 
     def __init__(self, game):
@@ -60,7 +60,8 @@ class ExactEvaluator:
         self._reach_cache: list[dict[int, tuple[object, np.ndarray]]] = [
             {} for _ in range(self.tree.num_players)
         ]
-        self._last_payoffs: tuple[tuple[tuple[int, ...], ...], np.ndarray] | None = None
+        # Per player {id: policy} of the last tensor's axes, and the tensor.
+        self._last_payoffs: tuple[list[dict[int, object]], np.ndarray] | None = None
 
     @property
     def num_players(self) -> int:

@@ -69,7 +69,7 @@ def policy_table(layout: PlayerLayout, policy, player: int) -> np.ndarray:
         if policy.state_lookup is template.state_lookup:
             table = policy.action_probability_array
         else:
-            keys = template.states_per_player[player]
+            keys = layout.keys
             missing = [key for key in keys if key not in policy.state_lookup]
             if missing:
                 raise MetaEvalError(
