@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import statistics
+import sys
 import time
 
 import numpy as np
@@ -143,6 +144,8 @@ def main(argv=None) -> None:
     for label, sigma in sigmas:
         support, call = openspiel_cce_dist(game, population, sigma, support_mass=1e-12)
         ours, gap = timed(lambda: cce_gap(game, population, sigma, ExactEvaluator(game)), repeats=7)
+        if support > 100:
+            print(f"(timing pyspiel.cce_dist on {support} joints takes minutes)", file=sys.stderr, flush=True)
         theirs, info = timed(call, repeats=1 if support > 100 else 3)
         joints = f"{support} support joint{'s' if support != 1 else ''}"
         row(f"cce_gap, kuhn_3p, 8 per player, {label}; cce_dist on its {joints}",

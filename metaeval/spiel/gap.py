@@ -58,39 +58,42 @@ class CEGap:
 
 def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CCEGap:
     """The full-game CCE gap of ``sigma [K_1..K_N]`` over ``population``'s joint policies."""
-    evaluator, reaches, sigma = _prepare(game, population, sigma, evaluator)
-    tree = evaluator.tree
-    values, on_policy, responses = [], [], []
-    for p in range(tree.num_players):
-        conditional = conditional_reach(reaches, sigma, p)
-        payoff = tree.chance * tree.returns[:, p]
-        value, choices = best_response(tree, p, (payoff * conditional.sum(axis=1))[:, None])
-        values.append(value[0])
-        on_policy.append(payoff @ np.sum(reaches[p] * conditional, axis=1))
-        responses.append(tabular_policy(tree.players[p], pure_table(tree, p, choices[:, 0])))
-    values, on_policy = np.array(values), np.array(on_policy)
+    tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
+    deviations = [_deviations(tree, reaches, sigma, p, per_recommendation=False) for p in range(tree.num_players)]
+    values = np.array([value[0] for value, _, _ in deviations])
+    on_policy = np.array([follow[0] for _, follow, _ in deviations])
     per_player = np.maximum(values - on_policy, 0.0)
-    return CCEGap(float(per_player.sum()), per_player, values, on_policy, tuple(responses))
+    responses = tuple(response[0] for _, _, response in deviations)
+    return CCEGap(float(per_player.sum()), per_player, values, on_policy, responses)
 
 
 def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CEGap:
     """The full-game CE gap: each player best-responds separately to every recommendation."""
-    evaluator, reaches, sigma = _prepare(game, population, sigma, evaluator)
-    tree = evaluator.tree
-    gains, values, on_policy, responses = [], [], [], []
-    for p in range(tree.num_players):
-        conditional = conditional_reach(reaches, sigma, p)
-        payoff = tree.chance * tree.returns[:, p]
-        value, choices = best_response(tree, p, payoff[:, None] * conditional)
-        follow = payoff @ (reaches[p] * conditional)
-        values.append(value)
-        on_policy.append(follow)
-        gains.append(np.maximum(value - follow, 0.0))
-        responses.append(
-            tuple(tabular_policy(tree.players[p], pure_table(tree, p, c)) for c in choices.T)
-        )
+    tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
+    deviations = [_deviations(tree, reaches, sigma, p, per_recommendation=True) for p in range(tree.num_players)]
+    gains = tuple(np.maximum(value - follow, 0.0) for value, follow, _ in deviations)
     per_player = np.array([g.sum() for g in gains])
-    return CEGap(float(per_player.sum()), per_player, tuple(gains), tuple(values), tuple(on_policy), tuple(responses))
+    return CEGap(
+        total=float(per_player.sum()),
+        per_player=per_player,
+        gains=gains,
+        best_response_values=tuple(value for value, _, _ in deviations),
+        on_policy_values=tuple(follow for _, follow, _ in deviations),
+        best_responses=tuple(responses for _, _, responses in deviations),
+    )
+
+
+def _deviations(tree, reaches, sigma, player: int, per_recommendation: bool):
+    """Best-response values, on-policy values and best responses of ``player``: one
+    per recommendation (CE) or a single one (CCE), as arrays and a tuple of policies."""
+    conditional = conditional_reach(reaches, sigma, player)
+    payoff = tree.chance * tree.returns[:, player]
+    follow = payoff @ (reaches[player] * conditional)  # [K_p]
+    if not per_recommendation:
+        conditional, follow = conditional.sum(axis=1, keepdims=True), follow.sum(keepdims=True)
+    values, choices = best_response(tree, player, payoff[:, None] * conditional)
+    layout = tree.players[player]
+    return values, follow, tuple(tabular_policy(layout, pure_table(tree, player, c)) for c in choices.T)
 
 
 def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int) -> np.ndarray:
@@ -117,12 +120,13 @@ def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int)
 
 
 def _prepare(game, population, sigma, evaluator):
+    """The tree, the population's reach matrices and the checked sigma."""
     game = games.load(game)
     if population.game_string != str(game):
         raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
+    sigma = _check_sigma(sigma, population.sizes)
     evaluator = evaluator or ExactEvaluator(game)
-    reaches = evaluator.population_reaches(population)
-    return evaluator, reaches, _check_sigma(sigma, population.sizes)
+    return evaluator.tree, evaluator.population_reaches(population), sigma
 
 
 def _check_sigma(sigma, sizes) -> np.ndarray:

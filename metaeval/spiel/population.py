@@ -26,13 +26,16 @@ from metaeval.spiel.tree import game_tree
 FILE_FORMAT = "metaeval.population/1"
 
 
-def policy_rng(seed, player: int, policy_id: int) -> np.random.Generator:
+def check_seed(seed) -> int:
+    """``seed`` as an int, or an error: runs must be reproducible, so no ``None``."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise MetaEvalError(f"seed must be a non-negative int (for reproducibility), got {seed!r}")
+    return int(seed)
+
+
+def policy_rng(seed: int, player: int, policy_id: int) -> np.random.Generator:
     """The generator of the random policy with this id: independent of creation order."""
-    try:
-        sequence = np.random.SeedSequence(seed, spawn_key=(player, policy_id))
-    except (TypeError, ValueError) as exc:
-        raise MetaEvalError(f"seed must be a non-negative int, got {seed!r} ({exc})") from None
-    return np.random.default_rng(sequence)
+    return np.random.default_rng(np.random.SeedSequence(check_seed(seed), spawn_key=(player, policy_id)))
 
 
 def random_policies(game, player: int, ids: Sequence[int], seed, kind: str = "dirichlet") -> list:

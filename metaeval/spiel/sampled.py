@@ -16,15 +16,15 @@ from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.spiel.policies import action_probabilities
-from metaeval.spiel.population import check_joints
+from metaeval.spiel.population import check_joints, check_seed
 
 
 def joint_seed(seed: int, ids: Sequence[int]) -> np.random.SeedSequence:
     """The seed of the joint profile whose policies have these ids."""
-    try:
-        return np.random.SeedSequence(entropy=seed, spawn_key=tuple(int(i) for i in ids))
-    except (TypeError, ValueError) as exc:
-        raise MetaEvalError(f"seed must be a non-negative int and ids non-negative ints: {exc}") from None
+    ids = tuple(int(i) for i in ids)
+    if min(ids, default=0) < 0:
+        raise MetaEvalError(f"policy ids must be non-negative, got {ids}")
+    return np.random.SeedSequence(entropy=check_seed(seed), spawn_key=ids)
 
 
 def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:

@@ -53,10 +53,6 @@ class PlayerLayout:
     fingerprint: str
 
     @property
-    def num_states(self) -> int:
-        return self.legal.shape[0]
-
-    @property
     def keys(self) -> list[str]:
         return self.template.states_per_player[self.template.player_ids[0]]
 
@@ -84,9 +80,6 @@ class GameTree:
     def num_terminals(self) -> int:
         return self.returns.shape[0]
 
-    def num_sequences(self, player: int) -> int:
-        return self.players[player].num_states * self.num_actions
-
 
 def infostate_key(game_type, state, player: int) -> str:
     """The key ``TabularPolicy`` uses for ``(state, player)``."""
@@ -104,7 +97,8 @@ def game_tree(game, max_terminals: int = DEFAULT_MAX_TERMINALS) -> GameTree:
 
 @functools.lru_cache(maxsize=16)
 def _cached_tree(game_string: str, max_terminals: int) -> GameTree:
-    return _Enumerator(pyspiel.load_game(game_string), max_terminals).run()
+    # Rebuilt from the string, which is what the cache and saved populations rely on.
+    return _Enumerator(games.load(game_string), max_terminals).run()
 
 
 class _Enumerator:

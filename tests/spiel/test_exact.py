@@ -37,7 +37,9 @@ def test_simultaneous_move_games_are_exact_too():
     metagame = exact_metagame(game, pop)
     policies = pyspiel_policies(pop)
     for joint in itertools.product(range(3), range(3)):
-        np.testing.assert_allclose(metagame.payoffs[:, joint[0], joint[1]], expected_returns(game, policies, joint), atol=1e-9)
+        np.testing.assert_allclose(
+            metagame.payoffs[:, joint[0], joint[1]], expected_returns(game, policies, joint), atol=1e-9
+        )
 
 
 def test_non_tabular_policies_are_evaluated_exactly():

@@ -58,7 +58,8 @@ def test_best_responses_attain_their_values():
         # Player p always plays its best response; opponents follow sigma's marginal.
         lone = Population(game, [[response] if q == p else pop.policies[q] for q in range(3)])
         payoff = exact_metagame(game, lone).payoffs[p]
-        assert np.sum(payoff * sigma.sum(axis=p, keepdims=True)) == pytest.approx(gap.best_response_values[p], abs=1e-12)
+        value = np.sum(payoff * sigma.sum(axis=p, keepdims=True))
+        assert value == pytest.approx(gap.best_response_values[p], abs=1e-12)
         assert set(np.unique(response.action_probability_array)) <= {0.0, 1.0}
 
 

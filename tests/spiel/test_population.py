@@ -73,6 +73,7 @@ def test_replace_with_given_policies():
         (lambda p: p.replace(0, [1, 1], [p.policies[0][0]] * 2), "repeated index"),
         (lambda p: p.replace(0, [5], [p.policies[0][0]]), "no index \\[5\\]"),
         (lambda p: p.replace_random(0, [0], seed=-1), "seed must be a non-negative int"),
+        (lambda p: p.replace_random(0, [0], seed=None), "seed must be a non-negative int"),
         (lambda p: p.replace_random(0, [0], seed=0, kind="best"), "unknown policy kind"),
     ],
 )

@@ -82,6 +82,8 @@ def test_non_tabular_policies_and_simultaneous_games_are_sampled():
         (lambda g, pop: sample_joints(g, pop.policies[:1], [[0, 0]], 5, [0]), "has 2 players; got 1"),
         (lambda g, pop: sampled_metagame("kuhn_3p", pop, 5, 0), "population is for kuhn_poker\\(players=2\\)"),
         (lambda g, pop: joint_seeds(-3, pop, [[0, 0]]), "seed must be a non-negative int"),
+        (lambda g, pop: sampled_metagame(g, pop, 5, None), "seed must be a non-negative int"),
+        (lambda g, pop: joint_seed(0, (1, -2)), "policy ids must be non-negative"),
     ],
 )
 def test_bad_requests_are_rejected(call, message):

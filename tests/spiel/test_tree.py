@@ -106,3 +106,9 @@ def test_mean_field_games_are_refused():
     game = pyspiel.load_game("mfg_crowd_modelling")
     with pytest.raises(MetaEvalError, match="only sequential and simultaneous"):
         game_tree(game)
+
+
+def test_a_game_whose_string_cannot_be_reloaded_is_refused():
+    game = pyspiel.load_efg_game(pyspiel.get_sample_efg_data())  # its string is "efg_game()"
+    with pytest.raises(MetaEvalError, match="cannot load game 'efg_game\\(\\)'"):
+        game_tree(game)
