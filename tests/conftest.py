@@ -37,3 +37,23 @@ def dominant_strategy_game():
     """Strategy 2 strictly dominates for both players of a general-sum game."""
     row = np.array([[3.0, 0.0, 1.0], [1.0, 2.0, 0.0], [4.0, 3.0, 2.0]])
     return metaeval.MetaGame.from_matrix(row, row.T.copy())
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One quiet Ray session (2 CPUs) shared by every test that needs Ray.
+
+    Opened here, not by the code under test, so that code must leave it running.
+    """
+    import logging
+
+    ray = pytest.importorskip("ray")
+    opened = not ray.is_initialized()
+    if opened:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    yield ray
+    from metaeval.distributed import shutdown
+
+    shutdown()
+    if opened:
+        ray.shutdown()

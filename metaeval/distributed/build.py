@@ -1,0 +1,208 @@
+"""``build_metagame``: a population's meta-game, in-process or on a Ray actor pool.
+
+Both paths run the same shard evaluator on the same shards of joints, so they
+return the same MetaGame bit for bit. Builds are incremental: a joint whose
+policies all appear in ``previous`` is copied from it, and only joints touching a
+new policy are evaluated.
+"""
+
+from __future__ import annotations
+
+import atexit
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from metaeval import games
+from metaeval.distributed.evaluator import MODES, ShardEvaluator
+from metaeval.distributed.plan import plan_build
+from metaeval.distributed.pool import EvaluatorPool
+from metaeval.distributed.progress import Progress
+from metaeval.distributed.registry import PolicyRegistry, Sync
+from metaeval.distributed.session import resolve_address, stop_ray
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+
+#: Sampled shards per actor: enough to balance the load and lose little work to a
+#: retry. Exact entries cost microseconds, so an exact build gives each actor one
+#: shard and pays one round trip per actor.
+SAMPLED_SHARDS_PER_WORKER = 4
+#: In-process sampled builds report progress this many times.
+LOCAL_SAMPLED_SHARDS = 32
+#: In-process evaluators kept (one per game).
+LOCAL_GAMES = 4
+
+
+@dataclass(frozen=True)
+class BuildStats:
+    """What the last build did.
+
+    Attributes:
+        mode: ``"exact"`` or ``"sampled"``.
+        workers: actors used, 0 for an in-process build.
+        entries: joints in the meta-game.
+        evaluated: joints evaluated (as reported by the evaluators).
+        copied: joints copied from ``previous``.
+        shards: shards the evaluated joints were cut into.
+        retries: shard resubmissions after an actor died or a shard raised.
+        seconds: wall time of the build.
+    """
+
+    mode: str
+    workers: int
+    entries: int
+    evaluated: int
+    copied: int
+    shards: int
+    retries: int
+    seconds: float
+
+
+class _LocalBackend:
+    """The in-process path: one evaluator per game, kept between builds."""
+
+    def __init__(self, game):
+        self.registry = PolicyRegistry()
+        self.evaluator = ShardEvaluator(game)
+
+    def run(self, shards, sync: Sync, progress: Progress, max_retries: int) -> tuple[list, int]:
+        self.evaluator.forget(sync.dropped)
+        self.evaluator.add(sync.new_policies)
+        results = []
+        for shard in shards:
+            results.append(self.evaluator.evaluate(shard.task))
+            progress.advance(results[-1].evaluated)
+        return results, 0
+
+
+class _State:
+    pool: EvaluatorPool | None = None
+    exit_hook = False
+    local: OrderedDict[str, _LocalBackend] = OrderedDict()
+    last: BuildStats | None = None
+
+
+def build_metagame(
+    game,
+    population,
+    mode: str = "exact",
+    episodes: int = 1000,
+    workers: int = 1,
+    seed: int = 0,
+    address: str | None = None,
+    previous: MetaGame | None = None,
+    log_dir=None,
+    progress=None,
+    max_retries: int = 3,
+) -> MetaGame:
+    """The meta-game of ``population`` (SPEC 3), exact or sampled.
+
+    Args:
+        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
+        population: a :class:`metaeval.spiel.Population` for ``game``.
+        mode: ``"exact"`` (enumerable games) or ``"sampled"``.
+        episodes: episodes per joint in sampled mode (at least 2).
+        workers: Ray actors; 1 evaluates in-process unless an address is given.
+        seed: run seed; a sampled joint's episodes are seeded from it and the
+            joint's policy ids, whatever the sharding or number of workers.
+        address: an existing Ray cluster (default ``$RAY_ADDRESS``, else embedded Ray).
+        previous: an earlier meta-game of this run (same mode, episodes and seed);
+            joints whose policies all appear in it are copied, not evaluated.
+        log_dir: where Ray keeps its logs when this call starts it.
+        progress: None (bar on a terminal), True, False, or ``callable(done, total)``.
+        max_retries: resubmissions allowed per shard before the build fails.
+
+    Returns:
+        A MetaGame with strategy names from the policy ids, player names from the
+        game, and (sampled mode) per-entry counts and standard errors.
+    """
+    start = time.perf_counter()
+    game = games.load(game)
+    _check_arguments(game, population, mode, episodes, workers, seed, max_retries)
+    address = resolve_address(address)
+    plan = plan_build(population, previous, mode, episodes)
+    use_pool = workers > 1 or address is not None
+    backend = _pool(game, workers, address, log_dir) if use_pool else _local(game)
+    if mode == "exact":
+        count = workers if use_pool else 1
+    else:
+        count = workers * SAMPLED_SHARDS_PER_WORKER if use_pool else LOCAL_SAMPLED_SHARDS
+    sync = backend.registry.sync(population)
+    shards = plan.shards(population, count, mode, sync.tokens, episodes, seed)
+    bar = Progress(progress, len(plan.joints))
+    try:
+        results, retries = backend.run(shards, sync, bar, max_retries)
+    finally:
+        bar.close()
+    plan.assemble(shards, results)
+    _State.last = BuildStats(
+        mode=mode,
+        workers=workers if use_pool else 0,
+        entries=plan.payoffs[0].size,
+        evaluated=sum(r.evaluated for r in results),
+        copied=plan.copied,
+        shards=len(shards),
+        retries=retries,
+        seconds=time.perf_counter() - start,
+    )
+    return MetaGame(
+        plan.payoffs,
+        strategy_names=population.strategy_names(),
+        player_names=population.player_names(),
+        counts=plan.counts,
+        stderr=plan.stderr,
+    )
+
+
+def _check_arguments(game, population, mode, episodes, workers, seed, max_retries) -> None:
+    if mode not in MODES:
+        raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    if getattr(population, "game_string", None) != str(game):
+        raise MetaEvalError(
+            f"the population is for {getattr(population, 'game_string', population)!r}, not {game}"
+        )
+    for name, value, least in (("workers", workers, 1), ("seed", seed, 0), ("max_retries", max_retries, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < least:
+            raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
+    if mode == "sampled" and (not isinstance(episodes, int) or episodes < 2):
+        raise MetaEvalError(f"episodes must be an int of at least 2 (for a standard error), got {episodes!r}")
+
+
+def _local(game) -> _LocalBackend:
+    key = str(game)
+    backend = _State.local.pop(key, None) or _LocalBackend(game)
+    _State.local[key] = backend
+    while len(_State.local) > LOCAL_GAMES:
+        _State.local.popitem(last=False)
+    return backend
+
+
+def _pool(game, workers: int, address, log_dir) -> EvaluatorPool:
+    pool = _State.pool
+    if pool is None or not pool.matches(game, workers, address):
+        if pool is not None:
+            pool.close()
+        if not _State.exit_hook:
+            atexit.register(shutdown)
+            _State.exit_hook = True
+        _State.pool = pool = EvaluatorPool(game, workers, address, log_dir)
+    return pool
+
+
+def current_pool() -> EvaluatorPool | None:
+    """The actor pool of the last pool build (None if there is none)."""
+    pool = _State.pool
+    return None if pool is None or pool.closed else pool
+
+
+def last_build() -> BuildStats | None:
+    """Statistics of the last completed build in this process."""
+    return _State.last
+
+
+def shutdown() -> None:
+    """Kill the actor pool, and stop Ray if a build started it (a caller's Ray stays up)."""
+    if _State.pool is not None:
+        _State.pool.close()
+        _State.pool = None
+    stop_ray()

@@ -1,0 +1,144 @@
+"""Evaluation of one shard of joint profiles, the same code in-process and in actors.
+
+An evaluator loads its game once and caches policies (and, in exact mode, their
+reach columns) by registry token, so a policy crosses the wire and is walked once
+per process however many shards use it.
+
+Exact entries follow SPEC 3: ``G_n(k) = sum_z chance(z) u_n(z) prod_p R_p[z, k_p]``.
+Each entry is a row of elementwise products reduced along its own contiguous row
+(numpy's pairwise sum), so its bits depend only on its own terms: never on which
+other joints share the shard, on the shard's size, or on the number of workers.
+A matrix product (BLAS) would be faster but picks its blocking from the shape of
+the whole shard, and gemv/gemm kernels round differently.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from metaeval import games
+from metaeval.errors import MetaEvalError
+
+#: Upper bound on the elements of one ``[joints, terminals]`` intermediate.
+CHUNK_ELEMENTS = 1 << 20
+
+MODES = ("exact", "sampled")
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """A shard of joint profiles to evaluate.
+
+    Attributes:
+        index: the shard's number in its build (named in errors).
+        mode: ``"exact"`` or ``"sampled"``.
+        columns: per player, the tokens of the policies the shard uses.
+        joints: ``[M, N]`` indices into ``columns``.
+        ids: ``[M, N]`` policy ids of the joints (they seed sampled episodes).
+        episodes: episodes per joint (sampled mode).
+        seed: the run seed (sampled mode).
+    """
+
+    index: int
+    mode: str
+    columns: tuple[tuple[int, ...], ...]
+    joints: np.ndarray
+    ids: np.ndarray
+    episodes: int = 0
+    seed: int = 0
+
+    @property
+    def tokens(self) -> set[int]:
+        return {token for player in self.columns for token in player}
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """Values of a shard's joints: ``mean [M, N]``; sampled mode adds ``stderr`` and ``counts``."""
+
+    index: int
+    mean: np.ndarray
+    stderr: np.ndarray | None = None
+    counts: np.ndarray | None = None
+
+    @property
+    def evaluated(self) -> int:
+        return len(self.mean)
+
+
+def contract(reaches, joints: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Exact payoffs ``[M, N]`` of ``joints`` from reach rows ``reaches[p] [k_p, Z]``
+    and weighted returns ``weights [N, Z]`` (SPEC 3), each entry shard-invariant."""
+    num_joints, num_terminals = len(joints), weights.shape[1]
+    result = np.empty((num_joints, len(weights)))
+    step = max(1, CHUNK_ELEMENTS // max(1, num_terminals))
+    for start in range(0, num_joints, step):
+        chunk = joints[start : start + step]
+        common = reaches[0][chunk[:, 0]]
+        for player in range(1, len(reaches)):
+            common *= reaches[player][chunk[:, player]]
+        for n, weight in enumerate(weights):
+            result[start : start + step, n] = np.add.reduce(common * weight, axis=1)
+    return result
+
+
+class ShardEvaluator:
+    """Evaluates shards of one game, caching policies and reach rows by token."""
+
+    def __init__(self, game):
+        self.game = games.load(game)
+        self._policies: dict[int, object] = {}
+        self._reach: dict[int, np.ndarray] = {}
+        self._exact = None
+        self._weights = None
+
+    # -- cache ------------------------------------------------------------------
+    def missing(self, tokens) -> list[int]:
+        """The tokens whose policies this evaluator does not hold."""
+        return sorted(t for t in tokens if t not in self._policies)
+
+    def add(self, policies: dict[int, object]) -> None:
+        self._policies.update(policies)
+
+    def forget(self, tokens) -> None:
+        for token in tokens:
+            self._policies.pop(token, None)
+            self._reach.pop(token, None)
+
+    # -- evaluation -------------------------------------------------------------
+    def evaluate(self, task: ShardTask) -> ShardResult:
+        missing = self.missing(task.tokens)
+        if missing:
+            raise MetaEvalError(f"shard {task.index}: no policy for tokens {missing}")
+        if task.mode == "exact":
+            return ShardResult(task.index, self._exact_values(task))
+        if task.mode == "sampled":
+            return self._sampled(task)
+        raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {task.mode!r}")
+
+    def _exact_values(self, task: ShardTask) -> np.ndarray:
+        if self._exact is None:
+            from metaeval.spiel.exact import ExactEvaluator
+
+            self._exact = ExactEvaluator(self.game)
+            tree = self._exact.tree
+            self._weights = np.ascontiguousarray((tree.chance[:, None] * tree.returns).T)
+        reaches = []
+        for player, tokens in enumerate(task.columns):
+            new = [t for t in tokens if t not in self._reach]
+            if new:
+                matrix = self._exact.reach_matrix(player, [self._policies[t] for t in new])
+                for column, token in enumerate(new):
+                    self._reach[token] = np.ascontiguousarray(matrix[:, column])
+            reaches.append(np.stack([self._reach[t] for t in tokens]))
+        return contract(reaches, task.joints, self._weights)
+
+    def _sampled(self, task: ShardTask) -> ShardResult:
+        from metaeval.spiel.sampled import joint_seed, sample_joints
+
+        policies = [[self._policies[t] for t in tokens] for tokens in task.columns]
+        seeds = [joint_seed(task.seed, ids) for ids in task.ids]
+        mean, stderr, counts = sample_joints(self.game, policies, task.joints, task.episodes, seeds)
+        return ShardResult(task.index, mean, stderr, np.asarray(counts, dtype=np.float64))

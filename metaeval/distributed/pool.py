@@ -1,0 +1,197 @@
+"""A pool of Ray actors evaluating shards of a meta-game, with retries.
+
+Each actor loads the game once and keeps the policies it was sent (by token) and
+their reach rows across builds. A policy goes to the object store once per build
+that introduces it; a shard carries only references, and an actor fetches the ones
+it lacks. Each actor holds one shard at a time, so a failure belongs to exactly one
+shard: when an actor dies or a shard raises, the actor is replaced and the shard
+resubmitted, up to ``max_retries`` times, after which the build fails naming the
+shard. Ray's own restarts and task retries stay off, so every retry is visible
+here and counted once.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from dataclasses import dataclass, field
+
+from metaeval.distributed.evaluator import ShardEvaluator
+from metaeval.distributed.progress import Progress
+from metaeval.distributed.registry import PolicyRegistry, Sync
+from metaeval.distributed.session import ensure_ray
+from metaeval.errors import MetaEvalError
+
+
+class ShardWorker:
+    """The actor: one game, policies cached by token, shards on demand."""
+
+    def __init__(self, game_string: str):
+        self._evaluator = ShardEvaluator(game_string)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def evaluate(self, task, refs: dict, forget: list[int]):
+        """Evaluate ``task``; ``refs`` maps its tokens to object-store policies."""
+        import ray
+
+        self._evaluator.forget(forget)
+        missing = self._evaluator.missing(task.tokens)
+        if missing:
+            self._evaluator.add(dict(zip(missing, ray.get([refs[t] for t in missing]))))
+        return self._evaluator.evaluate(task)
+
+
+@dataclass
+class _Slot:
+    """One actor of the pool, whether it holds a shard, and the tokens it should drop."""
+
+    actor: object
+    pid: object  # ObjectRef of the actor's pid
+    busy: bool = False
+    forget: list[int] = field(default_factory=list)
+
+
+class EvaluatorPool:
+    """``workers`` actors for one game, started on an embedded or existing Ray.
+
+    Args:
+        game: a ``pyspiel.Game``.
+        workers: number of actors.
+        address: Ray cluster to join (None: embedded Ray, started if not running).
+        log_dir: where an embedded Ray started here keeps its logs.
+    """
+
+    def __init__(self, game, workers: int, address: str | None = None, log_dir=None):
+        import ray
+
+        ensure_ray(address, num_cpus=max(workers, os.cpu_count() or 1), log_dir=log_dir)
+        self.game_string = str(game)
+        self.workers = workers
+        self.address = address
+        self.registry = PolicyRegistry()
+        # Share the CPUs Ray has among the actors, so that all of them get scheduled
+        # even on a session with fewer CPUs than workers.
+        cpus = min(1.0, ray.cluster_resources().get("CPU", 1.0) / workers)
+        self._actor_class = ray.remote(ShardWorker).options(
+            num_cpus=cpus, max_restarts=0, max_task_retries=0
+        )
+        self._refs: dict[int, object] = {}
+        self._slots = [self._launch() for _ in range(workers)]
+        self.closed = False
+
+    def _launch(self) -> _Slot:
+        actor = self._actor_class.remote(self.game_string)
+        return _Slot(actor, actor.pid.remote())
+
+    def pids(self) -> list[int]:
+        """Process ids of the current actors."""
+        import ray
+
+        return ray.get([slot.pid for slot in self._slots])
+
+    def matches(self, game, workers: int, address: str | None) -> bool:
+        import ray
+
+        return (
+            not self.closed
+            and ray.is_initialized()
+            and (self.game_string, self.workers, self.address) == (str(game), workers, address)
+        )
+
+    # -- a build ------------------------------------------------------------------
+    def run(self, shards, sync: Sync, progress: Progress, max_retries: int) -> tuple[list, int]:
+        """Evaluate every shard once; returns the results in shard order and the retries."""
+        try:
+            self._publish(sync)
+            return self._dispatch(shards, progress, max_retries)
+        except BaseException:
+            self.close()
+            raise
+
+    def _publish(self, sync: Sync) -> None:
+        import ray
+
+        for token in sync.dropped:
+            self._refs.pop(token, None)
+        for slot in self._slots:
+            slot.forget.extend(sync.dropped)
+        for token, (player, policy_id, policy) in sync.added.items():
+            try:
+                self._refs[token] = ray.put(policy)
+            except Exception as exc:  # serialisation errors come in many types
+                raise MetaEvalError(
+                    f"policy {policy_id} of player {player} cannot be sent to Ray workers: {exc}"
+                ) from None
+
+    def _dispatch(self, shards, progress: Progress, max_retries: int) -> tuple[list, int]:
+        import ray
+        from ray.exceptions import RayError
+
+        results = [None] * len(shards)
+        failures = [0] * len(shards)
+        queue = deque(range(len(shards)))
+        running = {}  # ref -> (slot, shard number)
+        while queue or running:
+            for slot in self._slots:
+                if not slot.busy and queue:
+                    i = queue.popleft()
+                    task = shards[i].task
+                    refs = {token: self._refs[token] for token in task.tokens}
+                    running[slot.actor.evaluate.remote(task, refs, slot.forget)] = (slot, i)
+                    slot.forget, slot.busy = [], True
+            (ref,), _ = ray.wait(list(running), num_returns=1)
+            slot, i = running.pop(ref)
+            slot.busy = False
+            try:
+                results[i] = ray.get(ref)
+            except RayError as exc:
+                failures[i] += 1
+                if failures[i] > max_retries:
+                    raise MetaEvalError(
+                        f"{describe(shards[i], len(shards))} failed {failures[i]} times "
+                        f"(retries allowed: {max_retries}); last error: {_cause(exc)}"
+                    ) from None
+                self._replace(slot)
+                queue.appendleft(i)
+            else:
+                progress.advance(results[i].evaluated)
+        return results, sum(failures)
+
+    def _replace(self, slot: _Slot) -> None:
+        """Kill the slot's actor (if it still lives) and start a fresh one in its place."""
+        import ray
+
+        ray.kill(slot.actor, no_restart=True)
+        fresh = self._launch()
+        slot.actor, slot.pid, slot.forget = fresh.actor, fresh.pid, []
+
+    def close(self) -> None:
+        """Kill the actors and release the policies in the object store."""
+        import ray
+
+        if not self.closed and ray.is_initialized():
+            for slot in self._slots:
+                ray.kill(slot.actor, no_restart=True)
+        self._slots, self._refs = [], {}
+        self.registry = PolicyRegistry()
+        self.closed = True
+
+
+def describe(shard, count: int) -> str:
+    """``shard 3 of 8 (policy ids (0, 1, 2)..(0, 3, 7), 32 entries)``."""
+    first, last = shard.task.ids[0], shard.task.ids[-1]
+    return (
+        f"shard {shard.task.index} of {count} (policy ids {tuple(int(i) for i in first)}.."
+        f"{tuple(int(i) for i in last)}, {len(shard.rows)} entries)"
+    )
+
+
+def _cause(exc) -> str:
+    """The application error behind a Ray error, else Ray's own first line."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException) and not isinstance(cause, type(exc)):
+        return f"{type(cause).__name__}: {cause}"
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
