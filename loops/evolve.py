@@ -169,7 +169,7 @@ class Evolution:
         state = rundir.read_json(state_path)
         self.iteration = state["next_iteration"]
         self.rng.bit_generator.state = state["rng"]
-        self.population = spiel.Population.load(self.out / state["population"], self.game)
+        self.population = spiel.Population.load(self.out / state["population"])
         self.previous = metaeval.MetaGame.load(self.out / state["metagame"])
         rundir.truncate_records(self.out, keep_below=self.iteration)
         self.records = rundir.read_records(self.out)
@@ -224,12 +224,15 @@ class Evolution:
 
         clock = time.perf_counter()
         discarded, added, keys = [], [], []
+        population = self.population
         for player in range(self.game.num_players()):
             lowest, tie_keys = lowest_rated(rating.ratings[player], config.discard_count, self.rng)
-            discarded.append([int(self.population.ids[player][i]) for i in lowest])
+            discarded.append([int(population.ids[player][i]) for i in lowest])
             replacements = [self.new_policy(self.game, player, self.rng) for _ in lowest]
-            added.append([int(i) for i in self.population.replace(player, lowest, replacements)])
+            population = population.replace(player, lowest, replacements)
+            added.append([int(population.ids[player][i]) for i in lowest])
             keys.append(tie_keys.tolist())
+        self.population = population
         seconds["replace"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
         record.update(discarded=discarded, added=added, tie_break_keys=keys, seconds=seconds)

@@ -120,7 +120,7 @@ def test_new_policy_hook_supplies_replacements():
 
     def uniform_policy(game, player, rng):
         calls.append(player)
-        return spiel.uniform_policy(game, player)
+        return spiel.random_policy(game, player, rng, kind="uniform")
 
     records = evolve(EvolveConfig(game="kuhn_3p", rater="uniform", iterations=2), progress=False,
                      new_policy=uniform_policy)
