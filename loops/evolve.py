@@ -199,6 +199,7 @@ class Evolution:
         metagame = build_metagame(
             self.game, self.population, mode=config.mode, episodes=config.episodes,
             workers=config.workers, seed=config.seed, address=config.address, previous=self.previous,
+            log_dir=self.out,
         )
         seconds["build"] = time.perf_counter() - clock
 

@@ -160,6 +160,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("metaeval: interrupted; finished iterations are saved, run again to resume", file=sys.stderr)
         return 130
+    finally:
+        if "metaeval.distributed" in sys.modules:  # only when this command used Ray
+            sys.modules["metaeval.distributed"].shutdown()
 
 
 if __name__ == "__main__":
