@@ -1,0 +1,274 @@
+"""The population loop of SPEC section 5 (Marris et al. 2025, section 5.3).
+
+Each iteration builds the meta-game of the current populations, rates every
+player's policies, records the full-game CCE gap of the meta-game's maximum
+entropy CCE, and replaces each player's lowest-rated quarter with new policies.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+import metaeval
+from metaeval import equilibria, games, rundir, spiel
+from metaeval.distributed import build_metagame
+from metaeval.errors import MetaEvalError
+
+NewPolicy = Callable[[object, int, np.random.Generator], object]
+"""``new_policy(game, player, rng) -> OpenSpiel policy`` for one player's new strategy."""
+
+TIE_DECIMALS = 9
+"""Ratings equal to this many decimals count as tied; ties go to a seeded random order."""
+
+# Options that change results; a resumed run must agree on all of them.
+_RESULT_KEYS = ("game", "rater", "rater_options", "population", "discard_fraction", "seed",
+                "mode", "episodes")
+
+
+@dataclass(frozen=True)
+class EvolveConfig:
+    """Everything that defines a population run (written to ``config.json``)."""
+
+    game: str = "kuhn_3p"
+    rater: str = "deviation"
+    iterations: int = 100
+    population: int = 8
+    discard_fraction: float = 0.25
+    seed: int = 0
+    mode: str = "exact"
+    episodes: int = 1000
+    workers: int = 1
+    address: str | None = None
+    rater_options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.rater not in metaeval.RATERS:
+            raise MetaEvalError(
+                f"unknown rater {self.rater!r}; choose one of {', '.join(sorted(metaeval.RATERS))}"
+            )
+        if self.population < 4:
+            raise MetaEvalError(f"population must be at least 4 per player, got {self.population}")
+        if not 0 < self.discard_fraction < 1:
+            raise MetaEvalError(
+                f"discard fraction must lie strictly between 0 and 1, got {self.discard_fraction}"
+            )
+        if self.iterations < 1:
+            raise MetaEvalError(f"iterations must be at least 1, got {self.iterations}")
+        if self.workers < 1:
+            raise MetaEvalError(f"workers must be at least 1, got {self.workers}")
+        if self.mode not in ("exact", "sampled"):
+            raise MetaEvalError(f"mode must be 'exact' or 'sampled', got {self.mode!r}")
+        if self.episodes < 1:
+            raise MetaEvalError(f"episodes must be at least 1, got {self.episodes}")
+
+    @property
+    def discard_count(self) -> int:
+        """How many policies each player loses per iteration (at least 1, at most K - 1)."""
+        return min(self.population - 1, max(1, math.floor(self.population * self.discard_fraction)))
+
+
+def lowest_rated(ratings: np.ndarray, count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the ``count`` lowest ratings, and the tie-break keys used.
+
+    Ratings are compared rounded to ``TIE_DECIMALS`` decimals (solver noise is not
+    a difference); equal ones are ordered by keys drawn uniformly from ``rng``.
+    """
+    keys = rng.random(len(ratings))
+    order = np.lexsort((keys, np.round(ratings, TIE_DECIMALS)))
+    return np.sort(order[:count]), keys
+
+
+def random_new_policy(game, player: int, rng: np.random.Generator):
+    """The default replacement: a random stochastic tabular policy (SPEC 3)."""
+    return spiel.random_policy(game, player, rng)
+
+
+def _versions() -> dict:
+    names = ["numpy", "scipy", "open_spiel", "ortools", "highspy", "cvxpy", "ray", "pygambit", "pandas"]
+    versions = {"python": sys.version.split()[0], "metaeval": metaeval.__version__}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _scalars(diagnostics: dict) -> dict:
+    """The JSON-friendly scalar part of a rater's diagnostics."""
+    keep = {}
+    for key, value in diagnostics.items():
+        if isinstance(value, (bool, int, float, str, np.integer, np.floating)):
+            keep[key] = value.item() if isinstance(value, np.generic) else value
+    return keep
+
+
+class Evolution:
+    """A population run that can be stepped, checkpointed and resumed.
+
+    Args:
+        config: the run's definition.
+        out: run directory; when given, every iteration is logged and checkpointed
+            there, and an existing run in it is resumed.
+        new_policy: ``new_policy(game, player, rng)`` supplying replacements (a
+            training loop's hook); default: random stochastic tabular policies.
+    """
+
+    def __init__(self, config: EvolveConfig, out: Path | str | None = None,
+                 new_policy: NewPolicy | None = None):
+        self.config = config
+        self.out = None if out is None else rundir.prepare(Path(out))
+        self.new_policy = new_policy or random_new_policy
+        self.game = games.load(config.game)
+        self.records: list[dict] = []
+        self.previous = None  # the last meta-game, for incremental builds
+        # Independent streams: the initial population, and the loop (tie-breaks, new policies).
+        initial, loop = np.random.SeedSequence(config.seed).spawn(2)
+        self.rng = np.random.default_rng(loop)
+        self.population = spiel.Population.random(
+            self.game, config.population, seed=int(initial.generate_state(1)[0])
+        )
+        self.iteration = 0
+        if self.out is not None:
+            self._open_run_directory()
+
+    # -- run directory ---------------------------------------------------------
+    def _open_run_directory(self):
+        config_path = self.out / rundir.CONFIG
+        if config_path.exists():
+            stored = rundir.read_json(config_path)["config"]
+            mine = asdict(self.config)
+            differ = [k for k in _RESULT_KEYS if stored.get(k) != mine[k]]
+            if differ:
+                raise MetaEvalError(
+                    f"{self.out} holds a run with different {', '.join(differ)}; "
+                    "use a new --out directory or the same settings to resume"
+                )
+            self._resume()
+        rundir.write_json(config_path, {
+            "config": asdict(self.config),
+            "versions": _versions(),
+            "command": sys.argv,
+            "tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
+        })
+
+    def _resume(self):
+        state_path = self.out / rundir.STATE
+        if not state_path.exists():
+            rundir.truncate_records(self.out, keep_below=0)
+            return
+        state = rundir.read_json(state_path)
+        self.iteration = state["next_iteration"]
+        self.rng.bit_generator.state = state["rng"]
+        self.population = spiel.Population.load(self.out / state["population"])
+        self.previous = metaeval.MetaGame.load(self.out / state["metagame"])
+        rundir.truncate_records(self.out, keep_below=self.iteration)
+        self.records = rundir.read_records(self.out)
+
+    def _checkpoint(self, metagame):
+        tag = f"{self.iteration:06d}"
+        population_file = f"checkpoint-population-{tag}.npz"
+        metagame_file = f"checkpoint-metagame-{tag}.npz"
+        self.population.save(self.out / population_file)
+        metagame.save(self.out / metagame_file)
+        rundir.write_json(self.out / rundir.STATE, {
+            "next_iteration": self.iteration,
+            "population": population_file,
+            "metagame": metagame_file,
+            "rng": self.rng.bit_generator.state,
+        })
+        for old in self.out.glob("checkpoint-*.npz"):
+            if old.name not in (population_file, metagame_file):
+                old.unlink()
+
+    # -- the loop ----------------------------------------------------------------
+    def step(self) -> dict:
+        """One iteration of SPEC 5: build, rate, measure the gap, replace the bottom quarter."""
+        config, seconds = self.config, {}
+        clock = time.perf_counter()
+
+        metagame = build_metagame(
+            self.game, self.population, mode=config.mode, episodes=config.episodes,
+            workers=config.workers, seed=config.seed, address=config.address, previous=self.previous,
+            log_dir=self.out,
+        )
+        seconds["build"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        rating = metaeval.rate(metagame, config.rater, **config.rater_options)
+        seconds["rate"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        sigma = equilibria.mecce(metagame)
+        gap = spiel.cce_gap(self.game, self.population, sigma)
+        seconds["gap"] = time.perf_counter() - clock
+
+        record = {
+            "iteration": self.iteration,
+            "policy_ids": [list(map(int, ids)) for ids in self.population.ids],
+            "ratings": [r.tolist() for r in rating.ratings],
+            "cce_gap": float(gap.total),
+            "cce_gap_per_player": [float(g) for g in gap.per_player],
+            "mean_payoff": [float(metagame.payoffs[p].mean()) for p in range(metagame.num_players)],
+            "mecce_payoff": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
+            "rater_diagnostics": _scalars(rating.diagnostics),
+        }
+
+        clock = time.perf_counter()
+        discarded, added, keys = [], [], []
+        population = self.population
+        for player in range(self.game.num_players()):
+            lowest, tie_keys = lowest_rated(rating.ratings[player], config.discard_count, self.rng)
+            discarded.append([int(population.ids[player][i]) for i in lowest])
+            replacements = [self.new_policy(self.game, player, self.rng) for _ in lowest]
+            population = population.replace(player, lowest, replacements)
+            added.append([int(population.ids[player][i]) for i in lowest])
+            keys.append(tie_keys.tolist())
+        self.population = population
+        seconds["replace"] = time.perf_counter() - clock
+        seconds["total"] = sum(seconds.values())
+        record.update(discarded=discarded, added=added, tie_break_keys=keys, seconds=seconds)
+
+        self.previous = metagame
+        self.iteration += 1
+        self.records.append(record)
+        if self.out is not None:
+            rundir.append_record(self.out, record)
+            self._checkpoint(metagame)
+        return record
+
+    def run(self, progress: bool | None = None) -> list[dict]:
+        """Step until ``config.iterations`` iterations are done; write results and plots."""
+        remaining = range(self.iteration, self.config.iterations)
+        bar = tqdm(remaining, desc=f"{self.config.game} {self.config.rater} seed {self.config.seed}",
+                   unit="it", disable=None if progress is None else not progress, leave=False)
+        for _ in bar:
+            record = self.step()
+            bar.set_postfix(gap=f"{record['cce_gap']:.3g}")
+        if self.out is not None:
+            self.finish()
+        return self.records
+
+    def finish(self):
+        """Final population, per-iteration summary table and plots in the run directory."""
+        from metaeval import plots, reports
+
+        self.population.save(self.out / "population.npz")
+        reports.summary_frame(self.records).to_csv(self.out / "summary.csv", index=False)
+        plots.plot_run(self.out, self.records, label=self.config.rater, seed=self.config.seed,
+                       title=f"{self.config.game}, {self.config.rater}, seed {self.config.seed}")
+
+
+def evolve(config: EvolveConfig, out=None, new_policy: NewPolicy | None = None,
+           progress: bool | None = None) -> list[dict]:
+    """Run (or resume, when ``out`` holds a run) the population loop; returns the records."""
+    return Evolution(config, out=out, new_policy=new_policy).run(progress=progress)

@@ -1,0 +1,1 @@
+"""Adapters from evaluation data (score tables, battles) to MetaGames (SPEC 6)."""

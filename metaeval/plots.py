@@ -1,0 +1,71 @@
+"""Figures of population runs: CCE gap and average payoff against iteration.
+
+The layout follows Figure 3 of Marris et al. (2025): the full-game CCE gap on a
+log scale, one line per rater with a band over seeds, and the population's
+average payoff per player.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from metaeval.reports import comparison_frame  # noqa: E402
+
+GAP_PLOT = "cce_gap.png"
+PAYOFF_PLOT = "payoff.png"
+
+
+def _band(ax, frame: pd.DataFrame, column: str, label: str, color):
+    stats = frame.groupby("iteration")[column].agg(["mean", "min", "max"])
+    ax.plot(stats.index, stats["mean"], label=label, color=color, lw=1.6)
+    if frame.seed.nunique() > 1:
+        ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.2, lw=0)
+
+
+def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> list[Path]:
+    """Write the gap and payoff figures for a table from ``reports.comparison_frame``."""
+    out = Path(out)
+    raters = list(dict.fromkeys(comparison.rater))
+    colors = dict(zip(raters, plt.cm.tab10.colors))
+    seeds = comparison.seed.nunique()
+    band = f" (mean, band: min–max over {seeds} seeds)" if seeds > 1 else ""
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for rater in raters:
+        _band(ax, comparison[comparison.rater == rater], "cce_gap", rater, colors[rater])
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("full-game CCE gap of the meta-game's MECCE")
+    ax.set_title(f"{title}{band}", fontsize=9)
+    ax.legend(frameon=False)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(out / GAP_PLOT, dpi=130)
+    plt.close(fig)
+
+    players = sorted(int(c.rsplit("p", 1)[1]) for c in comparison.columns if c.startswith("mean_payoff_p"))
+    fig, axes = plt.subplots(1, len(players), figsize=(3.2 * len(players), 3.4), squeeze=False)
+    for ax, p in zip(axes[0], players):
+        for rater in raters:
+            _band(ax, comparison[comparison.rater == rater], f"mean_payoff_p{p}", rater, colors[rater])
+        ax.set_title(f"player {p}", fontsize=9)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("average payoff of the population")
+    axes[0][-1].legend(frameon=False, fontsize=8)
+    fig.suptitle(f"{title}{band}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / PAYOFF_PLOT, dpi=130)
+    plt.close(fig)
+    return [out / GAP_PLOT, out / PAYOFF_PLOT]
+
+
+def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "") -> list[Path]:
+    """The same figures for a single run."""
+    return plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)

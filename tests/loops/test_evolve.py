@@ -1,0 +1,143 @@
+import json
+
+import numpy as np
+import pytest
+
+import metaeval
+from metaeval import MetaEvalError, rundir
+from metaeval.loops.evolve import EvolveConfig, Evolution, evolve, lowest_rated
+
+# Raters defined for any game; elo needs a symmetric 2-player win-probability game.
+GENERAL_RATERS = [name for name in metaeval.RATERS if name != "elo"]
+RECORD_KEYS = {
+    "iteration", "policy_ids", "ratings", "cce_gap", "cce_gap_per_player", "mean_payoff",
+    "mecce_payoff", "rater_diagnostics", "discarded", "added", "tie_break_keys", "seconds",
+}
+
+
+def without_timings(records):
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+
+@pytest.mark.parametrize("game", ["kuhn_3p", "sheriff"])
+@pytest.mark.parametrize("rater", GENERAL_RATERS)
+def test_three_iterations_with_every_rater(tmp_path, game, rater):
+    config = EvolveConfig(game=game, rater=rater, iterations=3, seed=1)
+    records = evolve(config, out=tmp_path, progress=False)
+    assert [r["iteration"] for r in records] == [0, 1, 2]
+    players = metaeval.games.load(game).num_players()
+    for record in records:
+        assert record["cce_gap"] >= 0 and len(record["cce_gap_per_player"]) == players
+        assert record["cce_gap"] == pytest.approx(sum(record["cce_gap_per_player"]))
+        assert all(len(d) == config.discard_count for d in record["discarded"])
+    # the log on disk is what the run returned, and the results files exist
+    assert rundir.read_records(tmp_path) == json.loads(json.dumps(records))
+    for name in ["config.json", "summary.csv", "population.npz", "cce_gap.png", "payoff.png"]:
+        assert (tmp_path / name).stat().st_size > 0
+
+
+def test_elo_on_a_three_player_game_is_a_clear_error():
+    with pytest.raises(MetaEvalError, match="elo"):
+        evolve(EvolveConfig(game="kuhn_3p", rater="elo", iterations=1), progress=False)
+
+
+def test_jsonl_schema(tmp_path):
+    evolve(EvolveConfig(game="kuhn_3p", rater="uniform", iterations=2, population=5), out=tmp_path,
+           progress=False)
+    lines = (tmp_path / "iterations.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        record = json.loads(line)
+        assert set(record) == RECORD_KEYS
+        assert [len(ids) for ids in record["policy_ids"]] == [5, 5, 5]
+        assert [len(r) for r in record["ratings"]] == [5, 5, 5]
+        assert all(isinstance(x, float) for x in record["cce_gap_per_player"] + record["mean_payoff"])
+        assert set(record["seconds"]) == {"build", "rate", "gap", "replace", "total"}
+        assert [len(a) for a in record["added"]] == [1, 1, 1]  # floor(5 / 4) = 1
+
+
+def test_discarded_are_exactly_the_lowest_rated_quarter():
+    records = evolve(EvolveConfig(game="kuhn_3p", rater="deviation", iterations=4, population=8),
+                     progress=False)
+    for record in records:
+        for ids, ratings, discarded, added in zip(
+            record["policy_ids"], record["ratings"], record["discarded"], record["added"]
+        ):
+            rounded = dict(zip(ids, np.round(ratings, 9)))
+            assert len(discarded) == 2 and set(discarded) <= set(ids)
+            kept = set(ids) - set(discarded)
+            assert max(rounded[d] for d in discarded) <= min(rounded[k] for k in kept)
+            assert not set(added) & set(ids)
+    for before, after in zip(records, records[1:]):
+        for p in range(3):
+            survivors = set(before["policy_ids"][p]) - set(before["discarded"][p])
+            assert set(after["policy_ids"][p]) == survivors | set(before["added"][p])
+
+
+def test_lowest_rated_breaks_ties_by_seeded_keys():
+    ratings = np.array([0.5, 0.1, 0.1 + 1e-12, 0.1, 0.9])
+    first, keys = lowest_rated(ratings, 2, np.random.default_rng(3))
+    again, keys_again = lowest_rated(ratings, 2, np.random.default_rng(3))
+    np.testing.assert_array_equal(first, again)
+    np.testing.assert_array_equal(keys, keys_again)
+    assert set(first) <= {1, 2, 3}  # solver noise below 1e-9 counts as a tie
+    tied = [1, 2, 3]
+    assert list(first) == sorted(sorted(tied, key=lambda i: keys[i])[:2])
+
+
+def test_same_seed_same_results_and_different_seed_differs():
+    config = EvolveConfig(game="kuhn_3p", rater="deviation", iterations=3, seed=7)
+    a = without_timings(evolve(config, progress=False))
+    b = without_timings(evolve(config, progress=False))
+    assert a == b
+    c = without_timings(evolve(EvolveConfig(game="kuhn_3p", rater="deviation", iterations=3, seed=8),
+                               progress=False))
+    assert a != c
+
+
+def test_resume_in_process_equals_uninterrupted(tmp_path):
+    config = EvolveConfig(game="kuhn_3p", rater="deviation", iterations=5, seed=3)
+    whole = without_timings(evolve(config, out=tmp_path / "whole", progress=False))
+    short = EvolveConfig(game="kuhn_3p", rater="deviation", iterations=2, seed=3)
+    evolve(short, out=tmp_path / "split", progress=False)
+    resumed = Evolution(config, out=tmp_path / "split")
+    assert resumed.iteration == 2
+    assert without_timings(resumed.run(progress=False)) == whole
+    assert without_timings(rundir.read_records(tmp_path / "split")) == whole
+
+
+def test_resume_refuses_a_different_run(tmp_path):
+    evolve(EvolveConfig(game="kuhn_3p", rater="uniform", iterations=1, seed=0), out=tmp_path,
+           progress=False)
+    with pytest.raises(MetaEvalError, match="different rater, seed"):
+        Evolution(EvolveConfig(game="kuhn_3p", rater="deviation", iterations=2, seed=1), out=tmp_path)
+
+
+def test_new_policy_hook_supplies_replacements():
+    from metaeval import spiel
+
+    calls = []
+
+    def uniform_policy(game, player, rng):
+        calls.append(player)
+        return spiel.random_policy(game, player, rng, kind="uniform")
+
+    records = evolve(EvolveConfig(game="kuhn_3p", rater="uniform", iterations=2), progress=False,
+                     new_policy=uniform_policy)
+    assert sorted(calls) == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]
+    assert records[1]["policy_ids"] != records[0]["policy_ids"]
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (dict(population=3), "population must be at least 4"),
+        (dict(discard_fraction=1.0), "strictly between 0 and 1"),
+        (dict(discard_fraction=0.0), "strictly between 0 and 1"),
+        (dict(rater="best"), "unknown rater 'best'"),
+        (dict(iterations=0), "iterations must be at least 1"),
+    ],
+)
+def test_bad_config(options, message):
+    with pytest.raises(MetaEvalError, match=message):
+        EvolveConfig(**options)
