@@ -13,6 +13,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from metaeval.reports import comparison_frame  # noqa: E402
@@ -40,6 +41,10 @@ def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> lis
     for rater in raters:
         _band(ax, comparison[comparison.rater == rater], "cce_gap", rater, colors[rater])
     ax.set_yscale("log")
+    plain = FuncFormatter(lambda y, _: f"{y:.3g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlabel("iteration")
     ax.set_ylabel("full-game CCE gap of the meta-game's MECCE")
     ax.set_title(f"{title}{band}", fontsize=9)
