@@ -6,11 +6,17 @@ import inspect
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.ratings.alpharank import alpharank
 from metaeval.ratings.base import Rating
+from metaeval.ratings.elo import elo
+from metaeval.ratings.nash import nash
 from metaeval.ratings.uniform import uniform
 
 RATERS = {
     "uniform": uniform,
+    "nash": nash,
+    "alpharank": alpharank,
+    "elo": elo,
 }
 
 
