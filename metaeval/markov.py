@@ -43,6 +43,8 @@ from metaeval.errors import MetaEvalError
 
 STRONG = 1e-8
 DENSE_MAX = 1000
+TIER = 1e-8
+MAX_TIERS = 400
 _BACKWARD_TOL = 1e-10
 
 
@@ -75,20 +77,26 @@ def _residual(pi, source, target, log_rate) -> float:
     return float(np.abs(net).sum() / exits.max()) if len(rate) else 0.0
 
 
-def _solve_chain(n, source, target, log_rate) -> tuple[np.ndarray, int]:
+def _solve_chain(n, source, target, log_rate, depth=0) -> tuple[np.ndarray, int]:
     keep = np.isfinite(log_rate)
     source, target, log_rate = source[keep], target[keep], log_rate[keep]
     if n == 1:
         return np.ones(1), 0
-    if len(log_rate) == 0:
-        raise MetaEvalError(f"the Markov chain is reducible: {n} states and no transitions")
-    rate = np.exp(log_rate - log_rate.max())
-    classes = _sink_classes(n, source, target, rate >= STRONG)
-    num_classes = int(classes.max()) + 1
-    if num_classes == 1:
-        anchor_set = np.flatnonzero(classes == 0)
-        return _anchored(n, source, target, rate, np.arange(n), anchor_set), 1
-    return _aggregate(n, source, target, rate, log_rate - log_rate.max(), classes)
+    graph = sp.csr_matrix((np.ones(len(source)), (source, target)), shape=(n, n))
+    if csgraph.connected_components(graph, directed=True, connection="strong")[0] > 1:
+        if depth == 0:
+            raise MetaEvalError(f"the Markov chain is reducible: its {n} states do not all communicate")
+        raise MetaEvalError(
+            "stationary distribution: couplings between metastable classes fell below the "
+            "double-precision range; the chain cannot be resolved at these parameters"
+        )
+    log_rate = log_rate - log_rate.max()
+    classes = _sink_classes(n, source, target, log_rate >= np.log(STRONG))
+    if classes.max() == 0:
+        in_class = np.flatnonzero(classes == 0)
+        log_pi = _anchored(n, source, target, log_rate, np.arange(n), in_class, needed=None)
+        return np.exp(log_pi), 1
+    return _aggregate(n, source, target, log_rate, classes, depth)
 
 
 def _sink_classes(n, source, target, strong) -> np.ndarray:
@@ -105,60 +113,109 @@ def _sink_classes(n, source, target, strong) -> np.ndarray:
     return index[component]
 
 
-def _anchored(n, source, target, rate, states, anchor_candidates) -> np.ndarray:
-    """Stationary distribution of the chain restricted to ``states`` (transitions inside only).
+def _anchored(n, source, target, log_rate, states, anchor_candidates, needed) -> np.ndarray:
+    """log pi of the chain restricted to ``states`` (transitions inside only), normalised.
 
+    Fixing pi = 1 at an anchor leaves the M-matrix system ``x (D - Q)_rest = q_anchor``.
     The anchor is the candidate with the largest in-rate / out-rate ratio, a one-step
-    estimate of stationary mass, which keeps the anchored system well scaled.
+    estimate of stationary mass, which keeps the system well scaled.  ``needed`` marks
+    the states (in ``states`` order) whose tiny masses must keep their logarithms.
     """
     size = len(states)
     if size == 1:
-        return np.ones(1)
+        return np.zeros(1)
     local = np.full(n, -1)
     local[states] = np.arange(size)
     inside = (local[source] >= 0) & (local[target] >= 0)
-    rows, cols, values = local[source[inside]], local[target[inside]], rate[inside]
-    out_rate = np.bincount(rows, values, size)
-    in_rate = np.bincount(cols, values, size)
-    score = np.full(size, -1.0)
+    rows, cols, log_values = local[source[inside]], local[target[inside]], log_rate[inside]
+    out_rate = np.bincount(rows, np.exp(log_values), size)
+    in_rate = np.bincount(cols, np.exp(log_values), size)
     candidates = local[anchor_candidates]
-    out_c = out_rate[candidates]
-    score[candidates] = np.where(out_c > 0, in_rate[candidates] / np.where(out_c > 0, out_c, 1), np.inf)
-    anchor = int(np.argmax(score))
-    others = np.arange(size) != anchor
-    generator = sp.csr_matrix((values, (rows, cols)), shape=(size, size))
-    system = (sp.diags(out_rate) - generator)[others][:, others]
-    inflow = generator[anchor].toarray().ravel()[others]
-    pi = np.insert(_solve(system.T.tocsr(), inflow), anchor, 1.0)
-    return pi / pi.sum()
+    ratio = np.full(len(candidates), np.inf)  # a state with no exits holds all the mass
+    np.divide(in_rate[candidates], out_rate[candidates], out=ratio, where=out_rate[candidates] > 0)
+    anchor = int(candidates[np.argmax(ratio)])
+    others = np.flatnonzero(np.arange(size) != anchor)
+    position = np.full(size, -1)
+    position[others] = np.arange(size - 1)
+    from_anchor = rows == anchor
+    log_inflow = np.full(size - 1, -np.inf)
+    np.logaddexp.at(log_inflow, position[cols[from_anchor]], log_values[from_anchor])
+    # Unknown x_v balances sum_u x_u q(u -> v): the off-diagonal part is Q transposed.
+    among = (rows != anchor) & (cols != anchor)
+    log_x = _tiered_solve(
+        out_rate[others],
+        position[cols[among]],
+        position[rows[among]],
+        log_values[among],
+        log_inflow,
+        None if needed is None else needed[others],
+    )
+    log_pi = np.insert(log_x, anchor, 0.0)
+    return log_pi - np.logaddexp.reduce(log_pi)
 
 
-def _aggregate(n, source, target, rate, log_rate, classes) -> tuple[np.ndarray, int]:
+def _tiered_solve(diagonal, rows, cols, log_values, log_rhs, needed) -> np.ndarray:
+    """log x with (diag(diagonal) - N) x = b, N[rows, cols] = exp(log_values) >= 0, b = exp(log_rhs).
+
+    A linear solve is accurate to about TIER relative to the largest unknown.  Unknowns
+    below that which are ``needed`` are re-solved in tiers: the reliable ones are fixed,
+    their flows join the right-hand side (in log space) and the rest is solved again at
+    its own scale, until every needed unknown is reliable.  All flows are positive, so no
+    tier loses what the one before fixed.  ``needed=None`` stops after the first solve.
+    """
+    size = len(diagonal)
+    matrix = (sp.diags(diagonal) - sp.csr_matrix((np.exp(log_values), (rows, cols)), shape=(size, size))).tocsr()
+    log_x = np.full(size, -np.inf)
+    free = np.arange(size)
+    log_b = np.array(log_rhs, dtype=np.float64)
+    for _ in range(MAX_TIERS):
+        shift = log_b[free].max() if len(free) else -np.inf
+        if not np.isfinite(shift):
+            return log_x  # the remaining unknowns are exactly zero
+        y = np.maximum(_solve(matrix[free][:, free], np.exp(log_b[free] - shift)), 0.0)
+        with np.errstate(divide="ignore"):
+            log_x[free] = np.log(y) + shift
+        unreliable = y < TIER * y.max()
+        free = free[unreliable]
+        if needed is None or not np.any(needed[free]):
+            return log_x
+        is_free = np.zeros(size, dtype=bool)
+        is_free[free] = True
+        to_fixed = is_free[rows] & ~is_free[cols]
+        log_b[free] = log_rhs[free]
+        np.logaddexp.at(log_b, rows[to_fixed], log_values[to_fixed] + log_x[cols[to_fixed]])
+    raise MetaEvalError("stationary distribution: tiered solve did not settle")
+
+
+def _aggregate(n, source, target, log_rate, classes, depth) -> tuple[np.ndarray, int]:
     num_classes = int(classes.max()) + 1
-    pi_within = np.zeros(n)
+    in_class = classes >= 0
+    exits = in_class[source] & (classes[target] != classes[source])
+    gateway = np.zeros(n, dtype=bool)
+    gateway[source[exits]] = True
+    log_within = np.full(n, -np.inf)
     order = np.argsort(classes, kind="stable")
     bounds = np.searchsorted(classes[order], np.arange(num_classes + 1))
     for c in range(num_classes):
         members = order[bounds[c] : bounds[c + 1]]
-        pi_within[members] = _anchored(n, source, target, rate, members, members)
+        log_within[members] = _anchored(n, source, target, log_rate, members, members, gateway[members])
 
-    transient = np.flatnonzero(classes < 0)
+    transient = np.flatnonzero(~in_class)
     local = np.full(n, -1)
     local[transient] = np.arange(len(transient))
     log_absorb = np.full((n, num_classes), -np.inf)  # log P(first class reached is j | start s)
-    in_class = classes >= 0
     log_absorb[in_class, classes[in_class]] = 0.0
     if len(transient):
-        drain, into_class = _transient_system(n, source, target, rate, classes, local, len(transient))
-        absorb = np.clip(_solve(drain, into_class), 0.0, 1.0)
-        with np.errstate(divide="ignore"):
-            log_absorb[transient] = np.log(absorb)
+        out_rate, rows, cols, log_values, log_into = _transient_system(n, source, target, log_rate, classes, local)
+        entered = np.zeros(len(transient), dtype=bool)
+        entered[local[target[exits & ~in_class[target]]]] = True
+        for j in range(num_classes):
+            log_absorb[transient, j] = np.minimum(
+                _tiered_solve(out_rate, rows, cols, log_values, log_into[:, j], entered), 0.0
+            )
 
     # Class-to-class rates: sum over exits s -> t of pi_i(s) q(s, t) H[t, j], in log space.
-    exits = in_class[source] & (classes[target] != classes[source])
-    with np.errstate(divide="ignore"):
-        log_flow = np.log(pi_within[source[exits]]) + log_rate[exits]
-    terms = log_flow[:, None] + log_absorb[target[exits]]
+    terms = (log_within[source[exits]] + log_rate[exits])[:, None] + log_absorb[target[exits]]
     from_class = classes[source[exits]]
     peak = np.full((num_classes, num_classes), -np.inf)
     np.maximum.at(peak, from_class, terms)
@@ -169,39 +226,48 @@ def _aggregate(n, source, target, rate, log_rate, classes) -> tuple[np.ndarray, 
         macro_log = finite_peak + np.log(total)
     np.fill_diagonal(macro_log, -np.inf)
     i, j = np.nonzero(np.isfinite(macro_log))
-    macro_pi, levels = _solve_chain(num_classes, i, j, macro_log[i, j])
+    macro_pi, levels = _solve_chain(num_classes, i, j, macro_log[i, j], depth + 1)
 
-    pi = np.where(in_class, pi_within * macro_pi[np.maximum(classes, 0)], 0.0)
+    with np.errstate(divide="ignore"):
+        log_class_mass = np.log(macro_pi)
+    pi = np.where(in_class, np.exp(log_within + log_class_mass[np.maximum(classes, 0)]), 0.0)
     if len(transient):
-        feed = in_class[source] & (local[target] >= 0)
-        inflow = np.bincount(local[target[feed]], pi[source[feed]] * rate[feed], len(transient))
-        pi[transient] = np.maximum(_solve(drain.T.tocsr(), inflow), 0.0)
+        # Transient masses from the balance pi_T (D - Q)_TT = pi_C Q_CT (absolute accuracy).
+        feed = in_class[source] & ~in_class[target]
+        inflow = np.bincount(local[target[feed]], pi[source[feed]] * np.exp(log_rate[feed]), len(transient))
+        drain_t = (sp.diags(out_rate) - sp.csr_matrix((np.exp(log_values), (cols, rows)), shape=(len(transient),) * 2)).tocsr()
+        pi[transient] = np.maximum(_solve(drain_t, inflow), 0.0)
     return pi / pi.sum(), levels + 1
 
 
-def _transient_system(n, source, target, rate, classes, local, size):
-    """(D - Q)_TT over transient states (D = total exit rates) and the rates into each class."""
+def _transient_system(n, source, target, log_rate, classes, local):
+    """Exit rates of transient states, their transitions among themselves, log rates into classes."""
+    size = int(local.max()) + 1
     from_t = local[source] >= 0
-    out_rate = np.bincount(local[source[from_t]], rate[from_t], size)
+    out_rate = np.bincount(local[source[from_t]], np.exp(log_rate[from_t]), size)
     within = from_t & (local[target] >= 0)
-    generator = sp.csr_matrix(
-        (rate[within], (local[source[within]], local[target[within]])), shape=(size, size)
-    )
     to_class = from_t & (classes[target] >= 0)
-    into_class = np.zeros((size, int(classes.max()) + 1))
-    np.add.at(into_class, (local[source[to_class]], classes[target[to_class]]), rate[to_class])
-    return (sp.diags(out_rate) - generator).tocsr(), into_class
+    log_into = np.full((size, int(classes.max()) + 1), -np.inf)
+    np.logaddexp.at(log_into, (local[source[to_class]], classes[target[to_class]]), log_rate[to_class])
+    return out_rate, local[source[within]], local[target[within]], log_rate[within], log_into
 
 
 def _solve(matrix: sp.csr_matrix, rhs: np.ndarray) -> np.ndarray:
-    """x with ``matrix @ x = rhs`` for a nonsingular M-matrix; rhs may have several columns."""
-    if matrix.shape[0] <= DENSE_MAX:
-        solution = np.linalg.solve(matrix.toarray(), rhs)
-        _check_backward_error(matrix, solution, rhs)
-        return solution
+    """x with ``matrix @ x = rhs`` for a nonsingular M-matrix; rhs may have several columns.
+
+    Each column is scaled to unit maximum first, so right-hand sides far below the
+    double range (flows out of deep metastable classes) are solved at full precision.
+    """
     columns = rhs.reshape(len(rhs), -1)
-    solution = np.column_stack([_krylov(matrix, b) for b in columns.T])
-    return solution.reshape(rhs.shape)
+    scale = np.abs(columns).max(axis=0)
+    scale = np.where(scale > 0, scale, 1.0)
+    columns = columns / scale
+    if matrix.shape[0] <= DENSE_MAX:
+        solution = np.linalg.solve(matrix.toarray(), columns)
+        _check_backward_error(matrix, solution, columns)
+    else:
+        solution = np.column_stack([_krylov(matrix, b) for b in columns.T])
+    return (solution * scale).reshape(rhs.shape)
 
 
 def _krylov(matrix, rhs):
