@@ -132,7 +132,8 @@ def _anchored(n, source, target, log_rate, states, anchor_candidates, needed) ->
     in_rate = np.bincount(cols, np.exp(log_values), size)
     candidates = local[anchor_candidates]
     ratio = np.full(len(candidates), np.inf)  # a state with no exits holds all the mass
-    np.divide(in_rate[candidates], out_rate[candidates], out=ratio, where=out_rate[candidates] > 0)
+    with np.errstate(over="ignore"):
+        np.divide(in_rate[candidates], out_rate[candidates], out=ratio, where=out_rate[candidates] > 0)
     anchor = int(candidates[np.argmax(ratio)])
     others = np.flatnonzero(np.arange(size) != anchor)
     position = np.full(size, -1)
