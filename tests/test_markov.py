@@ -72,6 +72,10 @@ def test_single_state_and_errors():
         stationary_distribution(2, [], [], [])
     with pytest.raises(MetaEvalError, match="one length"):
         stationary_distribution(2, [0], [1, 0], [0.0])
+    with pytest.raises(MetaEvalError, match="join states 0..1"):
+        stationary_distribution(2, [0, 2], [1, 0], [0.0, 0.0])
+    with pytest.raises(MetaEvalError, match="positive integer"):
+        stationary_distribution(0, [], [], [])
     with pytest.raises(MetaEvalError, match="self-transitions"):
         stationary_distribution(2, [0, 1], [0, 0], [0.0, 0.0])
     with pytest.raises(MetaEvalError, match="finite or -inf"):
