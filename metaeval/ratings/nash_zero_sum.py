@@ -14,7 +14,8 @@ solution is only accurate to about the square root of the solver's tolerance.  I
 polished by Newton's method on the optimality conditions restricted to the support S and
 the active constraints J it found, where x_S = softmax(A_SJ lambda) and A_SJ^T x_S = v
 (Lagrange conditions of the maximum-entropy problem with J as equalities); the polished
-point replaces the interior-point one only if it is feasible and no less entropic.
+point replaces the interior-point one only if it is feasible and satisfies the KKT
+conditions (checked by a small LP, since the multipliers need not be unique).
 """
 
 from __future__ import annotations
@@ -71,48 +72,84 @@ def max_entropy_maximin(row_payoffs: np.ndarray, value: float) -> np.ndarray:
     return strategy if polished is None else polished
 
 
-def _entropy(p: np.ndarray) -> float:
-    p = p[p > 0]
-    return float(-(p * np.log(p)).sum())
-
-
 def _polish(payoffs: np.ndarray, value: float, guess: np.ndarray) -> np.ndarray | None:
-    """Newton's method on the dual of max H(x_S) s.t. A_SJ^T x_S = v; None if it fails."""
+    """The maximiser on the guess's support with its active constraints as equalities.
+
+    Starts from the constraints within ACTIVE_TOL of binding.  The result is optimal when
+    it is feasible and the KKT conditions hold: log x_S = A_SJ lambda + c with lambda >= 0
+    (an LP feasibility check, since lambda is not unique).  Otherwise the constraint with
+    the most negative Newton multiplier was not binding after all: release it and retry.
+    None when nothing is left to release.
+    """
     support = guess > ACTIVE_TOL
-    active = payoffs.T @ guess - value < ACTIVE_TOL
-    local = payoffs[np.ix_(support, active)]  # A_SJ
+    active = np.flatnonzero(payoffs.T @ guess - value < ACTIVE_TOL)
+    while True:
+        local = payoffs[np.ix_(support, active)]
+        solved = _newton_on_face(local, value)
+        if solved is None:
+            return None
+        x_s, multipliers = solved
+        strategy = np.zeros_like(guess)
+        strategy[support] = x_s
+        if np.all(payoffs.T @ strategy >= value - VALUE_SLACK) and _nonnegative_multipliers(local, x_s):
+            return strategy
+        if len(multipliers) == 0 or multipliers.min() >= 0:
+            return None
+        active = np.delete(active, np.argmin(multipliers))
+
+
+def _nonnegative_multipliers(local: np.ndarray, x_s: np.ndarray) -> bool:
+    """Whether log x_S = A_SJ lambda + c 1 has a solution with lambda >= 0."""
+    if local.shape[1] == 0:
+        return bool(np.ptp(np.log(x_s)) < 1e-9)
+    result = linprog(
+        np.zeros(local.shape[1] + 1),
+        A_eq=np.hstack([local, np.ones((len(x_s), 1))]),
+        b_eq=np.log(x_s),
+        bounds=[(0, None)] * local.shape[1] + [(None, None)],
+        method="highs",
+    )
+    return result.status == 0
+
+
+def _newton_on_face(local: np.ndarray, value: float):
+    """(x, lambda) with x = softmax(A lambda) and A^T x = v, by Newton on the convex dual
+    log-sum-exp(A lambda) - v sum(lambda); None if it does not converge."""
 
     def softmax(multipliers):
         logits = local @ multipliers
         weights = np.exp(logits - logits.max())
         return weights / weights.sum()
 
-    def dual(multipliers):  # log-sum-exp(A_SJ lambda) - v sum(lambda), convex
+    def dual(multipliers):
         logits = local @ multipliers
         return logits.max() + np.log(np.exp(logits - logits.max()).sum()) - value * multipliers.sum()
 
+    def gradient_at(multipliers):
+        return local.T @ softmax(multipliers) - value
+
     multipliers = np.zeros(local.shape[1])
-    for _ in range(100):
+    gradient = gradient_at(multipliers)
+    for _ in range(50):  # the LP's value is exact only to ~1e-11, so no tighter target
+        if gradient.size == 0 or np.abs(gradient).max() < 1e-11:
+            return softmax(multipliers), multipliers
         x_s = softmax(multipliers)
-        gradient = local.T @ x_s - value
-        if np.abs(gradient).max() < 1e-13:
-            break
         hessian = local.T @ (np.diag(x_s) - np.outer(x_s, x_s)) @ local
         step = np.linalg.lstsq(hessian, -gradient, rcond=None)[0]
         length, current = 1.0, dual(multipliers)
-        while dual(multipliers + length * step) > current + 1e-4 * length * (gradient @ step):
+        while True:  # Armijo, or any step that shrinks the gradient (rounding hides decrease)
+            new_gradient = gradient_at(multipliers + length * step)
+            if dual(multipliers + length * step) <= current + 1e-4 * length * (gradient @ step):
+                break
+            if np.abs(new_gradient).max() < np.abs(gradient).max():
+                break
             length /= 2
             if length < 1e-12:
                 return None
-        multipliers = multipliers + length * step
-    else:
+        multipliers, gradient = multipliers + length * step, new_gradient
+    if np.abs(gradient).max() > VALUE_SLACK:
         return None
-    strategy = np.zeros_like(guess)
-    strategy[support] = softmax(multipliers)
-    on_support = np.where(support, guess, 0.0) / guess[support].sum()
-    if np.any(payoffs.T @ strategy < value - VALUE_SLACK) or _entropy(strategy) < _entropy(on_support) - 1e-9:
-        return None
-    return strategy
+    return softmax(multipliers), multipliers
 
 
 def max_entropy_nash(row_payoffs) -> tuple[np.ndarray, np.ndarray, float]:
