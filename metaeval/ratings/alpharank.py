@@ -34,7 +34,10 @@ from metaeval.game import MetaGame
 from metaeval.markov import stationary_distribution
 from metaeval.ratings.base import Rating
 
-TIE_TOLERANCE = 1e-12  # payoff differences below this (times the payoff scale) are ties
+# Infinite alpha: payoff differences below this (times max(1, max |payoff|)) are ties.
+# OpenSpiel uses np.isclose's defaults, which also count differences within 1e-5
+# *relative* as ties; the two agree unless payoffs differ by less than that.
+TIE_TOLERANCE = 1e-12
 
 
 def alpharank(
