@@ -6,13 +6,19 @@ import inspect
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.ratings.alpharank import alpharank
 from metaeval.ratings.base import Rating
 from metaeval.ratings.deviation import deviation
+from metaeval.ratings.elo import elo
+from metaeval.ratings.nash import nash
 from metaeval.ratings.payoff import payoff
 from metaeval.ratings.uniform import uniform
 
 RATERS = {
     "uniform": uniform,
+    "elo": elo,
+    "nash": nash,
+    "alpharank": alpharank,
     "deviation": deviation,
     "payoff": payoff,
 }

@@ -1,0 +1,118 @@
+"""Limiting logit equilibrium (LLE): the end of the principal branch of logit QREs.
+
+McKelvey & Palfrey's logit quantal-response equilibria x(lambda) start at the uniform
+profile (lambda = 0) and, along the principal branch, converge to a Nash equilibrium as
+lambda -> infinity; that limit selects one equilibrium of any game (Marris et al. 2022).
+pygambit's path follower (``logit_solve``) traces the branch; we stop it at a max regret
+of ``TRACE_REGRET`` times the payoff range (tighter targets make it crawl: 1e-12 did not
+finish in minutes on a 3 x 8 game), then refine the end point by Newton's method on the
+equilibrium conditions over its support S:
+
+    G_p(i, x_-p) = w_p  for i in S_p,     sum_{i in S_p} x_p(i) = 1,
+
+whose solution near the traced point is the branch's limit.  The refined point is kept
+only if its strategies are probabilities and its regret is below the traced one's.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metaeval.errors import MetaEvalError
+
+TRACE_REGRET = 1e-8
+SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
+
+
+def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
+    """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``."""
+    # Imported here: pygambit is only needed for this solver.
+    import pygambit
+
+    game = pygambit.Game.from_arrays(*payoffs)
+    traced = pygambit.nash.logit_solve(game, maxregret=TRACE_REGRET).equilibria
+    if not traced:
+        raise MetaEvalError("logit path following (pygambit) returned no equilibrium")
+    profile = traced[0]
+    strategies = [
+        np.array([float(profile[s]) for s in player.strategies]) for player in game.players
+    ]
+    best = strategies, max_regret(payoffs, strategies)
+    for threshold in SUPPORT_THRESHOLDS:
+        refined = _refine(payoffs, strategies, threshold)
+        if refined is not None:
+            regret = max_regret(payoffs, refined)
+            if regret < best[1]:
+                best = refined, regret
+    return best[0]
+
+
+def payoff_against(payoffs: np.ndarray, strategies, player: int) -> np.ndarray:
+    """G_p(a_p, x_-p) for every pure strategy a_p of ``player``."""
+    values = payoffs[player]
+    for q in reversed(range(len(strategies))):
+        if q != player:
+            values = np.tensordot(values, strategies[q], axes=([q], [0]))
+    return values
+
+
+def max_regret(payoffs: np.ndarray, strategies) -> float:
+    """max_p [max_a G_p(a, x_-p) - G_p(x)], the largest gain from a unilateral deviation."""
+    gains = []
+    for p, x in enumerate(strategies):
+        values = payoff_against(payoffs, strategies, p)
+        gains.append(values.max() - values @ x)
+    return float(max(gains))
+
+
+def _refine(payoffs, strategies, threshold, iterations=50):
+    """Newton's method on the support equations; None when it leaves the simplex or fails."""
+    supports = [np.flatnonzero(x > threshold) for x in strategies]
+    local = payoffs[(slice(None), *np.ix_(*supports))]
+    sizes = [len(s) for s in supports]
+    offsets = np.cumsum([0, *sizes])
+    num_players = len(sizes)
+    x = [strategies[p][s] / strategies[p][s].sum() for p, s in enumerate(supports)]
+    w = np.array([payoff_against(local, x, p) @ x[p] for p in range(num_players)])
+    for _ in range(iterations):
+        residual, jacobian = _equations(local, x, w, offsets)
+        if np.abs(residual).max() < 1e-14:
+            break
+        step = np.linalg.lstsq(jacobian, -residual, rcond=None)[0]
+        x = [x[p] + step[offsets[p] : offsets[p + 1]] for p in range(num_players)]
+        w = w + step[offsets[-1] :]
+    else:
+        return None
+    if any(np.any(xp < -1e-12) for xp in x):
+        return None
+    refined = [np.zeros_like(s) for s in strategies]
+    for p, support in enumerate(supports):
+        refined[p][support] = np.maximum(x[p], 0.0) / np.maximum(x[p], 0.0).sum()
+    return refined
+
+
+def _equations(local, x, w, offsets):
+    """Residuals [G_p(i, x_-p) - w_p; sum x_p - 1] and their Jacobian in (x, w)."""
+    num_players = len(x)
+    n = offsets[-1]
+    residual = np.zeros(n + num_players)
+    jacobian = np.zeros((n + num_players, n + num_players))
+    for p in range(num_players):
+        rows = slice(offsets[p], offsets[p + 1])
+        residual[rows] = payoff_against(local, x, p) - w[p]
+        jacobian[rows, n + p] = -1.0
+        residual[n + p] = x[p].sum() - 1.0
+        jacobian[n + p, rows] = 1.0
+        for q in range(num_players):
+            if q != p:
+                jacobian[rows, offsets[q] : offsets[q + 1]] = _cross_payoffs(local[p], x, p, q)
+    return residual, jacobian
+
+
+def _cross_payoffs(payoff, x, p, q):
+    """d G_p(i, x_-p) / d x_q(j): the payoff tensor contracted with every player but p and q."""
+    values = payoff
+    for r in reversed(range(len(x))):
+        if r not in (p, q):
+            values = np.tensordot(values, x[r], axes=([r], [0]))
+    return values if p < q else values.T
