@@ -20,7 +20,7 @@ import numpy as np
 
 import metaeval
 from metaeval.ratings.alpharank import alpharank
-from tests.openspiel_reference import openspiel_alpharank
+from open_spiel.python.egt import alpharank as openspiel_alpharank
 
 ALPHA, POPULATION = 1.0, 10
 
@@ -40,7 +40,7 @@ def main():
     parser.add_argument("--max-openspiel", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    reference = openspiel_alpharank()
+    reference = openspiel_alpharank
     print(f"alpha-Rank, 3 players, alpha={ALPHA}, m={POPULATION}; times in seconds (best of "
           f"{args.repeats} for metaeval, one run for OpenSpiel)")
     print(f"{'K':>3} {'profiles':>9} {'OpenSpiel':>10} {'metaeval':>9} {'speed-up':>9} {'max |dpi|':>10}")

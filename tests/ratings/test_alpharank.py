@@ -10,7 +10,7 @@ from metaeval import MetaEvalError, markov
 from metaeval.ratings.alpharank import _joint_profiles, alpharank, alpharank_sweep, log_fixation
 from tests.conftest import dominant_strategy_game, rock_paper_scissors
 from tests.markov_reference import gth_stationary
-from tests.openspiel_reference import openspiel_alpharank
+from open_spiel.python.egt import alpharank as openspiel_alpharank
 
 
 def random_game(seed, shape):
@@ -34,7 +34,7 @@ OPENSPIEL_CASES = [
 @pytest.mark.parametrize("seed", [0, 1])
 def test_matches_openspiel_multipopulation(shape, alpha, m, seed):
     game = random_game(seed, shape)
-    _, _, expected, _, _ = openspiel_alpharank().compute(list(game.payoffs), m=m, alpha=alpha)
+    _, _, expected, _, _ = openspiel_alpharank.compute(list(game.payoffs), m=m, alpha=alpha)
     rating = alpharank(game, alpha=alpha, population_size=m)
     np.testing.assert_allclose(rating.distribution.ravel(), expected, atol=1e-9)
     assert rating.diagnostics["residual"] < 1e-12
@@ -44,7 +44,7 @@ def test_matches_openspiel_multipopulation(shape, alpha, m, seed):
 @pytest.mark.parametrize("shape", [(3, 4), (3, 2, 3)])
 def test_infinite_alpha_matches_openspiel(shape, eps):
     game = random_game(5, shape)
-    _, _, expected, _, _ = openspiel_alpharank().compute(
+    _, _, expected, _, _ = openspiel_alpharank.compute(
         list(game.payoffs), use_inf_alpha=True, inf_alpha_eps=eps
     )
     rating = alpharank(game, alpha=math.inf, inf_alpha_eps=eps)
@@ -53,7 +53,7 @@ def test_infinite_alpha_matches_openspiel(shape, eps):
 
 def test_infinite_alpha_treats_equal_payoffs_as_ties():
     game = metaeval.MetaGame.from_matrix(np.round(np.random.default_rng(2).uniform(-1, 1, (4, 4))))
-    _, _, expected, _, _ = openspiel_alpharank().compute(list(game.payoffs), use_inf_alpha=True)
+    _, _, expected, _, _ = openspiel_alpharank.compute(list(game.payoffs), use_inf_alpha=True)
     np.testing.assert_allclose(alpharank(game, alpha=math.inf).distribution.ravel(), expected, atol=1e-9)
 
 
@@ -66,7 +66,7 @@ def test_single_population_matches_openspiel_one_table(alpha, antisymmetric):
         row = row - row.T  # constant-sum: OpenSpiel takes its closed-form branch
     game = metaeval.MetaGame.from_matrix(row, row.T)
     kwargs = {"use_inf_alpha": True} if math.isinf(alpha) else {"alpha": alpha, "m": 50}
-    _, _, expected, _, _ = openspiel_alpharank().compute([row], **kwargs)
+    _, _, expected, _, _ = openspiel_alpharank.compute([row], **kwargs)
     rating = alpharank(game, alpha=alpha, single_population=True)
     np.testing.assert_allclose(rating.ratings[0], expected, atol=1e-9)
     np.testing.assert_array_equal(rating.ratings[0], rating.ratings[1])
@@ -95,7 +95,7 @@ def test_exact_at_any_alpha_against_log_space_gth(seed, shape, alpha, m, ties):
 def test_iterative_solver_path_matches_openspiel(monkeypatch):
     monkeypatch.setattr(markov, "DENSE_MAX", 4)  # what 32^3 profiles would use
     game = random_game(4, (3, 3, 3))
-    _, _, expected, _, _ = openspiel_alpharank().compute(list(game.payoffs), m=10, alpha=1.0)
+    _, _, expected, _, _ = openspiel_alpharank.compute(list(game.payoffs), m=10, alpha=1.0)
     np.testing.assert_allclose(
         alpharank(game, alpha=1.0, population_size=10).distribution.ravel(), expected, atol=1e-9
     )
