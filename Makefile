@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench clean
+.PHONY: demo test bench results clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,16 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.ratings
 	$(BIN)/python -m bench.spiel
 	$(BIN)/python -m bench.distributed
+
+# The README's results: 5 seeds x 100 iterations x 4 raters on kuhn_3p and sheriff.
+results: $(STAMP)
+	for game in kuhn_3p sheriff; do \
+		$(BIN)/metaeval compare --game $$game --raters uniform,nash,alpharank,deviation \
+			--seeds 5 --iterations 100 --jobs 2 --out runs/results-$$game || exit 1; \
+		mkdir -p docs/results/$$game; \
+		cp runs/results-$$game/cce_gap.png runs/results-$$game/payoff.png \
+			runs/results-$$game/final.csv docs/results/$$game/; \
+	done
 
 clean:
 	rm -rf $(VENV) build *.egg-info
