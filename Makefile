@@ -21,6 +21,7 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.ratings
+	$(BIN)/python -m bench.nash
 	$(BIN)/python -m bench.spiel
 	$(BIN)/python -m bench.distributed
 

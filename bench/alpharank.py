@@ -14,6 +14,7 @@ for its eigenvectors to be accurate; metaeval also runs OpenSpiel's defaults (al
 from __future__ import annotations
 
 import argparse
+import statistics
 import time
 
 import numpy as np
@@ -25,29 +26,29 @@ from open_spiel.python.egt import alpharank as openspiel_alpharank
 ALPHA, POPULATION = 1.0, 10
 
 
-def best_time(function, repeats):
+def median_time(function, repeats):
     times, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()
         result = function()
         times.append(time.perf_counter() - start)
-    return min(times), result
+    return statistics.median(times), result
 
 
-def main():
+def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[8, 12, 16, 32])
     parser.add_argument("--max-openspiel", type=int, default=16)
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     reference = openspiel_alpharank
-    print(f"alpha-Rank, 3 players, alpha={ALPHA}, m={POPULATION}; times in seconds (best of "
+    print(f"alpha-Rank, 3 players, alpha={ALPHA}, m={POPULATION}; times in seconds (median of "
           f"{args.repeats} for metaeval, one run for OpenSpiel)")
     print(f"{'K':>3} {'profiles':>9} {'OpenSpiel':>10} {'metaeval':>9} {'speed-up':>9} {'max |dpi|':>10}")
     for k in args.sizes:
         payoffs = np.random.default_rng(k).uniform(-1, 1, size=(3, k, k, k))
         game = metaeval.MetaGame(payoffs)
-        ours_time, rating = best_time(lambda: alpharank(game, alpha=ALPHA, population_size=POPULATION), args.repeats)
+        ours_time, rating = median_time(lambda: alpharank(game, alpha=ALPHA, population_size=POPULATION), args.repeats)
         if k <= args.max_openspiel:
             start = time.perf_counter()
             _, _, expected, _, _ = reference.compute(list(payoffs), m=POPULATION, alpha=ALPHA)
@@ -60,7 +61,7 @@ def main():
             print(f"{k:>3} {k**3:>9} {'(cannot)':>10} {ours_time:>9.3f} {'':>9} {'':>10}")
     k = max(args.sizes)
     game = metaeval.MetaGame(np.random.default_rng(k).uniform(-1, 1, size=(3, k, k, k)))
-    seconds, rating = best_time(lambda: alpharank(game), 1)
+    seconds, rating = median_time(lambda: alpharank(game), 1)
     print(f"K={k} at OpenSpiel's defaults (alpha=100, m=50): {seconds:.3f} s, "
           f"{rating.diagnostics['aggregation_levels']} aggregation level(s), "
           f"residual {rating.diagnostics['residual']:.1e}")
