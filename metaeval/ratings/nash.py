@@ -13,11 +13,17 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
 from metaeval.ratings.logit import limiting_logit_equilibrium, max_regret, payoff_against
 from metaeval.ratings.nash_zero_sum import max_entropy_nash
+
+
+REGRET_TOLERANCE = 1e-6
+"""Largest accepted max regret of the selected equilibrium, per unit of payoff range."""
 
 
 def nash(game: MetaGame) -> Rating:
@@ -39,7 +45,12 @@ def nash(game: MetaGame) -> Rating:
     for p, x in enumerate(strategies):
         values = payoff_against(game.payoffs, strategies, p)
         ratings.append(values - values @ x)
-    diagnostics.update(
-        max_regret=max_regret(game.payoffs, strategies), seconds=time.perf_counter() - start
-    )
+    regret = max_regret(game.payoffs, strategies)
+    tolerance = REGRET_TOLERANCE * max(1.0, float(np.ptp(game.payoffs)))
+    if regret > tolerance:
+        raise MetaEvalError(
+            f"the {diagnostics['equilibrium']} found has max regret {regret:.3g}, above the "
+            f"accepted {tolerance:.3g}; the ratings would not be against an equilibrium"
+        )
+    diagnostics.update(max_regret=regret, seconds=time.perf_counter() - start)
     return Rating("nash", game, ratings, strategies, diagnostics)

@@ -1,3 +1,5 @@
+import importlib
+
 import numpy as np
 import pyspiel
 import pytest
@@ -141,3 +143,13 @@ def test_bad_input():
 
     with pytest.raises(MetaEvalError, match="needs a MetaGame"):
         nash(np.zeros((2, 2, 2)))
+
+
+def test_an_equilibrium_with_large_regret_is_refused(monkeypatch):
+    nash_module = importlib.import_module("metaeval.ratings.nash")
+
+    game = metaeval.MetaGame.from_matrix([[3.0, 0.0], [5.0, 1.0]], [[3.0, 5.0], [0.0, 1.0]])
+    uniform = [np.full(2, 0.5), np.full(2, 0.5)]
+    monkeypatch.setattr(nash_module, "limiting_logit_equilibrium", lambda payoffs: uniform)
+    with pytest.raises(MetaEvalError, match="max regret 1.5"):
+        metaeval.rate(game, "nash")
