@@ -22,6 +22,7 @@ import metaeval
 from metaeval import equilibria, games, rundir, spiel
 from metaeval.distributed import build_metagame
 from metaeval.errors import MetaEvalError
+from metaeval.loops import checkpoint
 
 NewPolicy = Callable[[object, int, np.random.Generator], object]
 """``new_policy(game, player, rng) -> OpenSpiel policy`` for one player's new strategy."""
@@ -29,14 +30,17 @@ NewPolicy = Callable[[object, int, np.random.Generator], object]
 TIE_DECIMALS = 9
 """Ratings equal to this many decimals count as tied; ties go to a seeded random order."""
 
-# Options that change results; a resumed run must agree on all of them.
-_RESULT_KEYS = ("game", "rater", "rater_options", "population", "discard_fraction", "seed",
-                "mode", "episodes")
+TIMING_KEYS = {"seconds"}
+"""Diagnostics that vary between identical runs; kept out of the iteration log."""
 
 
 @dataclass(frozen=True)
 class EvolveConfig:
-    """Everything that defines a population run (written to ``config.json``)."""
+    """Everything that defines a population run (written to ``config.json``).
+
+    ``mode="sampled"`` estimates the meta-game from episodes; the full-game CCE gap
+    is still computed on the game tree, so the game must be enumerable either way.
+    """
 
     game: str = "kuhn_3p"
     rater: str = "deviation"
@@ -67,8 +71,17 @@ class EvolveConfig:
             raise MetaEvalError(f"workers must be at least 1, got {self.workers}")
         if self.mode not in ("exact", "sampled"):
             raise MetaEvalError(f"mode must be 'exact' or 'sampled', got {self.mode!r}")
-        if self.episodes < 1:
-            raise MetaEvalError(f"episodes must be at least 1, got {self.episodes}")
+        if self.episodes < 2:
+            raise MetaEvalError(f"episodes must be at least 2 (for a standard error), got {self.episodes}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise MetaEvalError(f"seed must be a non-negative integer, got {self.seed!r}")
+
+    def result_settings(self) -> dict:
+        """The settings that change results; a resumed run must agree on all of them."""
+        keys = ["game", "rater", "rater_options", "population", "discard_fraction", "seed", "mode"]
+        if self.mode == "sampled":
+            keys.append("episodes")
+        return {k: getattr(self, k) for k in keys}
 
     @property
     def discard_count(self) -> int:
@@ -104,9 +117,11 @@ def _versions() -> dict:
 
 
 def _scalars(diagnostics: dict) -> dict:
-    """The JSON-friendly scalar part of a rater's diagnostics."""
+    """The JSON-friendly, reproducible scalar part of a rater's diagnostics."""
     keep = {}
     for key, value in diagnostics.items():
+        if key in TIMING_KEYS:
+            continue
         if isinstance(value, (bool, int, float, str, np.integer, np.floating)):
             keep[key] = value.item() if isinstance(value, np.generic) else value
     return keep
@@ -129,6 +144,7 @@ class Evolution:
         self.out = None if out is None else rundir.prepare(Path(out))
         self.new_policy = new_policy or random_new_policy
         self.game = games.load(config.game)
+        self.gap_evaluator = spiel.ExactEvaluator(self.game)  # caches reach columns by policy id
         self.records: list[dict] = []
         self.previous = None  # the last meta-game, for incremental builds
         # Independent streams: the initial population, and the loop (tie-breaks, new policies).
@@ -143,52 +159,44 @@ class Evolution:
 
     # -- run directory ---------------------------------------------------------
     def _open_run_directory(self):
+        """Start a run in ``self.out``, or resume the one there if its settings agree."""
         config_path = self.out / rundir.CONFIG
+        header = {"config": asdict(self.config), "sessions": [],
+                  "tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
+                  "random_streams": "the loop's stream depends on the seed alone, so runs with one seed "
+                                    "draw the same replacement policies whatever the rater (common random numbers)"}
         if config_path.exists():
-            stored = rundir.read_json(config_path)["config"]
-            mine = asdict(self.config)
-            differ = [k for k in _RESULT_KEYS if stored.get(k) != mine[k]]
+            stored = rundir.read_json(config_path)
+            if not isinstance(stored, dict) or "config" not in stored:
+                raise MetaEvalError(f"{self.out} does not hold a single evolve run; use another --out")
+            try:
+                previous = EvolveConfig(**stored["config"]).result_settings()
+            except TypeError as exc:
+                raise MetaEvalError(f"{config_path} is not an evolve configuration: {exc}") from None
+            differ = [k for k, v in self.config.result_settings().items() if previous.get(k) != v]
             if differ:
                 raise MetaEvalError(
                     f"{self.out} holds a run with different {', '.join(differ)}; "
                     "use a new --out directory or the same settings to resume"
                 )
+            header["sessions"] = stored.get("sessions", [])
             self._resume()
-        rundir.write_json(config_path, {
-            "config": asdict(self.config),
-            "versions": _versions(),
-            "command": sys.argv,
-            "tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
-        })
+        header["sessions"].append(
+            {"from_iteration": self.iteration, "versions": _versions(), "command": sys.argv}
+        )
+        rundir.write_json(config_path, header)
 
     def _resume(self):
-        state_path = self.out / rundir.STATE
-        if not state_path.exists():
+        state = checkpoint.load(self.out)
+        if state is None:  # killed before the first checkpoint
             rundir.truncate_records(self.out, keep_below=0)
             return
-        state = rundir.read_json(state_path)
-        self.iteration = state["next_iteration"]
-        self.rng.bit_generator.state = state["rng"]
-        self.population = spiel.Population.load(self.out / state["population"])
-        self.previous = metaeval.MetaGame.load(self.out / state["metagame"])
+        self.iteration = state.next_iteration
+        self.rng.bit_generator.state = state.rng_state
+        self.population = state.population
+        self.previous = state.metagame
         rundir.truncate_records(self.out, keep_below=self.iteration)
         self.records = rundir.read_records(self.out)
-
-    def _checkpoint(self, metagame):
-        tag = f"{self.iteration:06d}"
-        population_file = f"checkpoint-population-{tag}.npz"
-        metagame_file = f"checkpoint-metagame-{tag}.npz"
-        self.population.save(self.out / population_file)
-        metagame.save(self.out / metagame_file)
-        rundir.write_json(self.out / rundir.STATE, {
-            "next_iteration": self.iteration,
-            "population": population_file,
-            "metagame": metagame_file,
-            "rng": self.rng.bit_generator.state,
-        })
-        for old in self.out.glob("checkpoint-*.npz"):
-            if old.name not in (population_file, metagame_file):
-                old.unlink()
 
     # -- the loop ----------------------------------------------------------------
     def step(self) -> dict:
@@ -209,7 +217,7 @@ class Evolution:
 
         clock = time.perf_counter()
         sigma = equilibria.mecce(metagame)
-        gap = spiel.cce_gap(self.game, self.population, sigma)
+        gap = spiel.cce_gap(self.game, self.population, sigma, evaluator=self.gap_evaluator)
         seconds["gap"] = time.perf_counter() - clock
 
         record = {
@@ -243,7 +251,7 @@ class Evolution:
         self.records.append(record)
         if self.out is not None:
             rundir.append_record(self.out, record)
-            self._checkpoint(metagame)
+            checkpoint.save(self.out, self.iteration, self.population, metagame, self.rng)
         return record
 
     def run(self, progress: bool | None = None) -> list[dict]:

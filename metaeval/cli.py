@@ -137,11 +137,14 @@ def run(args) -> int:
         config_path = args.run_dir / rundir.CONFIG
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
-        if "compare" in rundir.read_json(config_path):
+        stored = rundir.read_json(config_path)
+        if not isinstance(stored, dict) or not ({"compare", "config"} & set(stored)):
+            raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
+        if "compare" in stored:
             runs, base = load_comparison(args.run_dir)
             write_comparison(args.run_dir, runs, title=base.game)
         else:
-            config = rundir.read_json(config_path)["config"]
+            config = stored["config"]
             records = rundir.read_records(args.run_dir)
             if not records:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")

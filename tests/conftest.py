@@ -39,6 +39,11 @@ def dominant_strategy_game():
     return metaeval.MetaGame.from_matrix(row, row.T.copy())
 
 
+def without_timings(records):
+    """Population-loop records without their wall-clock timings (which vary run to run)."""
+    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+
+
 @pytest.fixture(scope="session")
 def ray_session():
     """One quiet Ray session (2 CPUs) shared by every test that needs Ray.

@@ -9,16 +9,13 @@ import numpy as np
 import pytest
 
 import metaeval
+from tests.conftest import without_timings
 from metaeval import rundir
 from metaeval.cli import main
 
 
 def metaeval_command(*args):
     return [sys.executable, "-m", "metaeval.cli", *map(str, args)]
-
-
-def without_timings(records):
-    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
 
 
 @pytest.mark.parametrize(

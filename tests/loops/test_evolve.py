@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import metaeval
+from tests.conftest import without_timings
 from metaeval import MetaEvalError, rundir
 from metaeval.loops.evolve import EvolveConfig, Evolution, evolve, lowest_rated
 
@@ -13,10 +14,6 @@ RECORD_KEYS = {
     "iteration", "policy_ids", "ratings", "cce_gap", "cce_gap_per_player", "mean_payoff",
     "mecce_payoff", "rater_diagnostics", "discarded", "added", "tie_break_keys", "seconds",
 }
-
-
-def without_timings(records):
-    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
 
 
 @pytest.mark.parametrize("game", ["kuhn_3p", "sheriff"])
@@ -85,14 +82,15 @@ def test_lowest_rated_breaks_ties_by_seeded_keys():
     assert list(first) == sorted(sorted(tied, key=lambda i: keys[i])[:2])
 
 
-def test_same_seed_same_results_and_different_seed_differs():
-    config = EvolveConfig(game="kuhn_3p", rater="deviation", iterations=3, seed=7)
-    a = without_timings(evolve(config, progress=False))
-    b = without_timings(evolve(config, progress=False))
-    assert a == b
-    c = without_timings(evolve(EvolveConfig(game="kuhn_3p", rater="deviation", iterations=3, seed=8),
-                               progress=False))
-    assert a != c
+@pytest.mark.parametrize("rater", GENERAL_RATERS)
+def test_same_seed_same_log_and_different_seed_differs(tmp_path, rater):
+    def log(seed, name):
+        evolve(EvolveConfig(game="kuhn_3p", rater=rater, iterations=2, seed=seed), out=tmp_path / name,
+               progress=False)
+        return without_timings(rundir.read_records(tmp_path / name))
+
+    assert log(7, "a") == log(7, "b")
+    assert log(7, "a") != log(8, "c")
 
 
 def test_resume_in_process_equals_uninterrupted(tmp_path):
@@ -141,3 +139,35 @@ def test_new_policy_hook_supplies_replacements():
 def test_bad_config(options, message):
     with pytest.raises(MetaEvalError, match=message):
         EvolveConfig(**options)
+
+
+def test_seed_and_episodes_validated():
+    with pytest.raises(MetaEvalError, match="seed must be a non-negative integer"):
+        EvolveConfig(seed=-1)
+    with pytest.raises(MetaEvalError, match="episodes must be at least 2"):
+        EvolveConfig(mode="sampled", episodes=1)
+
+
+def test_comparison_directory_or_damaged_state_is_a_clear_error(tmp_path):
+    rundir.write_json(tmp_path / "config.json", {"compare": {}})
+    with pytest.raises(MetaEvalError, match="does not hold a single evolve run"):
+        Evolution(EvolveConfig(iterations=1), out=tmp_path)
+    run = tmp_path / "run"
+    evolve(EvolveConfig(rater="uniform", iterations=1), out=run, progress=False)
+    (run / "state.json").write_text('{"next_iteration": 1}')
+    with pytest.raises(MetaEvalError, match="damaged"):
+        Evolution(EvolveConfig(rater="uniform", iterations=2), out=run)
+
+
+def test_resume_keeps_the_history_of_sessions(tmp_path):
+    evolve(EvolveConfig(rater="uniform", iterations=1), out=tmp_path, progress=False)
+    evolve(EvolveConfig(rater="uniform", iterations=2), out=tmp_path, progress=False)
+    sessions = rundir.read_json(tmp_path / "config.json")["sessions"]
+    assert [s["from_iteration"] for s in sessions] == [0, 1]
+    assert all("numpy" in s["versions"] for s in sessions)
+
+
+def test_rater_timings_stay_out_of_the_log():
+    records = evolve(EvolveConfig(rater="nash", iterations=1), progress=False)
+    assert "seconds" not in records[0]["rater_diagnostics"]
+    assert records[0]["rater_diagnostics"]["max_regret"] < 1e-6

@@ -1,0 +1,58 @@
+"""Checkpoints of a population run: what a resumed run needs to continue exactly.
+
+A checkpoint is the population to evaluate next, the last meta-game (so the next
+build is incremental exactly as in an uninterrupted run) and the loop's RNG state.
+Its files become current only when ``state.json`` naming them is replaced
+atomically, so a run killed at any instant resumes from the last whole iteration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from metaeval import rundir, spiel
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    next_iteration: int
+    population: spiel.Population
+    metagame: MetaGame
+    rng_state: dict
+
+
+def save(out: Path, next_iteration: int, population, metagame: MetaGame,
+         rng: np.random.Generator) -> None:
+    """Write the checkpoint for ``next_iteration`` and drop the previous one."""
+    tag = f"{next_iteration:06d}"
+    files = {"population": f"checkpoint-population-{tag}.npz",
+             "metagame": f"checkpoint-metagame-{tag}.npz"}
+    population.save(out / files["population"])
+    metagame.save(out / files["metagame"])
+    rundir.write_json(out / rundir.STATE,
+                      {"next_iteration": next_iteration, "rng": rng.bit_generator.state, **files})
+    for old in out.glob("checkpoint-*.npz"):
+        if old.name not in files.values():
+            old.unlink()
+
+
+def load(out: Path) -> Checkpoint | None:
+    """The current checkpoint of the run in ``out``, or None before the first one."""
+    path = out / rundir.STATE
+    if not path.exists():
+        return None
+    state = rundir.read_json(path)
+    try:
+        return Checkpoint(
+            next_iteration=int(state["next_iteration"]),
+            population=spiel.Population.load(out / state["population"]),
+            metagame=MetaGame.load(out / state["metagame"]),
+            rng_state=state["rng"],
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MetaEvalError(f"{path} is damaged ({exc!r}); start a new run directory") from None
