@@ -32,7 +32,7 @@ results: $(STAMP)
 			--seeds 5 --iterations 100 --jobs 2 --out runs/results-$$game || exit 1; \
 		mkdir -p docs/results/$$game; \
 		cp runs/results-$$game/cce_gap.png runs/results-$$game/payoff.png \
-			runs/results-$$game/final.csv docs/results/$$game/; \
+			runs/results-$$game/final.csv runs/results-$$game/paired.csv docs/results/$$game/; \
 	done
 
 clean:

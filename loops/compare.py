@@ -2,7 +2,9 @@
 
 Each run is an ordinary (resumable) evolve run in ``OUT/RATER/seedS``; the
 comparison adds ``comparison.csv`` (every iteration of every run),
-``final.csv`` (final CCE gap per rater over seeds) and the figures.
+``final.csv`` (final CCE gap per rater over seeds), ``paired.csv`` (each rater's
+final gap minus uniform's, seed by seed, when uniform is among the raters) and
+the figures.
 """
 
 from __future__ import annotations
@@ -75,6 +77,8 @@ def write_comparison(out: Path, runs, title: str = ""):
     final = reports.final_gaps(comparison)
     comparison.to_csv(Path(out) / "comparison.csv", index=False)
     final.to_csv(Path(out) / "final.csv", index=False)
+    if "uniform" in runs and len(runs) > 1:
+        reports.paired_differences(comparison).to_csv(Path(out) / "paired.csv", index=False)
     plots.plot_comparison(out, comparison, title=title)
     return comparison, final
 

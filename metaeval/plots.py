@@ -23,10 +23,12 @@ PAYOFF_PLOT = "payoff.png"
 
 
 def _band(ax, frame: pd.DataFrame, column: str, label: str, color):
-    stats = frame.groupby("iteration")[column].agg(["mean", "min", "max"])
+    """Mean over seeds, with a band of one standard error of the mean."""
+    stats = frame.groupby("iteration")[column].agg(["mean", "sem"])
     ax.plot(stats.index, stats["mean"], label=label, color=color, lw=1.6)
     if frame.seed.nunique() > 1:
-        ax.fill_between(stats.index, stats["min"], stats["max"], color=color, alpha=0.2, lw=0)
+        ax.fill_between(stats.index, stats["mean"] - stats["sem"], stats["mean"] + stats["sem"],
+                        color=color, alpha=0.18, lw=0)
 
 
 def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> list[Path]:
@@ -35,7 +37,7 @@ def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> lis
     raters = list(dict.fromkeys(comparison.rater))
     colors = dict(zip(raters, plt.cm.tab10.colors))
     seeds = comparison.seed.nunique()
-    band = f" (mean, band: min–max over {seeds} seeds)" if seeds > 1 else ""
+    band = f" (mean over {seeds} seeds, band: ± one standard error)" if seeds > 1 else ""
 
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for rater in raters:

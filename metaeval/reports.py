@@ -38,3 +38,18 @@ def final_gaps(comparison: pd.DataFrame) -> pd.DataFrame:
     last = comparison[comparison.iteration == comparison.groupby("rater").iteration.transform("max")]
     table = last.groupby("rater").cce_gap.agg(["mean", "std", "min", "max", "count"])
     return table.rename(columns={"count": "seeds"}).reset_index()
+
+
+def paired_differences(comparison: pd.DataFrame, baseline: str = "uniform") -> pd.DataFrame:
+    """Final CCE gap minus the baseline rater's, seed by seed (runs of one seed share their
+    random replacements, so the difference isolates the rater): mean, std, and how many
+    seeds the rater ends lower, equal (within 1e-9) or higher."""
+    last = comparison[comparison.iteration == comparison.iteration.max()]
+    gaps = last.pivot(index="seed", columns="rater", values="cce_gap")
+    rows = []
+    for rater in gaps.columns.drop(baseline):
+        diff = gaps[rater] - gaps[baseline]
+        rows.append({"rater": rater, "baseline": baseline, "mean": diff.mean(), "std": diff.std(),
+                     "lower": int((diff < -1e-9).sum()), "equal": int((diff.abs() <= 1e-9).sum()),
+                     "higher": int((diff > 1e-9).sum())})
+    return pd.DataFrame(rows)

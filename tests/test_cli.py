@@ -74,6 +74,7 @@ def test_compare_writes_one_comparison(tmp_path, capsys):
     comparison = (out / "comparison.csv").read_text().splitlines()
     assert len(comparison) == 1 + 2 * 2 * 2
     assert (out / "deviation" / "seed1" / "iterations.jsonl").exists()
+    assert (out / "paired.csv").read_text().startswith("rater,baseline,mean")
     (out / "payoff.png").unlink()
     assert main(["plot", str(out)]) == 0 and (out / "payoff.png").exists()
 

@@ -171,3 +171,16 @@ def test_rater_timings_stay_out_of_the_log():
     records = evolve(EvolveConfig(rater="nash", iterations=1), progress=False)
     assert "seconds" not in records[0]["rater_diagnostics"]
     assert records[0]["rater_diagnostics"]["max_regret"] < 1e-6
+
+
+def test_paired_differences_count_seeds():
+    from metaeval import reports
+
+    rows = []
+    for seed, (u, d) in enumerate([(1.0, 0.5), (1.0, 1.0), (1.0, 2.0)]):
+        rows += [{"rater": "uniform", "seed": seed, "iteration": 9, "cce_gap": u},
+                 {"rater": "deviation", "seed": seed, "iteration": 9, "cce_gap": d}]
+    table = reports.paired_differences(__import__("pandas").DataFrame(rows))
+    row = table.iloc[0]
+    assert (row.rater, row.lower, row.equal, row.higher) == ("deviation", 1, 1, 1)
+    assert row["mean"] == pytest.approx(0.5 / 3)
