@@ -45,6 +45,8 @@ def main(argv=None):
     print(f"alpha-Rank, 3 players, alpha={ALPHA}, m={POPULATION}; times in seconds (median of "
           f"{args.repeats} for metaeval, one run for OpenSpiel)")
     print(f"{'K':>3} {'profiles':>9} {'OpenSpiel':>10} {'metaeval':>9} {'speed-up':>9} {'max |dpi|':>10}")
+    warm_up = metaeval.MetaGame(np.random.default_rng(0).uniform(-1, 1, size=(3, 3, 3, 3)))
+    alpharank(warm_up), reference.compute(list(warm_up.payoffs), m=POPULATION, alpha=ALPHA)
     for k in args.sizes:
         payoffs = np.random.default_rng(k).uniform(-1, 1, size=(3, k, k, k))
         game = metaeval.MetaGame(payoffs)
