@@ -20,18 +20,9 @@ import pyspiel
 from open_spiel.python import policy as policy_lib
 from scipy.optimize import linprog
 
+from bench.timing import median_time
 from metaeval import MetaEvalError, equilibria, games
 from metaeval.spiel import ExactEvaluator, Population, cce_gap, game_tree
-
-
-def timed(function, repeats: int):
-    """Median wall time of ``repeats`` calls, and the last result."""
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
 
 
 def pyspiel_policies(population):
@@ -126,8 +117,8 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|")
 
     population = Population.random(game, 32, seed=args.seed)
-    ours, metagame = timed(lambda: ExactEvaluator(game).metagame(population), repeats=7)
-    theirs, reference = timed(lambda: openspiel_metagame(game, population), repeats=1)
+    ours, metagame = median_time(lambda: ExactEvaluator(game).metagame(population), repeats=7)
+    theirs, reference = median_time(lambda: openspiel_metagame(game, population), repeats=1)
     row("exact meta-game, kuhn_3p, 32 per player (32,768 joints) vs expected_returns loop",
         ours, theirs, np.abs(metagame.payoffs - reference).max())
 
@@ -143,10 +134,10 @@ def main(argv=None) -> None:
     ]
     for label, sigma in sigmas:
         support, call = openspiel_cce_dist(game, population, sigma, support_mass=1e-12)
-        ours, gap = timed(lambda: cce_gap(game, population, sigma, ExactEvaluator(game)), repeats=7)
+        ours, gap = median_time(lambda: cce_gap(game, population, sigma, ExactEvaluator(game)), repeats=7)
         if support > 100:
             print(f"(timing pyspiel.cce_dist on {support} joints takes minutes)", file=sys.stderr, flush=True)
-        theirs, info = timed(call, repeats=1 if support > 100 else 3)
+        theirs, info = median_time(call, repeats=1 if support > 100 else 3)
         joints = f"{support} support joint{'s' if support != 1 else ''}"
         row(f"cce_gap, kuhn_3p, 8 per player, {label}; cce_dist on its {joints}",
             ours, theirs, max(abs(gap.total - info.dist_value),
