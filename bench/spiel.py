@@ -17,16 +17,11 @@ import time
 
 import numpy as np
 import pyspiel
-from open_spiel.python import policy as policy_lib
 from scipy.optimize import linprog
 
 from bench.timing import median_time
 from metaeval import MetaEvalError, equilibria, games
-from metaeval.spiel import ExactEvaluator, Population, cce_gap, game_tree
-
-
-def pyspiel_policies(population):
-    return [[policy_lib.python_policy_to_pyspiel_policy(pi) for pi in player] for player in population.policies]
+from metaeval.spiel import ExactEvaluator, Population, cce_gap, game_tree, pyspiel_policies
 
 
 def openspiel_metagame(game, population) -> np.ndarray:
