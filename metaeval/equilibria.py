@@ -36,10 +36,6 @@ def check_joint_distribution(sigma, shape, owner: str, atol: float = SIGMA_TOLER
     return sigma
 
 
-def _move_to_front(array: np.ndarray, axis: int) -> np.ndarray:
-    return np.moveaxis(array, axis, 0)
-
-
 def deviation_payoffs(game: MetaGame, player: int) -> np.ndarray:
     """D[a', a] = G_p(a'_p, a_-p) - G_p(a): shape ``[K_p, K_1, ..., K_N]``.
 
@@ -88,7 +84,7 @@ def ce_gains(game: MetaGame, sigma) -> list[np.ndarray]:
     sigma = check_distribution(game, sigma)
     gains = []
     for p in range(game.num_players):
-        d = _move_to_front(deviation_payoffs(game, p) * sigma[None], 1 + p)  # [K_p(a_p), K_p(a'), ...]
+        d = np.moveaxis(deviation_payoffs(game, p) * sigma[None], 1 + p, 0)  # [K_p(a_p), K_p(a'), ...]
         gains.append(d.reshape(d.shape[0], d.shape[1], -1).sum(axis=2))
     return gains
 

@@ -21,8 +21,6 @@ from metaeval.distributed import build_metagame, current_pool, last_build, shutd
 from metaeval.distributed.evaluator import ShardEvaluator, contract
 from metaeval.distributed.registry import PolicyRegistry
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def kuhn():

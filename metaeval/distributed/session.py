@@ -83,11 +83,6 @@ def _remove_link_dir() -> None:
         _State.link_dir = None
 
 
-def started_ray() -> bool:
-    """True while Ray runs because this module started it."""
-    return _State.started
-
-
 def stop_ray() -> None:
     """Shut Ray down if this module started it; leave a caller's Ray session alone."""
     if not _State.started:
