@@ -17,7 +17,6 @@ import time
 
 import numpy as np
 import pyspiel
-from scipy.optimize import linprog
 
 from bench.timing import median_time
 from metaeval import MetaEvalError, equilibria, games
@@ -45,26 +44,6 @@ def openspiel_cce_dist(game, population, sigma, support_mass: float = 0.0):
         for j in joints
     ]
     return len(joints), lambda: pyspiel.cce_dist(game, device, prob_cut_threshold=0.0)
-
-
-def vertex_cce(metagame) -> np.ndarray:
-    """The strictest CCE of the meta-game, min_sigma max_(p, a') delta_p(a'; sigma), as
-    an LP vertex (dual simplex), hence sparse. Variables: sigma (joints), then t."""
-    constraints = equilibria.cce_constraints(metagame)
-    joints = metagame.num_joints
-    result = linprog(
-        np.r_[np.zeros(joints), 1.0],
-        A_ub=np.hstack([constraints, -np.ones((len(constraints), 1))]),
-        b_ub=np.zeros(len(constraints)),
-        A_eq=np.r_[np.ones(joints), 0.0][None],
-        b_eq=[1.0],
-        bounds=[(0, None)] * joints + [(None, None)],
-        method="highs-ds",
-    )
-    if result.status != 0:
-        raise MetaEvalError(f"CCE linear program failed: {result.message}")
-    sigma = np.maximum(result.x[:joints], 0.0)
-    return (sigma / sigma.sum()).reshape(metagame.shape)
 
 
 def loop_iteration_seconds(name: str, iterations: int = 10) -> tuple[float, float]:
@@ -124,7 +103,7 @@ def main(argv=None) -> None:
     scattered[rng.choice(512, 24, replace=False)] = rng.dirichlet(np.ones(24))
     sigmas = [
         ("uniform sigma", np.full(population.sizes, 1.0 / 512)),
-        ("strictest-CCE LP vertex sigma", vertex_cce(metagame)),
+        ("MECCE sigma", equilibria.mecce(metagame)),
         ("random sigma on 24 joints", scattered.reshape(population.sizes)),
     ]
     for label, sigma in sigmas:
