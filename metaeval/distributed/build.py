@@ -108,6 +108,11 @@ def build_metagame(
         address: an existing Ray cluster (default ``$RAY_ADDRESS``, else embedded Ray).
         previous: an earlier meta-game of this run (same mode, episodes and seed);
             joints whose policies all appear in it are copied, not evaluated.
+            Policies are matched by strategy name, i.e. by policy id only (the
+            meta-game holds no policies): a ``previous`` built from another
+            population lineage that uses the same ids would be reused as if its
+            policies were these. Pass only a meta-game of this population's own
+            lineage, as the population loop does with its last meta-game.
         log_dir: where Ray keeps its logs when this call starts it.
         progress: None (bar on a terminal), True, False, or ``callable(done, total)``.
         max_retries: resubmissions allowed per shard before the build fails.
