@@ -4,6 +4,16 @@ Both paths run the same shard evaluator on the same shards of joints, so they
 return the same MetaGame bit for bit. Builds are incremental: a joint whose
 policies all appear in ``previous`` is copied from it, and only joints touching a
 new policy are evaluated.
+
+Process-wide state, kept on purpose: this module holds one actor pool per
+process (the last one used; a build for another game, number of workers or
+cluster replaces it) and in-process evaluators for the last few games. Evaluators
+load their game once and cache the policies and reach rows they were sent, so a
+population loop's next build sends and evaluates only its new policies; the pool
+is one per process because Ray is (one ``ray.init`` per process). ``shutdown()``
+releases it, and runs at interpreter exit. ``last_build()`` is a read-only view
+of the last build's statistics (a frozen record): nothing here reads it back, so
+it never changes what a build does.
 """
 
 from __future__ import annotations
@@ -80,6 +90,8 @@ class _LocalBackend:
 
 
 class _State:
+    """The process-wide state described in the module docstring."""
+
     pool: EvaluatorPool | None = None
     exit_hook = False
     local: OrderedDict[str, _LocalBackend] = OrderedDict()
@@ -213,7 +225,10 @@ def current_pool() -> EvaluatorPool | None:
 
 
 def last_build() -> BuildStats | None:
-    """Statistics of the last completed build in this process."""
+    """Statistics of the last completed build in this process (None before the first).
+
+    A read-only view: the record is frozen, and builds never consult it.
+    """
     return _State.last
 
 
