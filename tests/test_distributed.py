@@ -109,11 +109,10 @@ def test_exact_entries_do_not_depend_on_the_shard(name, monkeypatch):
     monkeypatch.setattr("metaeval.distributed.evaluator.CHUNK_ELEMENTS", 3 * evaluator.tree.num_terminals)
     assert np.array_equal(contract(reaches, joints, weights), whole)
     # and they are the expected returns (SPEC 3), checked on a few joints
+    policies = spiel.pyspiel_policies(population)
     for joint in joints[:: max(1, len(joints) // 4)]:
-        policies = [population.policies[p][i] for p, i in enumerate(joint)]
-        expected = pyspiel.expected_returns(
-            game.new_initial_state(), [policy_lib.python_policy_to_pyspiel_policy(pi) for pi in policies], -1, True
-        )
+        profile = [policies[p][i] for p, i in enumerate(joint)]
+        expected = pyspiel.expected_returns(game.new_initial_state(), profile, -1, True)
         row = np.flatnonzero((joints == joint).all(axis=1))[0]
         np.testing.assert_allclose(whole[row], expected, rtol=0, atol=1e-12)
 
