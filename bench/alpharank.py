@@ -14,25 +14,15 @@ for its eigenvectors to be accurate; metaeval also runs OpenSpiel's defaults (al
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
 
 import metaeval
+from bench.timing import median_time
 from metaeval.ratings.alpharank import alpharank
 from open_spiel.python.egt import alpharank as openspiel_alpharank
 
 ALPHA, POPULATION = 1.0, 10
-
-
-def median_time(function, repeats):
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
 
 
 def main(argv=None):
@@ -52,9 +42,9 @@ def main(argv=None):
         game = metaeval.MetaGame(payoffs)
         ours_time, rating = median_time(lambda: alpharank(game, alpha=ALPHA, population_size=POPULATION), args.repeats)
         if k <= args.max_openspiel:
-            start = time.perf_counter()
-            _, _, expected, _, _ = reference.compute(list(payoffs), m=POPULATION, alpha=ALPHA)
-            theirs = time.perf_counter() - start
+            theirs, (_, _, expected, _, _) = median_time(
+                lambda: reference.compute(list(payoffs), m=POPULATION, alpha=ALPHA)
+            )
             error = np.abs(rating.distribution.ravel() - expected).max()
             if error > 1e-6:
                 raise SystemExit(f"disagreement with OpenSpiel at K={k}: {error:.3g}")

@@ -13,12 +13,12 @@ uniform in [-1, 1]; median over seeds; both answers are checked to agree.
 from __future__ import annotations
 
 import statistics
-import time
 
 import cvxpy as cp
 import numpy as np
 
 import metaeval
+from bench.timing import median_time
 from metaeval.equilibria import cce_constraints, mecce
 from metaeval.ratings.deviation import constraints_to_freeze
 
@@ -64,12 +64,6 @@ def clarabel_mecce(game: metaeval.MetaGame) -> np.ndarray:
     return sigma.value.reshape(game.shape)
 
 
-def _timed(function, *args):
-    start = time.perf_counter()
-    result = function(*args)
-    return time.perf_counter() - start, result
-
-
 def random_game(strategies: int, seed: int) -> metaeval.MetaGame:
     rng = np.random.default_rng(seed)
     return metaeval.MetaGame(rng.uniform(-1, 1, size=(3, strategies, strategies, strategies)))
@@ -84,9 +78,9 @@ def compare(sizes, seeds, ours, reference, distance, tolerance):
         mine, theirs, gaps = [], [], []
         for seed in seeds:
             game = random_game(size, seed)
-            elapsed, answer = _timed(ours, game)
+            elapsed, answer = median_time(lambda: ours(game))
             mine.append(elapsed)
-            elapsed, expected = _timed(reference, game)
+            elapsed, expected = median_time(lambda: reference(game))
             theirs.append(elapsed)
             gaps.append(distance(answer, expected))
         if max(gaps) > tolerance:

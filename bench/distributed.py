@@ -8,10 +8,11 @@
    path, for a full build and for the population loop's incremental call (2 new
    policies per player out of 8).
 
-Each time is the best of ``--repeats`` runs on warm evaluators (actors started,
+Each time is the median of ``--repeats`` runs on warm evaluators (actors started,
 game loaded, policies cached), as in a loop's later iterations. Wall-clock
-speed-up needs idle cores; the CPU seconds (driver plus actors, read from /proc)
-show how much work each path did, whatever else runs on the machine.
+speed-up needs idle cores; the CPU seconds (driver plus actors, read from /proc;
+the median of ``--repeats`` further runs) show how much work each path did,
+whatever else runs on the machine.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import time
 import numpy as np
 import ray
 
+from bench.timing import median_time
 from metaeval import games, spiel
 from metaeval.distributed import build_metagame, current_pool, last_build, shutdown
 
@@ -35,20 +37,17 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def best_time(build, repeats: int) -> tuple[float, float]:
-    """Best wall time of ``repeats`` warm builds, and the CPU seconds of that build."""
-    build()  # warm up: actors, game, policy caches
-    pool = current_pool()
-    actors = pool.pids() if last_build().workers else []
-    best = (float("inf"), 0.0)
-    for _ in range(repeats):
-        before = [cpu_seconds(pid) for pid in actors]
-        start, cpu = time.perf_counter(), time.process_time()
-        build()
-        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-        cpu += sum(cpu_seconds(pid) - b for pid, b in zip(actors, before))
-        best = min(best, (wall, cpu))
-    return best
+def warm_seconds(build, repeats: int) -> float:
+    """Median wall seconds of ``repeats`` builds after a warm-up build (actors started,
+    game loaded, policies cached)."""
+    build()
+    return median_time(build, repeats)[0]
+
+
+def cpu_seconds_clock():
+    """A clock of the CPU seconds spent by this process and the current pool's actors."""
+    actors = current_pool().pids() if last_build().workers else []
+    return lambda: time.process_time() + sum(cpu_seconds(pid) for pid in actors)
 
 
 def sampled_throughput(game, population, episodes: int, repeats: int, address: str):
@@ -58,9 +57,11 @@ def sampled_throughput(game, population, episodes: int, repeats: int, address: s
         ("1 actor", dict(workers=1, address=address)),
         ("2 actors", dict(workers=2)),
     ):
-        seconds, cpu = best_time(
-            lambda: build_metagame(game, population, mode="sampled", episodes=episodes, **options), repeats
-        )
+        def build():
+            return build_metagame(game, population, mode="sampled", episodes=episodes, **options)
+
+        seconds = warm_seconds(build, repeats)
+        cpu, _ = median_time(build, repeats, clock=cpu_seconds_clock())
         rows.append((label, seconds, cpu, last_build().evaluated * episodes / seconds))
     base = rows[0][3]
     print(f"\nSampled meta-game, kuhn_3p, 8 policies per player, {episodes} episodes per joint")
@@ -84,9 +85,9 @@ def exact_overhead(game, repeats: int):
         replaced = replaced.replace_random(player, [0, 1], seed=1)
     cases.append(("incremental, 2 of 8 per player new", replaced, previous))
     for label, population, previous in cases:
-        local, _ = best_time(lambda: build_metagame(game, population, previous=previous), repeats)
+        local = warm_seconds(lambda: build_metagame(game, population, previous=previous), repeats)
         entries = last_build().evaluated
-        pooled, _ = best_time(lambda: build_metagame(game, population, previous=previous, workers=2), repeats)
+        pooled = warm_seconds(lambda: build_metagame(game, population, previous=previous, workers=2), repeats)
         overhead = (pooled - local) / entries * 1e6
         print(
             f"{label:<36} {entries:7d} {local * 1e3:9.2f}ms {pooled * 1e3:7.2f}ms "

@@ -17,25 +17,10 @@ import time
 
 import numpy as np
 import pyspiel
-from open_spiel.python import policy as policy_lib
-from scipy.optimize import linprog
 
+from bench.timing import median_time
 from metaeval import MetaEvalError, equilibria, games
-from metaeval.spiel import ExactEvaluator, Population, cce_gap, game_tree
-
-
-def timed(function, repeats: int):
-    """Median wall time of ``repeats`` calls, and the last result."""
-    times, result = [], None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = function()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), result
-
-
-def pyspiel_policies(population):
-    return [[policy_lib.python_policy_to_pyspiel_policy(pi) for pi in player] for player in population.policies]
+from metaeval.spiel import ExactEvaluator, Population, cce_gap, game_tree, pyspiel_policies
 
 
 def openspiel_metagame(game, population) -> np.ndarray:
@@ -59,26 +44,6 @@ def openspiel_cce_dist(game, population, sigma, support_mass: float = 0.0):
         for j in joints
     ]
     return len(joints), lambda: pyspiel.cce_dist(game, device, prob_cut_threshold=0.0)
-
-
-def vertex_cce(metagame) -> np.ndarray:
-    """The strictest CCE of the meta-game, min_sigma max_(p, a') delta_p(a'; sigma), as
-    an LP vertex (dual simplex), hence sparse. Variables: sigma (joints), then t."""
-    constraints = equilibria.cce_constraints(metagame)
-    joints = metagame.num_joints
-    result = linprog(
-        np.r_[np.zeros(joints), 1.0],
-        A_ub=np.hstack([constraints, -np.ones((len(constraints), 1))]),
-        b_ub=np.zeros(len(constraints)),
-        A_eq=np.r_[np.ones(joints), 0.0][None],
-        b_eq=[1.0],
-        bounds=[(0, None)] * joints + [(None, None)],
-        method="highs-ds",
-    )
-    if result.status != 0:
-        raise MetaEvalError(f"CCE linear program failed: {result.message}")
-    sigma = np.maximum(result.x[:joints], 0.0)
-    return (sigma / sigma.sum()).reshape(metagame.shape)
 
 
 def loop_iteration_seconds(name: str, iterations: int = 10) -> tuple[float, float]:
@@ -126,8 +91,8 @@ def main(argv=None) -> None:
     print("|---|---|---|---|---|")
 
     population = Population.random(game, 32, seed=args.seed)
-    ours, metagame = timed(lambda: ExactEvaluator(game).metagame(population), repeats=7)
-    theirs, reference = timed(lambda: openspiel_metagame(game, population), repeats=1)
+    ours, metagame = median_time(lambda: ExactEvaluator(game).metagame(population), repeats=7)
+    theirs, reference = median_time(lambda: openspiel_metagame(game, population), repeats=1)
     row("exact meta-game, kuhn_3p, 32 per player (32,768 joints) vs expected_returns loop",
         ours, theirs, np.abs(metagame.payoffs - reference).max())
 
@@ -138,15 +103,15 @@ def main(argv=None) -> None:
     scattered[rng.choice(512, 24, replace=False)] = rng.dirichlet(np.ones(24))
     sigmas = [
         ("uniform sigma", np.full(population.sizes, 1.0 / 512)),
-        ("strictest-CCE LP vertex sigma", vertex_cce(metagame)),
+        ("MECCE sigma", equilibria.mecce(metagame)),
         ("random sigma on 24 joints", scattered.reshape(population.sizes)),
     ]
     for label, sigma in sigmas:
         support, call = openspiel_cce_dist(game, population, sigma, support_mass=1e-12)
-        ours, gap = timed(lambda: cce_gap(game, population, sigma, ExactEvaluator(game)), repeats=7)
+        ours, gap = median_time(lambda: cce_gap(game, population, sigma, ExactEvaluator(game)), repeats=7)
         if support > 100:
             print(f"(timing pyspiel.cce_dist on {support} joints takes minutes)", file=sys.stderr, flush=True)
-        theirs, info = timed(call, repeats=1 if support > 100 else 3)
+        theirs, info = median_time(call, repeats=1 if support > 100 else 3)
         joints = f"{support} support joint{'s' if support != 1 else ''}"
         row(f"cce_gap, kuhn_3p, 8 per player, {label}; cce_dist on its {joints}",
             ours, theirs, max(abs(gap.total - info.dist_value),

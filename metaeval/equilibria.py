@@ -13,20 +13,27 @@ from metaeval.game import MetaGame
 from metaeval.mecce import max_entropy
 
 
-def check_distribution(game: MetaGame, sigma, atol: float = 1e-6) -> np.ndarray:
-    """``sigma`` as a float array over joints, or a clear error if it is not one."""
+#: How far below 0 an entry of sigma, and how far from 1 its sum, may be (rounding).
+SIGMA_TOLERANCE = 1e-6
+
+
+def check_distribution(game: MetaGame, sigma, atol: float = SIGMA_TOLERANCE) -> np.ndarray:
+    """``sigma`` as a float array over the game's joints, or a clear error if it is not one."""
+    return check_joint_distribution(sigma, game.shape, "game", atol)
+
+
+def check_joint_distribution(sigma, shape, owner: str, atol: float = SIGMA_TOLERANCE) -> np.ndarray:
+    """``sigma`` as a float array of ``shape`` that is a probability distribution, or an
+    error naming ``owner`` (what the joints belong to: a game, a population)."""
     sigma = np.asarray(sigma, dtype=np.float64)
-    if sigma.shape != game.shape:
-        raise MetaEvalError(f"sigma must have the game's joint shape {game.shape}, got {sigma.shape}")
+    shape = tuple(shape)
+    if sigma.shape != shape:
+        raise MetaEvalError(f"sigma must have the {owner}'s joint shape {shape}, got {sigma.shape}")
     if not np.all(np.isfinite(sigma)) or np.any(sigma < -atol):
         raise MetaEvalError("sigma must be finite and non-negative")
     if abs(sigma.sum() - 1.0) > atol:
         raise MetaEvalError(f"sigma must sum to 1, sums to {sigma.sum():.12g}")
     return sigma
-
-
-def _move_to_front(array: np.ndarray, axis: int) -> np.ndarray:
-    return np.moveaxis(array, axis, 0)
 
 
 def deviation_payoffs(game: MetaGame, player: int) -> np.ndarray:
@@ -77,7 +84,7 @@ def ce_gains(game: MetaGame, sigma) -> list[np.ndarray]:
     sigma = check_distribution(game, sigma)
     gains = []
     for p in range(game.num_players):
-        d = _move_to_front(deviation_payoffs(game, p) * sigma[None], 1 + p)  # [K_p(a_p), K_p(a'), ...]
+        d = np.moveaxis(deviation_payoffs(game, p) * sigma[None], 1 + p, 0)  # [K_p(a_p), K_p(a'), ...]
         gains.append(d.reshape(d.shape[0], d.shape[1], -1).sum(axis=2))
     return gains
 

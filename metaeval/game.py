@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from metaeval.errors import MetaEvalError
+from metaeval.fileio import atomic_savez
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -216,17 +218,13 @@ class MetaGame:
     # -- persistence ----------------------------------------------------------
     def save(self, path) -> Path:
         """Write payoffs, names and statistics to an ``.npz`` file (atomically)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp.npz")
         arrays = {"payoffs": self.payoffs}
         if self.counts is not None:
             arrays["counts"] = self.counts
         if self.stderr is not None:
             arrays["stderr"] = self.stderr
         meta = {"strategy_names": self.strategy_names, "player_names": self.player_names}
-        np.savez(tmp, meta=np.array(json.dumps(meta)), **arrays)
-        tmp.replace(path)
-        return path
+        return atomic_savez(path, meta=np.array(json.dumps(meta)), **arrays)
 
     @classmethod
     def load(cls, path) -> MetaGame:
@@ -234,18 +232,44 @@ class MetaGame:
         path = Path(path)
         try:
             data = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+            if isinstance(data, np.ndarray):
+                arrays, found = {"payoffs": data}, ["payoffs"]
+            else:
+                with data:
+                    arrays = {name: data[name] for name in _SAVED_ARRAYS if name in data.files}
+                    found = sorted(data.files)
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             raise MetaEvalError(f"cannot read a meta-game from {path}: {exc}") from None
-        if isinstance(data, np.ndarray):
-            return cls(data)
-        with data:
-            if "payoffs" not in data:
-                raise MetaEvalError(f"{path} has no 'payoffs' array (found {sorted(data.files)})")
-            meta = json.loads(str(data["meta"])) if "meta" in data else {}
-            return cls(
-                data["payoffs"],
-                strategy_names=meta.get("strategy_names"),
-                player_names=meta.get("player_names"),
-                counts=data["counts"] if "counts" in data else None,
-                stderr=data["stderr"] if "stderr" in data else None,
-            )
+        if "payoffs" not in arrays:
+            raise MetaEvalError(f"{path} has no 'payoffs' array (found {found})")
+        meta = _read_meta(path, arrays["meta"]) if "meta" in arrays else {}
+        return cls(
+            arrays["payoffs"],
+            strategy_names=meta.get("strategy_names"),
+            player_names=meta.get("player_names"),
+            counts=arrays.get("counts"),
+            stderr=arrays.get("stderr"),
+        )
+
+
+#: The arrays :meth:`MetaGame.save` writes.
+_SAVED_ARRAYS = ("payoffs", "counts", "stderr", "meta")
+
+
+def _read_meta(path: Path, entry: np.ndarray) -> dict:
+    """The names stored in a saved game's ``meta`` entry, or an error saying what is wrong."""
+    try:
+        meta = json.loads(str(entry))
+    except json.JSONDecodeError as exc:
+        raise MetaEvalError(f"{path}: its 'meta' entry is not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise MetaEvalError(f"{path}: its 'meta' entry must be a JSON object, got {type(meta).__name__}")
+    missing = [key for key in ("strategy_names", "player_names") if key not in meta]
+    if missing:
+        raise MetaEvalError(f"{path}: its 'meta' entry lacks {' and '.join(missing)}")
+    names = meta["strategy_names"]
+    if not isinstance(names, list) or not all(isinstance(player, list) for player in names):
+        raise MetaEvalError(f"{path}: strategy_names in its 'meta' entry must be one list per player")
+    if not isinstance(meta["player_names"], list):
+        raise MetaEvalError(f"{path}: player_names in its 'meta' entry must be a list")
+    return meta

@@ -21,8 +21,6 @@ from metaeval.distributed import build_metagame, current_pool, last_build, shutd
 from metaeval.distributed.evaluator import ShardEvaluator, contract
 from metaeval.distributed.registry import PolicyRegistry
 
-REPO = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def kuhn():
@@ -111,11 +109,10 @@ def test_exact_entries_do_not_depend_on_the_shard(name, monkeypatch):
     monkeypatch.setattr("metaeval.distributed.evaluator.CHUNK_ELEMENTS", 3 * evaluator.tree.num_terminals)
     assert np.array_equal(contract(reaches, joints, weights), whole)
     # and they are the expected returns (SPEC 3), checked on a few joints
+    policies = spiel.pyspiel_policies(population)
     for joint in joints[:: max(1, len(joints) // 4)]:
-        policies = [population.policies[p][i] for p, i in enumerate(joint)]
-        expected = pyspiel.expected_returns(
-            game.new_initial_state(), [policy_lib.python_policy_to_pyspiel_policy(pi) for pi in policies], -1, True
-        )
+        profile = [policies[p][i] for p, i in enumerate(joint)]
+        expected = pyspiel.expected_returns(game.new_initial_state(), profile, -1, True)
         row = np.flatnonzero((joints == joint).all(axis=1))[0]
         np.testing.assert_allclose(whole[row], expected, rtol=0, atol=1e-12)
 
@@ -223,6 +220,9 @@ def test_bad_arguments_raise(kuhn):
         (dict(workers=2.0), "workers must be an int"),
         (dict(seed=-1), "seed must be an int of at least 0"),
         (dict(max_retries=-1), "max_retries must be"),
+        (dict(shard_timeout=0), "shard_timeout must be a positive number of seconds, got 0"),
+        (dict(shard_timeout=float("inf")), "shard_timeout must be a positive number"),
+        (dict(shard_timeout="60"), "shard_timeout must be a positive number"),
         (dict(mode="sampled", episodes=1), "episodes must be an int of at least 2"),
     ]
     for options, message in cases:
@@ -312,24 +312,27 @@ def test_killed_actors_are_replaced_and_the_game_is_complete(kuhn, ray_session):
 
 
 class FailingPolicy(policy_lib.Policy):
-    """Delegates to ``inner``, but raises while ``marker`` is missing (creating it
-    first when ``once``: the first call fails, later calls succeed)."""
+    """Delegates to ``inner``, but raises (or, with ``hang``, sleeps for ten minutes)
+    while ``marker`` is missing, creating it first when ``once``: the first call
+    fails, later calls succeed."""
 
-    def __init__(self, inner, marker, once):
+    def __init__(self, inner, marker, once, hang=False):
         super().__init__(inner.game, inner.player_ids)
-        self.inner, self.marker, self.once = inner, str(marker), once
+        self.inner, self.marker, self.once, self.hang = inner, str(marker), once, hang
 
     def action_probabilities(self, state, player_id=None):
         if not os.path.exists(self.marker):
             if self.once:
                 Path(self.marker).touch()
+            if self.hang:
+                time.sleep(600)
             raise RuntimeError("this policy failed on purpose")
         return self.inner.action_probabilities(state, player_id)
 
 
-def _with_failing_policy(population, marker, once):
+def _with_failing_policy(population, marker, once, hang=False):
     policies = [list(p) for p in population.policies]
-    policies[0][1] = FailingPolicy(policies[0][1], marker, once)
+    policies[0][1] = FailingPolicy(policies[0][1], marker, once, hang)
     return spiel.Population(population.game, policies, population.ids)
 
 
@@ -350,6 +353,40 @@ def test_a_shard_that_keeps_failing_names_itself(kuhn, ray_session, tmp_path):
     assert current_pool() is None  # the failed pool was torn down; the next build starts afresh
     build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2)
     assert last_build().evaluated == 8
+
+
+def test_a_hung_shard_times_out_and_is_retried_on_a_fresh_actor(kuhn, ray_session, tmp_path):
+    options = dict(mode="sampled", episodes=10, seed=2)
+    population = spiel.Population.random(kuhn, 3, seed=8)
+    build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2, **options)  # actors up
+    table = _live_processes()
+    actors = [(pid, table[pid][1]) for pid in current_pool().pids()]
+    hanging = _with_failing_policy(population, tmp_path / "marker", once=True, hang=True)
+    start = time.monotonic()
+    built = build_metagame(kuhn, hanging, workers=2, shard_timeout=5, **options)
+    assert time.monotonic() - start < 120  # far less than the ten minutes the policy sleeps
+    assert (tmp_path / "marker").exists() and last_build().retries >= 1
+    replaced = [actor for actor in actors if actor[0] not in current_pool().pids()]
+    assert replaced and _still_alive(replaced) == []  # the hung actor was killed
+    _same_game(built, build_metagame(kuhn, population, **options))
+
+
+def test_a_shard_that_keeps_hanging_fails_the_build_after_its_retries(kuhn, ray_session, tmp_path):
+    population = _with_failing_policy(
+        spiel.Population.random(kuhn, 3, seed=8), tmp_path / "never", once=False, hang=True
+    )
+    with pytest.raises(MetaEvalError, match=r"shard \d+ of \d+ \(policy ids .*entries\) failed 2 times "
+                       r"\(retries allowed: 1\); last error: no result within 2 s \(its actor was killed\)"):
+        build_metagame(kuhn, population, mode="sampled", episodes=4, workers=2, max_retries=1, shard_timeout=2)
+    assert current_pool() is None
+
+
+def test_an_actor_that_does_not_start_in_time_fails_the_build(kuhn, ray_session, monkeypatch):
+    shutdown()  # the next build starts fresh actors
+    monkeypatch.setattr("metaeval.distributed.pool.ACTOR_START_TIMEOUT", 1e-4)
+    with pytest.raises(MetaEvalError, match=r"a Ray actor for kuhn_poker\(players=3\) did not start within 0.0001 s"):
+        build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2)
+    assert current_pool() is None
 
 
 def test_policies_that_cannot_be_sent_raise(kuhn, ray_session):

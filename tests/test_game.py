@@ -102,3 +102,52 @@ def test_save_load_round_trip(tmp_path, rng):
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(MetaEvalError, match="cannot read"):
         MetaGame.load(tmp_path / "junk.npz")
+
+
+def _resave(path, **changes):
+    """Rewrite the saved game at ``path`` with some arrays replaced (None: removed)."""
+    with np.load(path) as data:
+        arrays = {name: data[name] for name in data.files}
+    for name, value in changes.items():
+        if value is None:
+            arrays.pop(name)
+        else:
+            arrays[name] = value
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        (dict(meta=np.array("{not json")), "'meta' entry is not valid JSON"),
+        (dict(meta=np.array("[1, 2]")), "'meta' entry must be a JSON object, got list"),
+        (dict(meta=np.array('{"player_names": ["a", "b"]}')), "'meta' entry lacks strategy_names$"),
+        (dict(meta=np.array("{}")), "'meta' entry lacks strategy_names and player_names"),
+        (dict(meta=np.array('{"strategy_names": "ab", "player_names": ["a", "b"]}')), "one list per player"),
+        (dict(meta=np.array('{"strategy_names": [["x"], ["y"]], "player_names": "ab"}')), "must be a list"),
+        (dict(payoffs=None), r"has no 'payoffs' array \(found \['meta'\]\)"),
+    ],
+)
+def test_load_rejects_corrupt_or_incomplete_files(tmp_path, changes, message):
+    path = MetaGame(np.zeros((2, 1, 1))).save(tmp_path / "g.npz")
+    _resave(path, **changes)
+    with pytest.raises(MetaEvalError, match=message):
+        MetaGame.load(path)
+
+
+def test_load_rejects_truncated_and_missing_files(tmp_path):
+    path = MetaGame(np.arange(16.0).reshape(2, 2, 4)).save(tmp_path / "g.npz")
+    content = path.read_bytes()
+    path.write_bytes(content[: len(content) // 2])
+    with pytest.raises(MetaEvalError, match="cannot read a meta-game from"):
+        MetaGame.load(path)
+    with pytest.raises(MetaEvalError, match="cannot read a meta-game from"):
+        MetaGame.load(tmp_path / "missing.npz")
+
+
+def test_save_writes_exactly_the_path_given_and_replaces_it(tmp_path):
+    path = tmp_path / "game"  # no suffix: none is added
+    assert MetaGame(np.zeros((2, 2, 2))).save(path) == path
+    assert MetaGame(np.ones((2, 3, 3))).save(path) == path
+    assert MetaGame.load(path).shape == (3, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["game"]

@@ -4,11 +4,22 @@ Both paths run the same shard evaluator on the same shards of joints, so they
 return the same MetaGame bit for bit. Builds are incremental: a joint whose
 policies all appear in ``previous`` is copied from it, and only joints touching a
 new policy are evaluated.
+
+Process-wide state, kept on purpose: this module holds one actor pool per
+process (the last one used; a build for another game, number of workers or
+cluster replaces it) and in-process evaluators for the last few games. Evaluators
+load their game once and cache the policies and reach rows they were sent, so a
+population loop's next build sends and evaluates only its new policies; the pool
+is one per process because Ray is (one ``ray.init`` per process). ``shutdown()``
+releases it, and runs at interpreter exit. ``last_build()`` is a read-only view
+of the last build's statistics (a frozen record): nothing here reads it back, so
+it never changes what a build does.
 """
 
 from __future__ import annotations
 
 import atexit
+import math
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -16,7 +27,7 @@ from dataclasses import dataclass
 from metaeval import games
 from metaeval.distributed.evaluator import MODES, ShardEvaluator
 from metaeval.distributed.plan import plan_build
-from metaeval.distributed.pool import EvaluatorPool
+from metaeval.distributed.pool import SHARD_TIMEOUT, EvaluatorPool
 from metaeval.distributed.progress import Progress
 from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import resolve_address, stop_ray
@@ -65,7 +76,10 @@ class _LocalBackend:
         self.registry = PolicyRegistry()
         self.evaluator = ShardEvaluator(game)
 
-    def run(self, shards, sync: Sync, progress: Progress, max_retries: int) -> tuple[list, int]:
+    def run(
+        self, shards, sync: Sync, progress: Progress, max_retries: int, shard_timeout: float
+    ) -> tuple[list, int]:
+        """Evaluate the shards in turn (nothing to retry, and no way to stop a hung one)."""
         self.evaluator.forget(sync.dropped)
         self.evaluator.add(sync.new_policies)
         results = []
@@ -76,6 +90,8 @@ class _LocalBackend:
 
 
 class _State:
+    """The process-wide state described in the module docstring."""
+
     pool: EvaluatorPool | None = None
     exit_hook = False
     local: OrderedDict[str, _LocalBackend] = OrderedDict()
@@ -94,6 +110,7 @@ def build_metagame(
     log_dir=None,
     progress=None,
     max_retries: int = 3,
+    shard_timeout: float = SHARD_TIMEOUT,
 ) -> MetaGame:
     """The meta-game of ``population`` (SPEC 3), exact or sampled.
 
@@ -108,9 +125,18 @@ def build_metagame(
         address: an existing Ray cluster (default ``$RAY_ADDRESS``, else embedded Ray).
         previous: an earlier meta-game of this run (same mode, episodes and seed);
             joints whose policies all appear in it are copied, not evaluated.
+            Policies are matched by strategy name, i.e. by policy id only (the
+            meta-game holds no policies): a ``previous`` built from another
+            population lineage that uses the same ids would be reused as if its
+            policies were these. Pass only a meta-game of this population's own
+            lineage, as the population loop does with its last meta-game.
         log_dir: where Ray keeps its logs when this call starts it.
         progress: None (bar on a terminal), True, False, or ``callable(done, total)``.
         max_retries: resubmissions allowed per shard before the build fails.
+        shard_timeout: seconds an actor may spend on a shard before it is presumed
+            hung, killed and replaced, the shard counting as failed; applies to the actor pool only (an in-process build cannot be
+            interrupted). The default (10 minutes) is generous; raise it for
+            builds whose shards take longer.
 
     Returns:
         A MetaGame with strategy names from the policy ids, player names from the
@@ -118,7 +144,7 @@ def build_metagame(
     """
     start = time.perf_counter()
     game = games.load(game)
-    _check_arguments(game, population, mode, episodes, workers, seed, max_retries)
+    _check_arguments(game, population, mode, episodes, workers, seed, max_retries, shard_timeout)
     address = resolve_address(address)
     plan = plan_build(population, previous, mode, episodes)
     use_pool = workers > 1 or address is not None
@@ -131,7 +157,7 @@ def build_metagame(
     shards = plan.shards(population, count, mode, sync.tokens, episodes, seed)
     bar = Progress(progress, len(plan.joints))
     try:
-        results, retries = backend.run(shards, sync, bar, max_retries)
+        results, retries = backend.run(shards, sync, bar, max_retries, shard_timeout)
     finally:
         bar.close()
     plan.assemble(shards, results)
@@ -154,7 +180,7 @@ def build_metagame(
     )
 
 
-def _check_arguments(game, population, mode, episodes, workers, seed, max_retries) -> None:
+def _check_arguments(game, population, mode, episodes, workers, seed, max_retries, shard_timeout) -> None:
     if mode not in MODES:
         raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if getattr(population, "game_string", None) != str(game):
@@ -164,6 +190,9 @@ def _check_arguments(game, population, mode, episodes, workers, seed, max_retrie
     for name, value, least in (("workers", workers, 1), ("seed", seed, 0), ("max_retries", max_retries, 0)):
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
+    positive = isinstance(shard_timeout, (int, float)) and 0 < shard_timeout < math.inf
+    if isinstance(shard_timeout, bool) or not positive:
+        raise MetaEvalError(f"shard_timeout must be a positive number of seconds, got {shard_timeout!r}")
     if mode == "sampled" and (not isinstance(episodes, int) or episodes < 2):
         raise MetaEvalError(f"episodes must be an int of at least 2 (for a standard error), got {episodes!r}")
 
@@ -196,7 +225,10 @@ def current_pool() -> EvaluatorPool | None:
 
 
 def last_build() -> BuildStats | None:
-    """Statistics of the last completed build in this process."""
+    """Statistics of the last completed build in this process (None before the first).
+
+    A read-only view: the record is frozen, and builds never consult it.
+    """
     return _State.last
 
 

@@ -76,7 +76,11 @@ class Shard:
 
 
 def plan_build(population, previous: MetaGame | None, mode: str, episodes: int) -> BuildPlan:
-    """Copy every joint whose policies all appear in ``previous``; evaluate the others."""
+    """Copy every joint whose policies all appear in ``previous``; evaluate the others.
+
+    A policy "appears" when its strategy name (its policy id) does: ``previous`` must
+    come from the same population lineage (see ``build_metagame``).
+    """
     sizes = tuple(population.sizes)
     num_players = len(sizes)
     payoffs = np.full((num_players, *sizes), np.nan)

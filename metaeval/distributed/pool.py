@@ -8,11 +8,19 @@ shard: when an actor dies or a shard raises, the actor is replaced and the shard
 resubmitted, up to ``max_retries`` times, after which the build fails naming the
 shard. Ray's own restarts and task retries stay off, so every retry is visible
 here and counted once.
+
+A hung actor (alive, but never answering) would block a build forever, so each
+shard gets ``shard_timeout`` seconds, counted from its submission to an actor that
+has started (an actor's own start-up, which loads the game, has its own allowance,
+``ACTOR_START_TIMEOUT``). A shard without a result by then counts as failed: its
+actor is killed and replaced and the shard resubmitted, within the same retry
+bound.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -22,6 +30,14 @@ from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import ensure_ray
 from metaeval.errors import MetaEvalError
 
+#: Seconds a shard may take before its actor is presumed hung. Generous: an exact
+#: shard takes milliseconds, and a sampled shard of a large build (4,096 joints of
+#: kuhn_3p at 1,000 episodes each, some 20,000 episodes a second) about three
+#: minutes. Raise it for slower games or larger shards.
+SHARD_TIMEOUT = 600.0
+#: Seconds an actor may take to start (import, load the game) before the build
+#: fails; a cluster may first have to find room for it.
+ACTOR_START_TIMEOUT = 600.0
 
 class ShardWorker:
     """The actor: one game, policies cached by token, shards on demand."""
@@ -45,10 +61,12 @@ class ShardWorker:
 
 @dataclass
 class _Slot:
-    """One actor of the pool, whether it holds a shard, and the tokens it should drop."""
+    """One actor of the pool, whether it has started and holds a shard, and the tokens
+    it should drop."""
 
     actor: object
-    pid: object  # ObjectRef of the actor's pid
+    pid: object  # ObjectRef of the actor's pid, ready once the actor has started
+    started: bool = False
     busy: bool = False
     forget: list[int] = field(default_factory=list)
 
@@ -101,11 +119,13 @@ class EvaluatorPool:
         )
 
     # -- a build ------------------------------------------------------------------
-    def run(self, shards, sync: Sync, progress: Progress, max_retries: int) -> tuple[list, int]:
+    def run(
+        self, shards, sync: Sync, progress: Progress, max_retries: int, shard_timeout: float = SHARD_TIMEOUT
+    ) -> tuple[list, int]:
         """Evaluate every shard once; returns the results in shard order and the retries."""
         try:
             self._publish(sync)
-            return self._dispatch(shards, progress, max_retries)
+            return self._dispatch(shards, progress, max_retries, shard_timeout)
         except BaseException:
             self.close()
             raise
@@ -125,39 +145,67 @@ class EvaluatorPool:
                     f"policy {policy_id} of player {player} cannot be sent to Ray workers: {exc}"
                 ) from None
 
-    def _dispatch(self, shards, progress: Progress, max_retries: int) -> tuple[list, int]:
+    def _dispatch(self, shards, progress: Progress, max_retries: int, timeout: float) -> tuple[list, int]:
         import ray
         from ray.exceptions import RayError
 
         results = [None] * len(shards)
         failures = [0] * len(shards)
         queue = deque(range(len(shards)))
-        running = {}  # ref -> (slot, shard number)
+        running = {}  # ref -> (slot, shard number, deadline)
+
+        def failed(slot: _Slot, i: int, reason: str) -> None:
+            failures[i] += 1
+            if failures[i] > max_retries:
+                raise MetaEvalError(
+                    f"{describe(shards[i], len(shards))} failed {failures[i]} times "
+                    f"(retries allowed: {max_retries}); last error: {reason}"
+                ) from None
+            self._replace(slot)
+            queue.appendleft(i)
+
         while queue or running:
             for slot in self._slots:
                 if not slot.busy and queue:
+                    self._await_start(slot)
                     i = queue.popleft()
                     task = shards[i].task
                     refs = {token: self._refs[token] for token in task.tokens}
-                    running[slot.actor.evaluate.remote(task, refs, slot.forget)] = (slot, i)
+                    ref = slot.actor.evaluate.remote(task, refs, slot.forget)
+                    running[ref] = (slot, i, time.monotonic() + timeout)
                     slot.forget, slot.busy = [], True
-            (ref,), _ = ray.wait(list(running), num_returns=1)
-            slot, i = running.pop(ref)
+            first_deadline = min(deadline for _, _, deadline in running.values())
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=max(0.0, first_deadline - time.monotonic()))
+            if not ready:  # a deadline passed: the actors past theirs are presumed hung
+                now = time.monotonic()
+                for ref, (slot, i, deadline) in list(running.items()):
+                    if deadline <= now:
+                        del running[ref]
+                        slot.busy = False
+                        failed(slot, i, f"no result within {timeout:g} s (its actor was killed)")
+                continue
+            slot, i, _ = running.pop(ready[0])
             slot.busy = False
             try:
-                results[i] = ray.get(ref)
+                results[i] = ray.get(ready[0])
             except RayError as exc:
-                failures[i] += 1
-                if failures[i] > max_retries:
-                    raise MetaEvalError(
-                        f"{describe(shards[i], len(shards))} failed {failures[i]} times "
-                        f"(retries allowed: {max_retries}); last error: {_cause(exc)}"
-                    ) from None
-                self._replace(slot)
-                queue.appendleft(i)
+                failed(slot, i, _cause(exc))
             else:
                 progress.advance(results[i].evaluated)
         return results, sum(failures)
+
+    def _await_start(self, slot: _Slot) -> None:
+        """Wait up to ``ACTOR_START_TIMEOUT`` seconds for the slot's actor to start (an
+        actor that died starting counts as started: its first shard fails and is retried)."""
+        import ray
+
+        if not slot.started:
+            ready, _ = ray.wait([slot.pid], timeout=ACTOR_START_TIMEOUT)
+            if not ready:
+                raise MetaEvalError(
+                    f"a Ray actor for {self.game_string} did not start within {ACTOR_START_TIMEOUT:g} s"
+                )
+            slot.started = True
 
     def _replace(self, slot: _Slot) -> None:
         """Kill the slot's actor (if it still lives) and start a fresh one in its place."""

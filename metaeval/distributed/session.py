@@ -3,6 +3,10 @@
 Ray is imported and started only when a pool first needs it, never at import
 time. When this module starts Ray (a local instance, or a connection to a
 cluster), it also shuts it down; a Ray session the caller opened is left alone.
+
+To tell the two apart it keeps process-wide state (whether it called
+``ray.init``, with which address, and the short log-directory link it made), as
+Ray itself is process-wide: one session per process.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ RAY_ADDRESS_VARIABLE = "RAY_ADDRESS"
 
 
 class _State:
+    """The process-wide state described in the module docstring."""
+
     started = False  # this module called ray.init
     address: str | None = None  # the address it was called with
     link_dir: str | None = None  # short symlink directory standing in for a long log_dir
@@ -81,11 +87,6 @@ def _remove_link_dir() -> None:
     if _State.link_dir is not None:
         shutil.rmtree(_State.link_dir, ignore_errors=True)
         _State.link_dir = None
-
-
-def started_ray() -> bool:
-    """True while Ray runs because this module started it."""
-    return _State.started
 
 
 def stop_ray() -> None:

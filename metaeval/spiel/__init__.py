@@ -9,7 +9,7 @@
 
 from metaeval.spiel.exact import ExactEvaluator, exact_metagame
 from metaeval.spiel.gap import CCEGap, CEGap, cce_gap, ce_gap
-from metaeval.spiel.policies import KINDS, policy_table, random_policy
+from metaeval.spiel.policies import KINDS, policy_table, pyspiel_policies, random_policy
 from metaeval.spiel.population import Population
 from metaeval.spiel.sampled import joint_seed, joint_seeds, sample_joints, sampled_metagame
 from metaeval.spiel.tree import GameTree, game_tree
@@ -28,6 +28,7 @@ __all__ = [
     "joint_seed",
     "joint_seeds",
     "policy_table",
+    "pyspiel_policies",
     "random_policy",
     "sample_joints",
     "sampled_metagame",

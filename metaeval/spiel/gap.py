@@ -22,12 +22,11 @@ import numpy as np
 from open_spiel.python import policy as policy_lib
 
 from metaeval import games
+from metaeval.equilibria import check_joint_distribution
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.best_response import best_response, pure_table
 from metaeval.spiel.exact import CHUNK_ELEMENTS, ExactEvaluator
 from metaeval.spiel.policies import tabular_policy
-
-SIGMA_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -124,17 +123,6 @@ def _prepare(game, population, sigma, evaluator):
     game = games.load(game)
     if population.game_string != str(game):
         raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
-    sigma = _check_sigma(sigma, population.sizes)
+    sigma = check_joint_distribution(sigma, population.sizes, "population")
     evaluator = evaluator or ExactEvaluator(game)
     return evaluator.tree, evaluator.population_reaches(population), sigma
-
-
-def _check_sigma(sigma, sizes) -> np.ndarray:
-    sigma = np.asarray(sigma, dtype=np.float64)
-    if sigma.shape != tuple(sizes):
-        raise MetaEvalError(f"sigma must have the population's joint shape {tuple(sizes)}, got {sigma.shape}")
-    if not np.all(np.isfinite(sigma)) or np.any(sigma < -SIGMA_TOLERANCE):
-        raise MetaEvalError("sigma must be finite and non-negative")
-    if abs(sigma.sum() - 1.0) > SIGMA_TOLERANCE:
-        raise MetaEvalError(f"sigma must sum to 1, sums to {sigma.sum():.12g}")
-    return sigma

@@ -129,3 +129,22 @@ def check_table(layout: PlayerLayout, table, player: int | None = None) -> np.nd
             key = layout.keys[int(np.argmax(rows))]
             raise MetaEvalError(f"{who} {text} at information state {key!r}")
     return table
+
+
+def pyspiel_policies(population) -> list[list[pyspiel.Policy]]:
+    """The population's policies as ``pyspiel`` policies, one list per player, ready for
+    OpenSpiel's C++ algorithms (``pyspiel.expected_returns``, ``pyspiel.cce_dist``, ...).
+
+    Conversion is OpenSpiel's own: ``python_policy_to_pyspiel_policy`` for a Python
+    ``TabularPolicy``, after ``Policy.to_tabular`` for any other Python policy (which asks
+    it at every state of the game); ``pyspiel`` policies are passed on as they are.
+    """
+    return [[_to_pyspiel(policy) for policy in player] for player in population.policies]
+
+
+def _to_pyspiel(policy) -> pyspiel.Policy:
+    if isinstance(policy, pyspiel.Policy):
+        return policy
+    if not isinstance(policy, policy_lib.TabularPolicy):
+        policy = policy.to_tabular()
+    return policy_lib.python_policy_to_pyspiel_policy(policy)

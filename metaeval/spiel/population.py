@@ -20,6 +20,7 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games
 from metaeval.errors import MetaEvalError
+from metaeval.fileio import atomic_savez
 from metaeval.spiel.policies import policy_table, random_table, tabular_policy
 from metaeval.spiel.tree import game_tree
 
@@ -164,7 +165,6 @@ class Population:
 
         Non-tabular policies are stored as their tables, so they load as ``TabularPolicy``.
         """
-        path = Path(path)
         tree = game_tree(self.game)
         arrays = {}
         for p, layout in enumerate(tree.players):
@@ -176,10 +176,7 @@ class Population:
             "next_ids": list(self.next_ids),
             "layouts": [layout.fingerprint for layout in tree.players],
         }
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez(tmp, header=np.array(json.dumps(header)), **arrays)
-        tmp.replace(path)
-        return path
+        return atomic_savez(path, header=np.array(json.dumps(header)), **arrays)
 
     @classmethod
     def load(cls, path) -> Population:

@@ -8,13 +8,8 @@ import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
 
-from metaeval.spiel.policies import tabular_policy
+from metaeval.spiel.policies import pyspiel_policies, tabular_policy
 from metaeval.spiel.tree import game_tree
-
-
-def pyspiel_policies(population):
-    """Each policy of the population as a ``pyspiel.TabularPolicy``."""
-    return [[policy_lib.python_policy_to_pyspiel_policy(pi) for pi in player] for player in population.policies]
 
 
 def expected_returns(game, policies, joint):

@@ -7,8 +7,8 @@ import pytest
 from open_spiel.python.algorithms import expected_game_score
 
 from metaeval import MetaEvalError, MetaGame, games
-from metaeval.spiel import ExactEvaluator, Population, exact_metagame
-from tests.spiel.references import HashPolicy, expected_returns, pyspiel_policies
+from metaeval.spiel import ExactEvaluator, Population, exact_metagame, pyspiel_policies
+from tests.spiel.references import HashPolicy, expected_returns
 
 
 def mixed_population(name, size, seed):

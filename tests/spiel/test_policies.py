@@ -7,7 +7,15 @@ from open_spiel.python import policy as policy_lib
 from scipy import stats
 
 from metaeval import MetaEvalError, games
-from metaeval.spiel.policies import check_table, policy_table, random_policy, random_table, tabular_policy
+from metaeval.spiel import Population
+from metaeval.spiel.policies import (
+    check_table,
+    policy_table,
+    pyspiel_policies,
+    random_policy,
+    random_table,
+    tabular_policy,
+)
 from metaeval.spiel.tree import game_tree
 from tests.spiel.references import HashPolicy
 
@@ -139,3 +147,24 @@ def test_pyspiel_policies_are_accepted():
     layout = game_tree("kuhn_2p").players[0]
     uniform = pyspiel.UniformRandomPolicy(games.load("kuhn_2p"))
     np.testing.assert_allclose(policy_table(layout, uniform, 0), 0.5)
+
+
+def test_pyspiel_policies_of_a_population_act_like_its_policies():
+    game = games.load("kuhn_3p")
+    uniform = pyspiel.UniformRandomPolicy(game)
+    population = Population.random(game, 2, seed=0).replace(1, [0], [HashPolicy(game, "x")])
+    population = population.replace(2, [1], [uniform])
+    converted = pyspiel_policies(population)
+    assert [len(player) for player in converted] == [2, 2, 2]
+    assert converted[2][1] is uniform
+    for p, layout in enumerate(game_tree(game).players):
+        for original, policy in zip(population.policies[p], converted[p]):
+            assert isinstance(policy, pyspiel.Policy)
+            for state in layout.template.states:
+                if isinstance(original, pyspiel.Policy):
+                    want = original.action_probabilities(state)
+                else:
+                    want = original.action_probabilities(state, p)
+                got = dict(policy.action_probabilities(state))
+                assert got.keys() == want.keys()
+                np.testing.assert_allclose([got[a] for a in want], list(want.values()), rtol=0, atol=1e-15)

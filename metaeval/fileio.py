@@ -1,0 +1,29 @@
+"""Atomic writes: a reader sees the old file or the new one, never a partial one."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+def atomic_savez(path, **arrays) -> Path:
+    """Write ``arrays`` as an ``.npz`` archive at exactly ``path`` (no suffix added).
+
+    The archive goes to a temporary file beside ``path``, is flushed to disk, and
+    then replaces ``path`` in one rename; if writing fails, ``path`` is untouched and
+    the temporary file removed.
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            np.savez(handle, **arrays)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return path
