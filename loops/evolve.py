@@ -30,6 +30,9 @@ NewPolicy = Callable[[object, int, np.random.Generator], object]
 TIE_DECIMALS = 9
 """Ratings equal to this many decimals count as tied; ties go to a seeded random order."""
 
+SUPPORT_MASS = 1e-9
+"""Joints with more MECCE mass than this count towards its logged support size."""
+
 TIMING_KEYS = {"seconds"}
 """Diagnostics that vary between identical runs; kept out of the iteration log."""
 
@@ -228,6 +231,7 @@ class Evolution:
             "cce_gap_per_player": [float(g) for g in gap.per_player],
             "mean_payoff": [float(metagame.payoffs[p].mean()) for p in range(metagame.num_players)],
             "mecce_payoff": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
+            "mecce_support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
             "rater_diagnostics": _scalars(rating.diagnostics),
         }
 

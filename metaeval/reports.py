@@ -16,6 +16,7 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
             row[f"mean_payoff_p{p}"] = payoff
         for p, payoff in enumerate(record["mecce_payoff"]):
             row[f"mecce_payoff_p{p}"] = payoff
+        row["mecce_support"] = record["mecce_support"]
         row["seconds"] = record["seconds"]["total"]
         rows.append(row)
     return pd.DataFrame(rows)

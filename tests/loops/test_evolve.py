@@ -12,7 +12,7 @@ from metaeval.loops.evolve import EvolveConfig, Evolution, evolve, lowest_rated
 GENERAL_RATERS = [name for name in metaeval.RATERS if name != "elo"]
 RECORD_KEYS = {
     "iteration", "policy_ids", "ratings", "cce_gap", "cce_gap_per_player", "mean_payoff",
-    "mecce_payoff", "rater_diagnostics", "discarded", "added", "tie_break_keys", "seconds",
+    "mecce_payoff", "mecce_support", "rater_diagnostics", "discarded", "added", "tie_break_keys", "seconds",
 }
 
 
@@ -51,6 +51,7 @@ def test_jsonl_schema(tmp_path):
         assert all(isinstance(x, float) for x in record["cce_gap_per_player"] + record["mean_payoff"])
         assert set(record["seconds"]) == {"build", "rate", "gap", "replace", "total"}
         assert [len(a) for a in record["added"]] == [1, 1, 1]  # floor(5 / 4) = 1
+        assert 1 <= record["mecce_support"] <= 5**3
 
 
 def test_discarded_are_exactly_the_lowest_rated_quarter():
@@ -184,3 +185,14 @@ def test_paired_differences_count_seeds():
     row = table.iloc[0]
     assert (row.rater, row.lower, row.equal, row.higher) == ("deviation", 1, 1, 1)
     assert row["mean"] == pytest.approx(0.5 / 3)
+
+
+def test_logged_mecce_support_is_that_of_the_iterations_metagame():
+    from metaeval import equilibria
+
+    run = Evolution(EvolveConfig(game="sheriff", rater="uniform", iterations=3, seed=0))
+    for _ in range(3):
+        record = run.step()
+        sigma = equilibria.mecce(run.previous)
+        assert record["mecce_support"] == int(np.count_nonzero(sigma > 1e-9))
+        assert record["mecce_payoff"][0] == pytest.approx(float(np.sum(sigma * run.previous.payoffs[0])))
