@@ -8,18 +8,17 @@ from pathlib import Path
 import numpy as np
 
 
-def atomic_savez(path, **arrays) -> Path:
-    """Write ``arrays`` as an ``.npz`` archive at exactly ``path`` (no suffix added).
+def atomic_write(path, write, mode: str = "wb") -> Path:
+    """Call ``write(handle)`` on a temporary file beside ``path``, then replace ``path``.
 
-    The archive goes to a temporary file beside ``path``, is flushed to disk, and
-    then replaces ``path`` in one rename; if writing fails, ``path`` is untouched and
-    the temporary file removed.
+    The file is flushed to disk before the one rename; if writing fails, ``path`` is
+    untouched and the temporary file removed.
     """
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with open(tmp, "wb") as handle:
-            np.savez(handle, **arrays)
+        with open(tmp, mode) as handle:
+            write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -27,3 +26,8 @@ def atomic_savez(path, **arrays) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def atomic_savez(path, **arrays) -> Path:
+    """Write ``arrays`` as an ``.npz`` archive at exactly ``path`` (no suffix added), atomically."""
+    return atomic_write(path, lambda handle: np.savez(handle, **arrays))

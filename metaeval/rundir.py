@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from metaeval.errors import MetaEvalError
+from metaeval.fileio import atomic_write
 
 CONFIG = "config.json"
 LOG = "iterations.jsonl"
@@ -33,15 +34,8 @@ def prepare(out: Path) -> Path:
 
 
 def write_json(path: Path, data) -> None:
-    """Write JSON atomically: a temporary file, fsync, then replace."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    """Write JSON atomically (see :func:`metaeval.fileio.atomic_write`)."""
+    atomic_write(path, lambda f: f.write(json.dumps(data, indent=2, sort_keys=True) + "\n"), mode="w")
 
 
 def read_json(path: Path):
@@ -76,7 +70,5 @@ def read_records(out: Path) -> list[dict]:
 def truncate_records(out: Path, keep_below: int) -> None:
     """Drop log records of iterations >= ``keep_below`` (work past the last checkpoint)."""
     records = [r for r in read_records(out) if r["iteration"] < keep_below]
-    path = Path(out) / LOG
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in records))
-    os.replace(tmp, path)
+    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+    atomic_write(Path(out) / LOG, lambda f: f.write(text), mode="w")
