@@ -55,6 +55,12 @@ def _set_tolerance(highs: highspy.Highs, tolerance: float) -> None:
     highs.setOptionValue("dual_feasibility_tolerance", tolerance)
 
 
+def run(highs: highspy.Highs) -> bool:
+    """Run HiGHS once (warm from its current basis); whether it proved an optimum."""
+    highs.run()
+    return highs.getModelStatus() == highspy.HighsModelStatus.kOptimal
+
+
 def solve(highs: highspy.Highs, what: str) -> int:
     """Run HiGHS (warm from its current basis) to a proven optimum; return the runs taken.
 
@@ -64,11 +70,10 @@ def solve(highs: highspy.Highs, what: str) -> int:
     tolerance = highs.getOptionValue("primal_feasibility_tolerance")[1]
     runs = 0
     while True:
-        highs.run()
         runs += 1
-        status = highs.getModelStatus()
-        if status == highspy.HighsModelStatus.kOptimal:
+        if run(highs):
             return runs
+        status = highs.getModelStatus()
         if tolerance >= LOOSEST_TOLERANCE:
             raise MetaEvalError(
                 f"HiGHS did not solve {what}: model status {highs.modelStatusToString(status)!r} "

@@ -15,13 +15,28 @@ previous optimal basis stays valid and each round is a short warm re-solve.
 A frozen constraint is tight at every optimum of its round, i.e. everywhere on the set
 {all gains <= t} that later rounds search, so the bound g_i <= t already forces
 g_i == t. The one-sided bound states the same thing without asking the solver to meet
-an equality whose right-hand side carries an earlier LP's rounding: after many freezes
-the remaining face is thin, and fixed equalities then become "infeasible" at 1e-9.
+an equality whose right-hand side carries an earlier LP's rounding.
+
+Safeguards (all in :class:`_Safeguards`; counted in the diagnostics). In exact arithmetic
+every round is feasible (the previous optimum meets every frozen bound), so a round the
+warm model cannot solve is round-off, typical of evolved populations whose strategies are
+nearly tied (the frozen face is then thin and ill-conditioned):
+
+- ``cold_resolves``: the round is solved again in a fresh model, with presolve and the
+  dual simplex, frozen gains as plain rows (no gain columns), at the tight tolerance and,
+  if needed, the looser ones of :func:`metaeval.lp.solve`;
+- ``relaxed_bounds``: if that fails too, frozen bounds are relaxed by RELAXATIONS
+  (fractions of the largest payoff difference), smallest first;
+- ``largest_gain_freezes``: a round whose duals name no active constraint freezes the
+  largest gain (see :func:`constraints_to_freeze`);
+- ``final_resolves``: the last LP's sigma must reproduce every frozen value to
+  CHECK_TOLERANCE; if it does not, sigma is recomputed by an LP minimising the largest
+  |gain - value|, and the result checked again (a clear error if it still fails).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -40,6 +55,13 @@ from metaeval.reduction import reduce_cce
 # costs a round: the next LP finds the same t and freezes the constraint then.
 DUAL_TOLERANCE = 1e-9
 
+# Fractions of the largest payoff difference (the reduced matrix is scaled to max |A| = 1).
+RELAXATIONS = (1e-12, 1e-10, 1e-8)
+CHECK_TOLERANCE = 1e-7
+"""Largest accepted |delta_i(sigma*) - rating_i| over all deviations, relative."""
+RESIDUAL_TOLERANCE = 1e-10
+"""Largest accepted unscaled residual of a warm optimum (simplex sum, sign, gain rows)."""
+
 
 @dataclass
 class StrictestCCE:
@@ -48,10 +70,20 @@ class StrictestCCE:
     values: np.ndarray  # frozen value of every row
     masses: np.ndarray  # the final LP's distribution over columns
     rounds: int
-    lp_solves: int  # rounds plus re-solves at looser tolerances
-    feasibility_tolerance: float  # HiGHS's tolerance at the end
+    lp_solves: int
     simplex_iterations: int
-    safeguard_freezes: int
+    safeguards: dict  # how often each safeguard fired
+    max_violation: float  # max |A masses - values|, relative to the largest payoff difference
+
+
+@dataclass
+class _Round:
+    """One round's optimum: t, the duals of the unfrozen caps, every gain, sigma."""
+
+    t: float
+    cap_duals: np.ndarray  # over all rows; zero on frozen ones
+    gains: np.ndarray
+    masses: np.ndarray
 
 
 def constraints_to_freeze(
@@ -72,61 +104,185 @@ def constraints_to_freeze(
     return active, True
 
 
-def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
-    """Algorithm 1 on ``matrix`` (rows: deviations, columns: joints), warm-started HiGHS."""
-    rows, columns = matrix.shape
-    # Columns: sigma (columns), g (rows), t.  Rows: simplex, g definitions, caps.
-    sigma_part = sp.vstack(
-        [sp.csr_matrix(np.ones((1, columns))), sp.csr_matrix(matrix), sp.csr_matrix((rows, columns))]
-    )
-    identity = sp.identity(rows, format="csr")
-    g_part = sp.vstack([sp.csr_matrix((1, rows)), -identity, identity])
-    t_part = sp.csr_matrix(np.concatenate([np.zeros(1 + rows), -np.ones(rows)])[:, None])
-    cap = 1 + rows + np.arange(rows)
-    gain_col = columns + np.arange(rows)
-    highs = lp.highs_model(
-        sp.hstack([sigma_part, g_part, t_part]),
-        costs=np.concatenate([np.zeros(columns + rows), [1.0]]),
-        col_lower=np.concatenate([np.zeros(columns), np.full(rows + 1, -lp.INF)]),
-        col_upper=np.full(columns + rows + 1, lp.INF),
-        row_lower=np.concatenate([[1.0], np.zeros(rows), np.full(rows, -lp.INF)]),
-        row_upper=np.concatenate([[1.0], np.zeros(2 * rows)]),
-    )
-    # Presolve would be skipped on warm starts anyway, and it slows the first solve here.
-    highs.setOptionValue("presolve", "off")
+class _WarmModel:
+    """The one HiGHS model of every round: gain columns, caps freed by bound changes."""
 
-    values = np.zeros(rows)
-    unfrozen = np.ones(rows, dtype=bool)
-    rounds = solves = iterations = safeguards = 0
-    while unfrozen.any():
-        solves += lp.solve(highs, f"round {rounds + 1} of the deviation-rating LPs")
-        rounds += 1
-        iterations += highs.getInfo().simplex_iteration_count
-        solution = highs.getSolution()
-        t = highs.getInfo().objective_function_value
-        column_values = np.asarray(solution.col_value)
-        freeze, fired = constraints_to_freeze(
-            np.asarray(solution.row_dual)[cap], column_values[gain_col], unfrozen
+    def __init__(self, matrix: np.ndarray):
+        rows, columns = matrix.shape
+        # Columns: sigma (columns), g (rows), t.  Rows: simplex, g definitions, caps.
+        sigma_part = sp.vstack(
+            [sp.csr_matrix(np.ones((1, columns))), sp.csr_matrix(matrix), sp.csr_matrix((rows, columns))]
         )
-        safeguards += fired
-        chosen = np.flatnonzero(freeze)
-        values[chosen] = t
-        unfrozen &= ~freeze
-        # Freeze at the LP's t, not at each g's own value: constraints frozen together get
-        # exactly equal ratings, and the current sigma meets the new bounds, so the next
-        # round starts primal feasible.
-        columns_to_cap = gain_col[chosen].astype(np.int32)
+        identity = sp.identity(rows, format="csr")
+        g_part = sp.vstack([sp.csr_matrix((1, rows)), -identity, identity])
+        t_part = sp.csr_matrix(np.concatenate([np.zeros(1 + rows), -np.ones(rows)])[:, None])
+        self.matrix, self.columns = matrix, columns
+        self.cap = 1 + rows + np.arange(rows)
+        self.gain_col = columns + np.arange(rows)
+        self.highs = lp.highs_model(
+            sp.hstack([sigma_part, g_part, t_part]),
+            costs=np.concatenate([np.zeros(columns + rows), [1.0]]),
+            col_lower=np.concatenate([np.zeros(columns), np.full(rows + 1, -lp.INF)]),
+            col_upper=np.full(columns + rows + 1, lp.INF),
+            row_lower=np.concatenate([[1.0], np.zeros(rows), np.full(rows, -lp.INF)]),
+            row_upper=np.concatenate([[1.0], np.zeros(2 * rows)]),
+        )
+        # Presolve would be skipped on warm starts anyway, and it slows the first solve here.
+        self.highs.setOptionValue("presolve", "off")
+        self.iterations = 0
+
+    def solve(self) -> _Round | None:
+        """Re-solve from the current basis at the tight tolerance; None if not optimal."""
+        optimal = lp.run(self.highs)
+        self.iterations += self.highs.getInfo().simplex_iteration_count
+        if not optimal:
+            return None
+        solution = self.highs.getSolution()
+        values = np.asarray(solution.col_value)
+        masses, gains = values[: self.columns], values[self.gain_col]
+        residual = max(abs(masses.sum() - 1.0), -masses.min(), np.abs(self.matrix @ masses - gains).max())
+        if residual > RESIDUAL_TOLERANCE:
+            return None
+        return _Round(
+            t=self.highs.getInfo().objective_function_value,
+            cap_duals=np.asarray(solution.row_dual)[self.cap],
+            gains=gains,
+            masses=masses,
+        )
+
+    def freeze(self, chosen: np.ndarray, t: float) -> None:
+        """Cap the chosen gains at t and free their cap rows (bound changes only)."""
+        highs = self.highs
+        columns_to_cap = self.gain_col[chosen].astype(np.int32)
         no_floor, cap_at_t = np.full(chosen.size, -lp.INF), np.full(chosen.size, t)
-        status = highs.changeColsBounds(chosen.size, columns_to_cap, no_floor, cap_at_t)
-        lp.check(status, highs, "changeColsBounds")
-        for row in cap[chosen]:
+        lp.check(highs.changeColsBounds(chosen.size, columns_to_cap, no_floor, cap_at_t), highs,
+                 "changeColsBounds")
+        for row in self.cap[chosen]:
             lp.check(highs.changeRowBounds(int(row), -lp.INF, lp.INF), highs, "changeRowBounds")
         # The previous optimum stays primal feasible after a freeze: primal simplex
         # continues from it, where dual simplex would first repair dual feasibility.
         highs.setOptionValue("simplex_strategy", 4)
-    masses = np.clip(column_values[:columns], 0.0, None)
-    tolerance = highs.getOptionValue("primal_feasibility_tolerance")[1]
-    return StrictestCCE(values, masses / masses.sum(), rounds, solves, tolerance, iterations, safeguards)
+
+
+def _plain_model(matrix: np.ndarray, unfrozen: np.ndarray, values: np.ndarray, slack: float):
+    """A fresh model of one round: rows A_u sigma - t <= 0 and A_f sigma <= v_f + slack."""
+    rows, columns = matrix.shape
+    t_column = np.where(unfrozen, -1.0, 0.0)[:, None]
+    return lp.highs_model(
+        sp.vstack([sp.csr_matrix(np.r_[np.ones(columns), 0.0][None]), sp.csr_matrix(np.hstack([matrix, t_column]))]),
+        costs=np.r_[np.zeros(columns), 1.0],
+        col_lower=np.r_[np.zeros(columns), -lp.INF],
+        col_upper=np.full(columns + 1, lp.INF),
+        row_lower=np.r_[1.0, np.full(rows, -lp.INF)],
+        row_upper=np.r_[1.0, np.where(unfrozen, 0.0, values + slack)],
+    )
+
+
+@dataclass
+class _Safeguards:
+    """Every fallback of Algorithm 1's LPs, and how often each fired."""
+
+    matrix: np.ndarray
+    counts: dict = field(default_factory=lambda: dict(
+        cold_resolves=0, relaxed_bounds=0, largest_gain_freezes=0, final_resolves=0))
+    lp_solves: int = 0
+
+    def cold_round(self, unfrozen: np.ndarray, values: np.ndarray, what: str) -> _Round:
+        """The round in a fresh, differently configured model; frozen bounds relaxed if need be."""
+        self.counts["cold_resolves"] += 1
+        failure = None
+        for slack in (0.0, *RELAXATIONS):
+            highs = _plain_model(self.matrix, unfrozen, values, slack)
+            try:
+                self.lp_solves += lp.solve(highs, what)
+            except MetaEvalError as exc:
+                failure = exc
+                self.lp_solves += 1
+                self.counts["relaxed_bounds"] += 1
+                continue
+            solution = highs.getSolution()
+            x = np.asarray(solution.col_value)
+            masses = x[:-1]
+            return _Round(
+                t=x[-1],
+                cap_duals=np.where(unfrozen, np.asarray(solution.row_dual)[1:], 0.0),
+                gains=self.matrix @ masses,
+                masses=masses,
+            )
+        raise MetaEvalError(
+            f"{what} has no solution even with frozen ratings relaxed by {RELAXATIONS[-1]:g} of the "
+            f"largest payoff difference; the game is too ill-conditioned to rate ({failure})"
+        )
+
+    def freeze(self, cap_duals, gains, unfrozen) -> np.ndarray:
+        freeze, fired = constraints_to_freeze(cap_duals, gains, unfrozen)
+        self.counts["largest_gain_freezes"] += fired
+        return freeze
+
+    def checked_masses(self, masses: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, float]:
+        """sigma reproducing every rating to CHECK_TOLERANCE, and its largest miss."""
+        masses = np.clip(masses, 0.0, None)
+        masses /= masses.sum()
+        miss = float(np.abs(self.matrix @ masses - values).max())
+        if miss <= CHECK_TOLERANCE:
+            return masses, miss
+        self.counts["final_resolves"] += 1
+        masses = self._closest_masses(values)
+        miss = float(np.abs(self.matrix @ masses - values).max())
+        if miss > CHECK_TOLERANCE:
+            raise MetaEvalError(
+                f"no distribution reproduces the strictest CCE's deviation gains: the closest misses "
+                f"by {miss:.3g} of the largest payoff difference (accepted: {CHECK_TOLERANCE:g}); "
+                "the game is too ill-conditioned to rate"
+            )
+        return masses, miss
+
+    def _closest_masses(self, values: np.ndarray) -> np.ndarray:
+        """argmin over the simplex of max_i |(A sigma)_i - v_i|, by one fresh LP."""
+        rows, columns = self.matrix.shape
+        s_column = -np.ones((rows, 1))
+        highs = lp.highs_model(
+            sp.vstack([
+                sp.csr_matrix(np.r_[np.ones(columns), 0.0][None]),
+                sp.csr_matrix(np.hstack([self.matrix, s_column])),
+                sp.csr_matrix(np.hstack([self.matrix, -s_column])),
+            ]),
+            costs=np.r_[np.zeros(columns), 1.0],
+            col_lower=np.zeros(columns + 1),
+            col_upper=np.full(columns + 1, lp.INF),
+            row_lower=np.r_[1.0, np.full(rows, -lp.INF), values],
+            row_upper=np.r_[1.0, values, np.full(rows, lp.INF)],
+        )
+        self.lp_solves += lp.solve(highs, "the check of the strictest CCE")
+        masses = np.clip(np.asarray(highs.getSolution().col_value)[:-1], 0.0, None)
+        return masses / masses.sum()
+
+
+def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
+    """Algorithm 1 on ``matrix`` (rows: deviations, columns: joints; max |entry| 1),
+    warm-started HiGHS with the safeguards of :class:`_Safeguards`."""
+    rows, _ = matrix.shape
+    model = _WarmModel(matrix)
+    guard = _Safeguards(matrix)
+    values = np.zeros(rows)
+    unfrozen = np.ones(rows, dtype=bool)
+    rounds = 0
+    while unfrozen.any():
+        rounds += 1
+        what = f"round {rounds} of the deviation-rating LPs"
+        result = model.solve()
+        guard.lp_solves += 1
+        if result is None:
+            result = guard.cold_round(unfrozen, values, what)
+        chosen = np.flatnonzero(guard.freeze(result.cap_duals, result.gains, unfrozen))
+        # Freeze at the LP's t, not at each g's own value: constraints frozen together get
+        # exactly equal ratings, and the current sigma meets the new bounds, so the next
+        # round starts primal feasible.
+        values[chosen] = result.t
+        unfrozen[chosen] = False
+        model.freeze(chosen, result.t)
+    masses, miss = guard.checked_masses(result.masses, values)
+    return StrictestCCE(values, masses, rounds, guard.lp_solves, model.iterations, guard.counts, miss)
 
 
 def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = True) -> Rating:
@@ -139,9 +295,11 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
 
     Returns a Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
     diagnostics hold ``rounds``, ``lp_solves`` (one warm re-solve per round, plus any
-    at looser tolerances, see metaeval.lp), ``feasibility_tolerance``,
-    ``simplex_iterations``, ``safeguard_freezes``, the LP size and ``max_violation``, the
-    largest |delta(sigma*) - rating| over all constraints in payoff units.
+    safeguard's), ``simplex_iterations`` (of the warm model), one count per safeguard
+    (``safeguard_cold_resolves``, ``safeguard_relaxed_bounds``,
+    ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size and
+    ``max_violation``, the largest |delta(sigma*) - rating| over all constraints in payoff
+    units (at most CHECK_TOLERANCE times the largest payoff difference).
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"deviation ratings need a MetaGame, got {type(game).__name__}")
@@ -155,9 +313,8 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
     diagnostics = {
         "rounds": result.rounds,
         "lp_solves": result.lp_solves,
-        "feasibility_tolerance": result.feasibility_tolerance,
         "simplex_iterations": result.simplex_iterations,
-        "safeguard_freezes": result.safeguard_freezes,
+        **{f"safeguard_{name}": count for name, count in result.safeguards.items()},
         "lp_rows": reduced.matrix.shape[0],
         "lp_columns": reduced.matrix.shape[1],
         "player_classes": reduced.classes,

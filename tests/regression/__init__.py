@@ -1,0 +1,26 @@
+"""Named meta-games on which a rater once failed, kept as regression cases.
+
+Each was captured from a population run (the exact meta-game the loop built and rated
+at that iteration, incremental build included) and saved with ``MetaGame.save``.
+"""
+
+from pathlib import Path
+
+from metaeval import MetaGame
+
+HERE = Path(__file__).parent
+
+GAMES = {
+    "sheriff_seed4_iteration178": (
+        "metaeval evolve --game sheriff --rater deviation --iterations 200 --seed 4: the 8x8 "
+        "meta-game of iteration 178 (payoffs 2.3 to 14.9), where round 9 of the deviation LPs "
+        "was reported infeasible"
+    ),
+}
+
+
+def load(name: str) -> MetaGame:
+    """The named regression meta-game."""
+    if name not in GAMES:
+        raise KeyError(f"no regression game {name!r}; have {', '.join(sorted(GAMES))}")
+    return MetaGame.load(HERE / f"{name}.npz")
