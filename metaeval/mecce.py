@@ -34,6 +34,8 @@ from metaeval.errors import MetaEvalError
 GRADIENT_TOLERANCE = 1e-13
 FAILURE_TOLERANCE = 1e-9
 MAX_ITERATIONS = 200
+# A stalled dual's sigma below this on a joint: the joint is taken out of the support.
+TRIM_MASS = 1e-12
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 60
 # Eigenvalues of the centred Gram matrix below this fraction of its scale count as zero
@@ -48,6 +50,7 @@ class MaxEntropy:
     distribution: np.ndarray
     iterations: int
     kkt_residual: float  # largest projected-gradient entry, in units of max|M|
+    safeguards: dict  # how often each fallback of max_entropy fired
 
 
 @dataclass
@@ -180,11 +183,49 @@ def largest_support(matrix: np.ndarray) -> np.ndarray:
     return np.asarray(highs.getSolution().col_value)[joints:] > 0.5
 
 
+def _newton(matrix: np.ndarray, start: np.ndarray) -> tuple[_Point, int]:
+    """Projected Newton on the dual from ``start`` until the KKT residual is below
+    GRADIENT_TOLERANCE, MAX_ITERATIONS pass, or no step improves (the rounding floor)."""
+    point = _evaluate(matrix, start)
+    iterations = 0
+    gram = _centred_gram(matrix)
+    bases: dict = {}
+    while point.residual > GRADIENT_TOLERANCE and iterations < MAX_ITERATIONS:
+        iterations += 1
+        better = _line_search(matrix, point, _newton_direction(matrix, gram, point, bases))
+        if better is None:
+            break
+        point = better
+    return point, iterations
+
+
+def _exponential_cone_multipliers(matrix: np.ndarray) -> np.ndarray | None:
+    """The multipliers of ``M sigma <= 0`` in the primal program, solved by Clarabel
+    (CVXPY): an interior-point start near the dual optimum; None if it fails."""
+    import cvxpy as cp  # seconds to import; only this safeguard needs it
+
+    sigma = cp.Variable(matrix.shape[1], nonneg=True)
+    constraint = matrix @ sigma <= 0
+    problem = cp.Problem(cp.Maximize(cp.sum(cp.entr(sigma))), [cp.sum(sigma) == 1, constraint])
+    try:
+        problem.solve(solver=cp.CLARABEL)
+    except cp.error.SolverError:
+        return None
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or constraint.dual_value is None:
+        return None
+    return np.maximum(np.asarray(constraint.dual_value, dtype=np.float64), 0.0)
+
+
 def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (SPEC 2.2).
 
-    ``matrix`` is rescaled to unit max |entry| internally. Raises MetaEvalError if the
-    dual cannot be driven to a KKT residual below FAILURE_TOLERANCE (relative).
+    ``matrix`` is rescaled to unit max |entry| internally, so every tolerance is relative
+    to the largest payoff difference. Safeguards, counted in ``safeguards``: should Newton
+    from zero stall above FAILURE_TOLERANCE, it restarts from the multipliers of the primal
+    exponential-cone program (``exponential_cone_starts``); should that stall too, joints
+    the stalled dual leaves without mass are dropped from the support, as the support LP's
+    tolerance may have admitted them (``support_trims``). Raises MetaEvalError if the KKT
+    residual is still above FAILURE_TOLERANCE.
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     scale = float(np.abs(matrix).max(initial=0.0)) or 1.0
@@ -196,25 +237,41 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     # positive exactly on the largest support; there finite optimal multipliers exist (the
     # constraints are linear and the entropy is differentiable at sigma > 0), whereas on
     # all joints they would run to infinity to drive excluded joints' mass to zero.
-    matrix = matrix[:, support]
-    # All-zero rows (deviations of one-strategy players) constrain nothing and duplicate
-    # rows (clones) repeat a constraint; dropping them removes needless flat directions.
-    matrix = np.unique(matrix[np.any(matrix != 0, axis=1)], axis=0)
-    point = _evaluate(matrix, np.zeros(matrix.shape[0]))
-    iterations = 0
-    gram = _centred_gram(matrix)
-    bases: dict = {}
-    while point.residual > GRADIENT_TOLERANCE and iterations < MAX_ITERATIONS:
-        iterations += 1
-        better = _line_search(matrix, point, _newton_direction(matrix, gram, point, bases))
-        if better is None:  # at the floor of rounding: no step reduces f or the residual
-            break
-        point = better
+    safeguards = {"exponential_cone_starts": 0, "support_trims": 0}
+    restricted = _constraint_rows(matrix[:, support])
+    point, iterations = _newton(restricted, np.zeros(restricted.shape[0]))
+    if point.residual > FAILURE_TOLERANCE:
+        safeguards["exponential_cone_starts"] += 1
+        start = _exponential_cone_multipliers(restricted)
+        if start is not None:
+            retry, steps = _newton(restricted, start)
+            iterations += steps
+            if retry.residual < point.residual:
+                point = retry
+    if point.residual > FAILURE_TOLERANCE:
+        safeguards["support_trims"] += 1
+        trimmed = np.zeros_like(support)
+        trimmed[np.flatnonzero(support)[point.sigma > TRIM_MASS]] = True
+        if trimmed.any():
+            rows = _constraint_rows(matrix[:, trimmed])
+            retry, steps = _newton(rows, np.zeros(rows.shape[0]))
+            iterations += steps
+            if retry.residual < point.residual:
+                point, support = retry, trimmed
     if point.residual > FAILURE_TOLERANCE:
         raise MetaEvalError(
             f"maximum-entropy dual did not converge: KKT residual {point.residual:.3g} "
-            f"(relative to the largest payoff difference) after {iterations} Newton steps"
+            f"(relative to the largest payoff difference, accepted {FAILURE_TOLERANCE:g}) after "
+            f"{iterations} Newton steps, a restart from the exponential-cone program's multipliers "
+            "and a trimmed support"
         )
     distribution = np.zeros(support.size)
     distribution[support] = point.sigma
-    return MaxEntropy(distribution, iterations, point.residual)
+    return MaxEntropy(distribution, iterations, point.residual, safeguards)
+
+
+def _constraint_rows(matrix: np.ndarray) -> np.ndarray:
+    """The rows that constrain: all-zero rows (deviations of one-strategy players) constrain
+    nothing and duplicate rows (clones) repeat a constraint; dropping them removes needless
+    flat directions of the dual."""
+    return np.unique(matrix[np.any(matrix != 0, axis=1)], axis=0)

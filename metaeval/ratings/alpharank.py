@@ -34,7 +34,7 @@ from metaeval.game import MetaGame
 from metaeval.markov import stationary_distribution
 from metaeval.ratings.base import Rating
 
-# Infinite alpha: payoff differences below this (times max(1, max |payoff|)) are ties.
+# Infinite alpha: payoff differences below this fraction of the payoff range are ties.
 # OpenSpiel uses np.isclose's defaults, which also count differences within 1e-5
 # *relative* as ties; the two agree unless payoffs differ by less than that.
 TIE_TOLERANCE = 1e-12
@@ -114,7 +114,7 @@ class _Chain:
             self.num_states, self.source, self.target, self.gain = _single_population(game)
         else:
             self.num_states, self.source, self.target, self.gain = _joint_profiles(game)
-        self.scale = max(1.0, float(np.abs(game.payoffs).max()))
+        self.scale = float(np.ptp(game.payoffs))
 
     def stationary(self, alpha, population_size, inf_alpha_eps):
         log_rate = self._log_rates(alpha, population_size, inf_alpha_eps)

@@ -22,6 +22,10 @@ from metaeval.errors import MetaEvalError
 
 TRACE_REGRET = 1e-8
 SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
+# Supports can also be read off the payoffs: the strategies within this gap of a best
+# response (payoffs of range 1). Where a strategy is dominated only by a margin far below
+# the range, the path ends with mass still on it; its payoff gap still shows it is out.
+BEST_RESPONSE_GAPS = (1e-12, 1e-10)
 
 
 def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
@@ -38,8 +42,10 @@ def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
         np.array([float(profile[s]) for s in player.strategies]) for player in game.players
     ]
     best = strategies, max_regret(payoffs, strategies)
-    for threshold in SUPPORT_THRESHOLDS:
-        refined = _refine(payoffs, strategies, threshold)
+    supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
+    supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
+    for support in supports:
+        refined = _refine(payoffs, strategies, support)
         if refined is not None:
             regret = max_regret(payoffs, refined)
             if regret < best[1]:
@@ -65,14 +71,28 @@ def max_regret(payoffs: np.ndarray, strategies) -> float:
     return float(max(gains))
 
 
-def _refine(payoffs, strategies, threshold, iterations=50):
-    """Newton's method on the support equations; None when it leaves the simplex or fails."""
-    supports = [np.flatnonzero(x > threshold) for x in strategies]
+def _near_best_responses(payoffs, strategies, gap):
+    """Per player, the strategies whose payoff against the others is within gap of the best."""
+    supports = []
+    for p in range(len(strategies)):
+        values = payoff_against(payoffs, strategies, p)
+        supports.append(np.flatnonzero(values >= values.max() - gap))
+    return supports
+
+
+def _refine(payoffs, strategies, supports, iterations=50):
+    """Newton's method on the equations of the given supports, started from the strategies
+    renormalised there; None when it leaves the simplex or fails."""
+    if any(len(s) == 0 for s in supports):
+        return None
     local = payoffs[(slice(None), *np.ix_(*supports))]
     sizes = [len(s) for s in supports]
     offsets = np.cumsum([0, *sizes])
     num_players = len(sizes)
-    x = [strategies[p][s] / strategies[p][s].sum() for p, s in enumerate(supports)]
+    x = []
+    for p, support in enumerate(supports):
+        mass = strategies[p][support]
+        x.append(mass / mass.sum() if mass.sum() > 0 else np.full(len(support), 1.0 / len(support)))
     w = np.array([payoff_against(local, x, p) @ x[p] for p in range(num_players)])
     for _ in range(iterations):
         residual, jacobian = _equations(local, x, w, offsets)

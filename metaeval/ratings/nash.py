@@ -25,32 +25,60 @@ from metaeval.ratings.nash_zero_sum import max_entropy_nash
 REGRET_TOLERANCE = 1e-6
 """Largest accepted max regret of the selected equilibrium, per unit of payoff range."""
 
+ZERO_SUM_TOLERANCE = 1e-9
+"""Players' payoffs summing to a constant within this fraction of the range: zero-sum."""
+
+
+def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(G_p - mean G_p) / s`` and the payoff range s = max_p (max G_p - min G_p).
+
+    Nash equilibria and logit QREs are unchanged by a constant per player and by one
+    common positive factor, so the solvers see payoffs of range 1 whatever the user's
+    units; constant-sum games become zero-sum. s is 0 for a constant game.
+    """
+    axes = tuple(range(1, payoffs.ndim))
+    centred = payoffs - payoffs.mean(axis=axes, keepdims=True)
+    spread = float(max(np.ptp(g) for g in payoffs))
+    return (centred / spread if spread > 0 else centred), spread
+
 
 def nash(game: MetaGame) -> Rating:
-    """Rate every strategy by its payoff against the selected equilibrium, minus its value."""
+    """Rate every strategy by its payoff against the selected equilibrium, minus its value.
+
+    The solvers see :func:`well_scaled` payoffs, so the ratings of ``a * game + b`` are
+    ``a`` times those of ``game``; the max regret is accepted up to REGRET_TOLERANCE times
+    the payoff range.
+    """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"nash needs a MetaGame, got {type(game).__name__}")
     if game.num_players < 2:
         raise MetaEvalError("nash needs a game of at least 2 players")
     start = time.perf_counter()
-    diagnostics = {}
-    if game.num_players == 2 and game.is_zero_sum():
-        row, column, value = max_entropy_nash(game.payoffs[0])
+    payoffs, spread = well_scaled(game.payoffs)
+    diagnostics = {"payoff_range": spread}
+    zero_sum = np.abs(payoffs.sum(axis=0)).max() <= ZERO_SUM_TOLERANCE
+    if spread == 0:  # every profile is an equilibrium; the logit path stays at uniform
+        strategies = [np.full(k, 1.0 / k) for k in game.shape]
+        diagnostics.update(equilibrium="uniform (constant game)")
+    elif game.num_players == 2 and zero_sum:
+        row, column, value = max_entropy_nash(payoffs[0])
         strategies = [row, column]
-        diagnostics.update(equilibrium="maximum-entropy Nash (zero-sum)", value=value)
+        diagnostics.update(equilibrium="maximum-entropy Nash (zero-sum)",
+                           value=value * spread + float(game.payoffs[0].mean()))
     else:
-        strategies = limiting_logit_equilibrium(game.payoffs)
+        strategies = limiting_logit_equilibrium(payoffs)
         diagnostics["equilibrium"] = "limiting logit equilibrium"
     ratings = []
     for p, x in enumerate(strategies):
-        values = payoff_against(game.payoffs, strategies, p)
-        ratings.append(values - values @ x)
-    regret = max_regret(game.payoffs, strategies)
-    tolerance = REGRET_TOLERANCE * max(1.0, float(np.ptp(game.payoffs)))
+        values = payoff_against(payoffs, strategies, p)
+        ratings.append(spread * (values - values @ x))
+    regret = spread * max_regret(payoffs, strategies)
+    tolerance = REGRET_TOLERANCE * spread
     if regret > tolerance:
         raise MetaEvalError(
             f"the {diagnostics['equilibrium']} found has max regret {regret:.3g}, above the "
-            f"accepted {tolerance:.3g}; the ratings would not be against an equilibrium"
+            f"accepted {tolerance:.3g} ({REGRET_TOLERANCE:g} of the payoff range); the ratings "
+            "would not be against an equilibrium"
         )
     diagnostics.update(max_regret=regret, seconds=time.perf_counter() - start)
     return Rating("nash", game, ratings, strategies, diagnostics)

@@ -18,7 +18,9 @@ def payoff(game: MetaGame) -> Rating:
     """Rate every strategy by its CCE deviation gain against the MECCE.
 
     The Rating's ``distribution`` is the MECCE; diagnostics hold ``newton_steps``,
-    ``entropy`` (nats) and ``cce_violation`` (max(0, largest gain), payoff units).
+    ``entropy`` (nats), ``cce_violation`` (max(0, largest gain), payoff units),
+    ``kkt_residual`` (relative to the largest payoff difference) and how often each
+    safeguard of :func:`metaeval.mecce.max_entropy` fired (``safeguard_*``).
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"payoff ratings need a MetaGame, got {type(game).__name__}")
@@ -30,5 +32,7 @@ def payoff(game: MetaGame) -> Rating:
         "newton_steps": solution.iterations,
         "entropy": float(-(support * np.log(support)).sum()),
         "cce_violation": max(0.0, float(max(r.max() for r in ratings))),
+        "kkt_residual": solution.kkt_residual,
+        **{f"safeguard_{name}": count for name, count in solution.safeguards.items()},
     }
     return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics)
