@@ -1,37 +1,48 @@
 """Compare raters as the population loop's selection rule: every rater × seed.
 
 Each run is an ordinary (resumable) evolve run in ``OUT/RATER/seedS``; the
-comparison adds ``comparison.csv`` (every iteration of every run),
+comparison adds ``comparison.csv`` (every iteration of every finished run),
 ``final.csv`` (final CCE gap per rater over seeds), ``paired.csv`` (each rater's
 final gap minus uniform's, seed by seed, when uniform is among the raters) and
-the figures.
+the figures. A run that fails does not stop the others: it is reported on stderr
+and in ``failures.csv``, the tables and figures cover the runs that finished, and
+running the same comparison again resumes unfinished runs and retries failed ones.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
+import sys
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, replace
 from pathlib import Path
 
+import pandas as pd
 from tqdm.auto import tqdm
 
 from metaeval import plots, reports, rundir
 from metaeval.errors import MetaEvalError
+from metaeval.fileio import atomic_write
 from metaeval.loops.evolve import EvolveConfig, evolve
+
+FAILURES = "failures.csv"
 
 
 def run_directory(out: Path, config: EvolveConfig) -> Path:
     return Path(out) / config.rater / f"seed{config.seed}"
 
 
-def _run(job: tuple[EvolveConfig, Path]) -> list[dict]:
-    config, out = job
-    return evolve(config, out=out, progress=False)
+def _run(job: tuple[EvolveConfig, Path, bool | None]) -> list[dict] | str:
+    """One evolve run: its records, or the error that stopped it (as text)."""
+    config, out, progress = job
+    try:
+        return evolve(config, out=out, progress=progress)
+    except Exception as exc:  # any failure of one run is recorded, not fatal to the others
+        return f"{type(exc).__name__}: {exc}"
 
 
 def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: int = 1,
             progress: bool | None = None):
-    """Run ``base`` with every rater and seed, then tabulate and plot them together.
+    """Run ``base`` with every rater and seed, then tabulate and plot the finished runs.
 
     Args:
         base: settings shared by all runs (its rater and seed are replaced).
@@ -39,7 +50,8 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
             meta-games in-process, so ``jobs > 1`` requires ``base.workers == 1``.
 
     Returns:
-        ``(comparison, final)`` DataFrames.
+        ``(comparison, final, failures)`` DataFrames; ``failures`` lists the runs that
+        failed (rater, seed, run directory, error), also written to ``failures.csv``.
     """
     if not raters or not seeds:
         raise MetaEvalError("compare needs at least one rater and one seed")
@@ -50,26 +62,55 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     out = rundir.prepare(Path(out))
     configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds]
     rundir.write_json(out / rundir.CONFIG, {"compare": {"base": asdict(base), "raters": raters, "seeds": seeds}})
-    work = [(c, run_directory(out, c)) for c in configs]
-    bar = tqdm(total=len(work), desc=f"compare {base.game}", unit="run",
+    bar = tqdm(total=len(configs), desc=f"compare {base.game}", unit="run",
                disable=None if progress is None else not progress)
+    outcomes = [None] * len(configs)
     if jobs == 1:
-        results = []
-        for job in work:
-            results.append(evolve(job[0], out=job[1], progress=progress))
-            bar.update()
+        for i, config in enumerate(configs):
+            outcomes[i] = _run((config, run_directory(out, config), progress))
+            _report(outcomes[i], config, out, bar)
     else:
         with ProcessPoolExecutor(jobs) as pool:
-            results = []
-            for records in pool.map(_run, work):
-                results.append(records)
-                bar.update()
+            futures = {pool.submit(_run, (c, run_directory(out, c), False)): i for i, c in enumerate(configs)}
+            for future in as_completed(futures):
+                i = futures[future]
+                try:
+                    outcomes[i] = future.result()
+                except Exception as exc:  # the worker process itself died
+                    outcomes[i] = f"{type(exc).__name__}: {exc}"
+                _report(outcomes[i], configs[i], out, bar)
     bar.close()
 
     runs: dict[str, dict[int, list[dict]]] = {}
-    for config, records in zip(configs, results):
-        runs.setdefault(config.rater, {})[config.seed] = records
-    return write_comparison(out, runs, title=base.game)
+    failed = []
+    for config, outcome in zip(configs, outcomes):  # in the order asked for
+        if isinstance(outcome, str):
+            failed.append({"rater": config.rater, "seed": config.seed,
+                           "run_directory": str(run_directory(out, config)), "error": outcome})
+        else:
+            runs.setdefault(config.rater, {})[config.seed] = outcome
+    failures = pd.DataFrame(failed, columns=["rater", "seed", "run_directory", "error"])
+    write_failures(out, failures)
+    if not runs:
+        raise MetaEvalError(f"every run of the comparison failed; see {out / FAILURES}")
+    return (*write_comparison(out, runs, title=base.game), failures)
+
+
+def _report(outcome, config: EvolveConfig, out: Path, bar) -> None:
+    """Say on stderr (above the progress bar) that a run failed, as soon as it does."""
+    bar.update()
+    if isinstance(outcome, str):
+        tqdm.write(f"metaeval: run {config.rater} seed {config.seed} failed "
+                   f"({run_directory(out, config)}): {outcome}", file=sys.stderr)
+
+
+def write_failures(out: Path, failures: pd.DataFrame) -> None:
+    """``failures.csv`` listing the failed runs; removed when none failed."""
+    path = Path(out) / FAILURES
+    if failures.empty:
+        path.unlink(missing_ok=True)
+    else:
+        atomic_write(path, lambda f: failures.to_csv(f, index=False), mode="w")
 
 
 def write_comparison(out: Path, runs, title: str = ""):
@@ -84,12 +125,15 @@ def write_comparison(out: Path, runs, title: str = ""):
 
 
 def load_comparison(out: Path):
-    """Re-read the runs of a comparison directory (for re-plotting)."""
+    """Re-read the finished runs of a comparison directory (for re-plotting)."""
     spec = rundir.read_json(Path(out) / rundir.CONFIG)["compare"]
     base = EvolveConfig(**spec["base"])
-    runs = {
-        rater: {seed: rundir.read_records(run_directory(out, replace(base, rater=rater, seed=seed)))
-                for seed in spec["seeds"]}
-        for rater in spec["raters"]
-    }
+    runs = {}
+    for rater in spec["raters"]:
+        for seed in spec["seeds"]:
+            records = rundir.read_records(run_directory(out, replace(base, rater=rater, seed=seed)))
+            if len(records) >= base.iterations:  # finished runs only, as compare() tabulates
+                runs.setdefault(rater, {})[seed] = records
+    if not runs:
+        raise MetaEvalError(f"{out} has no finished runs to plot")
     return runs, base

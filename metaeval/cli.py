@@ -1,6 +1,7 @@
 """The ``metaeval`` command: evolve, compare, rate, plot.
 
-Bad input ends in one line, ``metaeval: error: ...``, and exit status 2.
+Bad input ends in one line, ``metaeval: error: ...``, and exit status 2; a comparison
+some of whose runs failed ends with exit status 1 after writing what finished.
 """
 
 from __future__ import annotations
@@ -122,9 +123,14 @@ def run(args) -> int:
         for rater in raters:
             _config(args, rater=rater)  # validates every rater name up front
         games.load(base.game)
-        _, final = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs)
+        _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs)
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+        if not failures.empty:
+            print(f"metaeval: {len(failures)} of {len(raters) * args.seeds} runs failed (listed in "
+                  f"{args.out / 'failures.csv'}); the tables cover the others; run the same command "
+                  "again to retry them", file=sys.stderr)
+            return 1
     elif args.command == "rate":
         import metaeval
 
