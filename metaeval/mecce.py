@@ -34,8 +34,6 @@ from metaeval.errors import MetaEvalError
 GRADIENT_TOLERANCE = 1e-13
 FAILURE_TOLERANCE = 1e-9
 MAX_ITERATIONS = 200
-# A stalled dual's sigma below this on a joint: the joint is taken out of the support.
-TRIM_MASS = 1e-12
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 60
 # Eigenvalues of the centred Gram matrix below this fraction of its scale count as zero
@@ -220,12 +218,10 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (SPEC 2.2).
 
     ``matrix`` is rescaled to unit max |entry| internally, so every tolerance is relative
-    to the largest payoff difference. Safeguards, counted in ``safeguards``: should Newton
+    to the largest payoff difference. Safeguard, counted in ``safeguards``: should Newton
     from zero stall above FAILURE_TOLERANCE, it restarts from the multipliers of the primal
-    exponential-cone program (``exponential_cone_starts``); should that stall too, joints
-    the stalled dual leaves without mass are dropped from the support, as the support LP's
-    tolerance may have admitted them (``support_trims``). Raises MetaEvalError if the KKT
-    residual is still above FAILURE_TOLERANCE.
+    exponential-cone program, solved by Clarabel (``exponential_cone_starts``). Raises
+    MetaEvalError if the KKT residual is still above FAILURE_TOLERANCE.
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     scale = float(np.abs(matrix).max(initial=0.0)) or 1.0
@@ -237,7 +233,7 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     # positive exactly on the largest support; there finite optimal multipliers exist (the
     # constraints are linear and the entropy is differentiable at sigma > 0), whereas on
     # all joints they would run to infinity to drive excluded joints' mass to zero.
-    safeguards = {"exponential_cone_starts": 0, "support_trims": 0}
+    safeguards = {"exponential_cone_starts": 0}
     restricted = _constraint_rows(matrix[:, support])
     point, iterations = _newton(restricted, np.zeros(restricted.shape[0]))
     if point.residual > FAILURE_TOLERANCE:
@@ -249,21 +245,11 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
             if retry.residual < point.residual:
                 point = retry
     if point.residual > FAILURE_TOLERANCE:
-        safeguards["support_trims"] += 1
-        trimmed = np.zeros_like(support)
-        trimmed[np.flatnonzero(support)[point.sigma > TRIM_MASS]] = True
-        if trimmed.any():
-            rows = _constraint_rows(matrix[:, trimmed])
-            retry, steps = _newton(rows, np.zeros(rows.shape[0]))
-            iterations += steps
-            if retry.residual < point.residual:
-                point, support = retry, trimmed
-    if point.residual > FAILURE_TOLERANCE:
         raise MetaEvalError(
             f"maximum-entropy dual did not converge: KKT residual {point.residual:.3g} "
             f"(relative to the largest payoff difference, accepted {FAILURE_TOLERANCE:g}) after "
-            f"{iterations} Newton steps, a restart from the exponential-cone program's multipliers "
-            "and a trimmed support"
+            f"{iterations} Newton steps, including a restart from the exponential-cone program's "
+            "multipliers"
         )
     distribution = np.zeros(support.size)
     distribution[support] = point.sigma

@@ -8,6 +8,7 @@ from scipy.optimize import linprog
 import metaeval
 from metaeval import MetaEvalError, MetaGame
 from metaeval.equilibria import cce_constraints, deviation_gains, mecce
+from metaeval import mecce as mecce_module
 from metaeval.mecce import largest_support, max_entropy
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
 
@@ -115,3 +116,18 @@ def test_scale_free():
 def test_infeasible_system_is_a_clear_error():
     with pytest.raises(MetaEvalError, match="feasible set is empty"):
         max_entropy(np.array([[1.0, 2.0]]))  # sigma >= 0, sum 1 and sigma_0 + 2 sigma_1 <= 0
+
+
+def test_stalled_newton_restarts_from_the_exponential_cone_multipliers(monkeypatch):
+    game = MetaGame(np.random.default_rng(7).uniform(-1, 1, size=(3, 3, 3, 2)))
+    expected = max_entropy(cce_constraints(game))
+    assert expected.safeguards == {"exponential_cone_starts": 0}
+    newton = mecce_module._newton
+    # Newton from zero "stalls" at once; from any other start it runs as usual.
+    monkeypatch.setattr(mecce_module, "_newton", lambda m, start: (
+        (mecce_module._evaluate(m, start), 0) if not start.any() else newton(m, start)))
+    solution = max_entropy(cce_constraints(game))
+    assert solution.safeguards["exponential_cone_starts"] == 1
+    assert solution.kkt_residual <= mecce_module.FAILURE_TOLERANCE
+    np.testing.assert_allclose(solution.distribution, expected.distribution, atol=1e-9)
+

@@ -9,7 +9,9 @@ from scipy.optimize import linprog
 import metaeval
 from metaeval import MetaEvalError, MetaGame
 from metaeval.equilibria import cce_constraints, deviation_gains
-from metaeval.ratings.deviation import CHECK_TOLERANCE, DUAL_TOLERANCE, constraints_to_freeze, deviation
+from metaeval.ratings.deviation import (
+    CHECK_TOLERANCE, DUAL_TOLERANCE, RELAXATIONS, _Safeguards, constraints_to_freeze, deviation,
+)
 from tests import regression
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
 
@@ -391,3 +393,28 @@ def test_bad_input():
         deviation(np.zeros((2, 2, 2)))
     with pytest.raises(MetaEvalError, match="has no option"):
         metaeval.rate(rock_paper_scissors(), "deviation", tolerance=1e-3)
+
+
+def test_inconsistent_frozen_values_are_relaxed_not_fatal():
+    """Frozen values a hair too strict (as an inaccurate round would leave them) make the
+    cold round infeasible until the relaxation ladder loosens them."""
+    guard = _Safeguards(np.array([[1.0, -1.0], [-1.0, 1.0]]))
+    # gain_0 = -gain_1, so gain_0 <= -1e-11 and gain_1 <= 0 is feasible, but frozen
+    # gain_0 <= v0 and gain_1 <= -v0 - 1e-11 are not, for any v0.
+    unfrozen = np.array([False, False])
+    values = np.array([0.5, -0.5 - 1e-11])
+    result = guard.cold_round(unfrozen, values, "a test round")
+    assert guard.counts["relaxed_bounds"] >= 1
+    assert np.all(result.gains <= values + RELAXATIONS[-1])
+    with pytest.raises(MetaEvalError, match="too ill-conditioned"):
+        guard.cold_round(unfrozen, np.array([0.5, -0.6]), "a broken round")
+
+
+def test_a_sigma_that_misses_the_ratings_is_recomputed():
+    matrix = np.array([[1.0, -1.0], [-1.0, 1.0]])
+    guard = _Safeguards(matrix)
+    masses, miss = guard.checked_masses(np.array([0.9, 0.1]), np.zeros(2))  # gains +-0.8
+    assert guard.counts["final_resolves"] == 1
+    np.testing.assert_allclose(masses, [0.5, 0.5], atol=1e-12) and miss <= 1e-12
+    with pytest.raises(MetaEvalError, match="no distribution reproduces"):
+        guard.checked_masses(np.array([0.5, 0.5]), np.array([-0.5, -0.5]))
