@@ -22,11 +22,11 @@ every round is feasible (the previous optimum meets every frozen bound), so a ro
 warm model cannot solve is round-off, typical of evolved populations whose strategies are
 nearly tied (the frozen face is then thin and ill-conditioned):
 
-- ``cold_resolves``: the round is solved again in a fresh model, with presolve and the
-  dual simplex, frozen gains as plain rows (no gain columns), at the tight tolerance and,
-  if needed, the looser ones of :func:`metaeval.lp.solve`;
-- ``relaxed_bounds``: if that fails too, frozen bounds are relaxed by RELAXATIONS
-  (fractions of the largest payoff difference), smallest first;
+- ``cold_resolves``: a warm optimum that is not optimal, or whose unscaled residuals
+  exceed RESIDUAL_TOLERANCE (the warm basis drifts on nearly tied games), is solved again
+  in a fresh model, with presolve and the dual simplex, frozen gains as plain rows;
+- ``looser_tolerances``: that fresh model needed feasibility tolerances looser than
+  1e-10 (up to 1e-7 of the largest payoff difference, :func:`metaeval.lp.solve`);
 - ``largest_gain_freezes``: a round whose duals name no active constraint freezes the
   largest gain (see :func:`constraints_to_freeze`);
 - ``final_resolves``: the last LP's sigma must reproduce every frozen value to
@@ -55,8 +55,6 @@ from metaeval.reduction import reduce_cce
 # costs a round: the next LP finds the same t and freezes the constraint then.
 DUAL_TOLERANCE = 1e-9
 
-# Fractions of the largest payoff difference (the reduced matrix is scaled to max |A| = 1).
-RELAXATIONS = (1e-12, 1e-10, 1e-8)
 CHECK_TOLERANCE = 1e-7
 """Largest accepted |delta_i(sigma*) - rating_i| over all deviations, relative."""
 RESIDUAL_TOLERANCE = 1e-10
@@ -164,8 +162,8 @@ class _WarmModel:
         highs.setOptionValue("simplex_strategy", 4)
 
 
-def _plain_model(matrix: np.ndarray, unfrozen: np.ndarray, values: np.ndarray, slack: float):
-    """A fresh model of one round: rows A_u sigma - t <= 0 and A_f sigma <= v_f + slack."""
+def _plain_model(matrix: np.ndarray, unfrozen: np.ndarray, values: np.ndarray):
+    """A fresh model of one round: rows A_u sigma - t <= 0 and A_f sigma <= v_f."""
     rows, columns = matrix.shape
     t_column = np.where(unfrozen, -1.0, 0.0)[:, None]
     return lp.highs_model(
@@ -174,7 +172,7 @@ def _plain_model(matrix: np.ndarray, unfrozen: np.ndarray, values: np.ndarray, s
         col_lower=np.r_[np.zeros(columns), -lp.INF],
         col_upper=np.full(columns + 1, lp.INF),
         row_lower=np.r_[1.0, np.full(rows, -lp.INF)],
-        row_upper=np.r_[1.0, np.where(unfrozen, 0.0, values + slack)],
+        row_upper=np.r_[1.0, np.where(unfrozen, 0.0, values)],
     )
 
 
@@ -184,34 +182,31 @@ class _Safeguards:
 
     matrix: np.ndarray
     counts: dict = field(default_factory=lambda: dict(
-        cold_resolves=0, relaxed_bounds=0, largest_gain_freezes=0, final_resolves=0))
+        cold_resolves=0, looser_tolerances=0, largest_gain_freezes=0, final_resolves=0))
     lp_solves: int = 0
 
     def cold_round(self, unfrozen: np.ndarray, values: np.ndarray, what: str) -> _Round:
-        """The round in a fresh, differently configured model; frozen bounds relaxed if need be."""
+        """The round in a fresh, differently configured model, at looser tolerances if need be."""
         self.counts["cold_resolves"] += 1
-        failure = None
-        for slack in (0.0, *RELAXATIONS):
-            highs = _plain_model(self.matrix, unfrozen, values, slack)
-            try:
-                self.lp_solves += lp.solve(highs, what)
-            except MetaEvalError as exc:
-                failure = exc
-                self.lp_solves += 1
-                self.counts["relaxed_bounds"] += 1
-                continue
-            solution = highs.getSolution()
-            x = np.asarray(solution.col_value)
-            masses = x[:-1]
-            return _Round(
-                t=x[-1],
-                cap_duals=np.where(unfrozen, np.asarray(solution.row_dual)[1:], 0.0),
-                gains=self.matrix @ masses,
-                masses=masses,
-            )
-        raise MetaEvalError(
-            f"{what} has no solution even with frozen ratings relaxed by {RELAXATIONS[-1]:g} of the "
-            f"largest payoff difference; the game is too ill-conditioned to rate ({failure})"
+        highs = _plain_model(self.matrix, unfrozen, values)
+        try:
+            runs = lp.solve(highs, what)
+        except MetaEvalError as exc:
+            raise MetaEvalError(
+                f"{what} has no solution even solved afresh at a feasibility tolerance of "
+                f"{lp.LOOSEST_TOLERANCE:g} of the largest payoff difference; the game is too "
+                f"ill-conditioned to rate ({exc})"
+            ) from None
+        self.lp_solves += runs
+        self.counts["looser_tolerances"] += runs > 1
+        solution = highs.getSolution()
+        x = np.asarray(solution.col_value)
+        masses = x[:-1]
+        return _Round(
+            t=x[-1],
+            cap_duals=np.where(unfrozen, np.asarray(solution.row_dual)[1:], 0.0),
+            gains=self.matrix @ masses,
+            masses=masses,
         )
 
     def freeze(self, cap_duals, gains, unfrozen) -> np.ndarray:
@@ -296,7 +291,7 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
     Returns a Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
     diagnostics hold ``rounds``, ``lp_solves`` (one warm re-solve per round, plus any
     safeguard's), ``simplex_iterations`` (of the warm model), one count per safeguard
-    (``safeguard_cold_resolves``, ``safeguard_relaxed_bounds``,
+    (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
     ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size and
     ``max_violation``, the largest |delta(sigma*) - rating| over all constraints in payoff
     units (at most CHECK_TOLERANCE times the largest payoff difference).

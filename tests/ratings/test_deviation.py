@@ -10,7 +10,7 @@ import metaeval
 from metaeval import MetaEvalError, MetaGame
 from metaeval.equilibria import cce_constraints, deviation_gains
 from metaeval.ratings.deviation import (
-    CHECK_TOLERANCE, DUAL_TOLERANCE, RELAXATIONS, _Safeguards, constraints_to_freeze, deviation,
+    CHECK_TOLERANCE, DUAL_TOLERANCE, _Safeguards, constraints_to_freeze, deviation,
 )
 from tests import regression
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
@@ -381,7 +381,7 @@ def test_diagnostics():
     assert 1 <= d["rounds"] == d["lp_solves"] <= sum(game.shape)
     assert d["simplex_iterations"] > 0 and safeguards_fired(d) == 0
     assert {k for k in d if k.startswith("safeguard_")} == {
-        "safeguard_cold_resolves", "safeguard_relaxed_bounds", "safeguard_largest_gain_freezes",
+        "safeguard_cold_resolves", "safeguard_looser_tolerances", "safeguard_largest_gain_freezes",
         "safeguard_final_resolves"}
     assert (d["lp_rows"], d["lp_columns"]) == (12, 60)
     assert d["max_violation"] <= 1e-9
@@ -395,19 +395,18 @@ def test_bad_input():
         metaeval.rate(rock_paper_scissors(), "deviation", tolerance=1e-3)
 
 
-def test_inconsistent_frozen_values_are_relaxed_not_fatal():
-    """Frozen values a hair too strict (as an inaccurate round would leave them) make the
-    cold round infeasible until the relaxation ladder loosens them."""
-    guard = _Safeguards(np.array([[1.0, -1.0], [-1.0, 1.0]]))
-    # gain_0 = -gain_1, so gain_0 <= -1e-11 and gain_1 <= 0 is feasible, but frozen
-    # gain_0 <= v0 and gain_1 <= -v0 - 1e-11 are not, for any v0.
-    unfrozen = np.array([False, False])
-    values = np.array([0.5, -0.5 - 1e-11])
-    result = guard.cold_round(unfrozen, values, "a test round")
-    assert guard.counts["relaxed_bounds"] >= 1
-    assert np.all(result.gains <= values + RELAXATIONS[-1])
-    with pytest.raises(MetaEvalError, match="too ill-conditioned"):
-        guard.cold_round(unfrozen, np.array([0.5, -0.6]), "a broken round")
+def test_inconsistent_frozen_values_need_a_looser_tolerance_or_fail_clearly():
+    """Frozen values a hair too strict (as an inaccurate round would leave them): the
+    fresh model solves the round at a looser tolerance; far too strict ones are an error."""
+    guard = _Safeguards(np.array([[1.0, -1.0], [-1.0, 1.0], [0.5, -0.5]]))
+    unfrozen = np.array([False, False, True])
+    # gain_1 = -gain_0: gain_0 <= 0.5 and gain_1 <= -0.5 - 1e-9 leave no sigma at 1e-10.
+    result = guard.cold_round(unfrozen, np.array([0.5, -0.5 - 1e-9, 0.0]), "a test round")
+    assert guard.counts == dict(cold_resolves=1, looser_tolerances=1, largest_gain_freezes=0,
+                                final_resolves=0)
+    assert result.t == pytest.approx(0.25, abs=1e-8)
+    with pytest.raises(MetaEvalError, match="a broken round has no solution.*too ill-conditioned"):
+        guard.cold_round(unfrozen, np.array([0.5, -0.6, 0.0]), "a broken round")
 
 
 def test_a_sigma_that_misses_the_ratings_is_recomputed():
