@@ -34,7 +34,10 @@ def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
     import pygambit
 
     game = pygambit.Game.from_arrays(*payoffs)
-    traced = pygambit.nash.logit_solve(game, maxregret=TRACE_REGRET).equilibria
+    try:
+        traced = pygambit.nash.logit_solve(game, maxregret=TRACE_REGRET).equilibria
+    except (RuntimeError, ValueError) as exc:
+        raise MetaEvalError(f"the logit path of this game could not be followed (pygambit: {exc})") from None
     if not traced:
         raise MetaEvalError("logit path following (pygambit) returned no equilibrium")
     profile = traced[0]

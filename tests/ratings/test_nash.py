@@ -153,3 +153,15 @@ def test_an_equilibrium_with_large_regret_is_refused(monkeypatch):
     monkeypatch.setattr(nash_module, "limiting_logit_equilibrium", lambda payoffs: uniform)
     with pytest.raises(MetaEvalError, match="max regret 0.75"):
         metaeval.rate(game, "nash")
+
+
+def test_a_path_following_failure_is_a_metaeval_error(monkeypatch):
+    import pygambit
+
+    def broken(game, maxregret):
+        raise RuntimeError("Invalid value")
+
+    monkeypatch.setattr(pygambit.nash, "logit_solve", broken)
+    game = metaeval.MetaGame.from_matrix([[3.0, 0.0], [5.0, 1.0]], [[3.0, 5.0], [0.0, 1.0]])
+    with pytest.raises(MetaEvalError, match="logit path of this game could not be followed"):
+        metaeval.rate(game, "nash")
