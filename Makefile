@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench results clean
+.PHONY: demo test bench stress results clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.nash
 	$(BIN)/python -m bench.spiel
 	$(BIN)/python -m bench.distributed
+
+# Every rater on the stress corpus (generated into runs/ on first use; about an hour on 2 cores).
+stress: $(STAMP)
+	$(BIN)/python -m bench.stress --corpus runs/stress_corpus.npz
 
 # The README's results: 5 seeds x 100 iterations x 4 raters on kuhn_3p and sheriff.
 results: $(STAMP)
