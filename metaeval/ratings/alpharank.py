@@ -106,7 +106,7 @@ class _Chain:
         if not isinstance(game, MetaGame):
             raise MetaEvalError(f"alpharank needs a MetaGame, got {type(game).__name__}")
         if single_population:
-            if game.num_players != 2 or not game.is_symmetric():
+            if game.num_players != 2 or not game.is_symmetric(atol=1e-9 * float(np.ptp(game.payoffs))):
                 raise MetaEvalError(
                     "single_population=True needs a symmetric 2-player game "
                     f"(G_1 = G_0 transposed); got {game!r}"

@@ -98,3 +98,16 @@ def test_nash_on_a_tiny_scaled_game_is_an_equilibrium():
     rating = metaeval.rate(game, "nash")
     assert rating.diagnostics["max_regret"] <= 1e-6 * spread(game)
     assert max(r.max() for r in rating.ratings) <= 1e-6 * spread(game)
+
+
+def test_single_population_alpharank_checks_symmetry_relative_to_the_range():
+    row = np.random.default_rng(3).uniform(-1, 1, (4, 4))
+    symmetric = MetaGame.from_matrix(row, row.T)
+    lopsided = MetaGame.from_matrix(row, row.T + 1e-6)  # asymmetric by 1e-6 of the range
+    for a in (1e-8, 1e8):
+        scaled = metaeval.rate(MetaGame(a * symmetric.payoffs), "alpharank", alpha=1 / a,
+                               single_population=True).ratings
+        base = metaeval.rate(symmetric, "alpharank", alpha=1.0, single_population=True).ratings
+        np.testing.assert_allclose(scaled[0], base[0], rtol=0, atol=1e-12)
+        with pytest.raises(metaeval.MetaEvalError, match="symmetric 2-player game"):
+            metaeval.rate(MetaGame(a * lopsided.payoffs), "alpharank", single_population=True)
