@@ -13,7 +13,8 @@ the worst accuracy measure relative to the game's payoff range
 - alpharank: the stationary residual ||pi P - pi||_1;
 
 and how often each safeguard fired (rater diagnostics named ``safeguard_*``). elo is
-run on the win-probability family only (the games it accepts).
+run on the win-probability family only (the games it accepts); a clear error saying that
+the game has no rating by the rater's definition (REFUSALS) is counted apart from failures.
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ from bench import stress_corpus
 from bench.deviation import recipe_deviation_ratings
 
 RATERS = ("uniform", "elo", "nash", "alpharank", "deviation", "payoff")
+
+# Errors that say the game itself has no rating, by the rater's definition: counted as
+# refusals, not failures. Bradley-Terry's maximum-likelihood ratings do not exist when a
+# group of strategies never loses to the rest (win probabilities of exactly 1).
+REFUSALS = ("Bradley-Terry ratings do not exist",)
 
 
 def measures(rating, spread: float) -> dict:
@@ -55,6 +61,7 @@ class Results:
     per_family: Counter = field(default_factory=Counter)
     rated: Counter = field(default_factory=Counter)
     failures: list = field(default_factory=list)  # (rater, family, source, error)
+    refusals: Counter = field(default_factory=Counter)  # rater -> games with no rating by definition
     worst: dict = field(default_factory=lambda: defaultdict(float))  # (rater, measure) -> value
     safeguards: dict = field(default_factory=lambda: defaultdict(Counter))  # rater -> counts
     seconds: Counter = field(default_factory=Counter)
@@ -76,7 +83,10 @@ def run(corpus, recipe_every: int, log=print) -> Results:
             try:
                 rating = metaeval.rate(game, rater)
             except Exception as exc:  # every failure is a finding; list it
-                results.failures.append((rater, family, source, f"{type(exc).__name__}: {exc}"))
+                if isinstance(exc, metaeval.MetaEvalError) and str(exc).startswith(REFUSALS):
+                    results.refusals[rater] += 1
+                else:
+                    results.failures.append((rater, family, source, f"{type(exc).__name__}: {exc}"))
                 continue
             finally:
                 results.seconds[rater] += time.perf_counter() - start
@@ -108,15 +118,15 @@ def _against_recipe(game, rating, spread: float, results: Results) -> None:
 def report(results: Results) -> str:
     lines = ["Games per family: " + ", ".join(f"{f} {n}" for f, n in results.per_family.items()),
              f"Total: {sum(results.per_family.values())} games", "",
-             "| rater | games rated | failures | worst (relative to the payoff range) | safeguards fired | seconds |",
-             "|---|---:|---:|---|---|---:|"]
+             "| rater | games rated | refused | failures | worst (relative to the payoff range) | safeguards fired | seconds |",
+             "|---|---:|---:|---:|---|---|---:|"]
     for rater in RATERS:
         failed = sum(1 for f in results.failures if f[0] == rater)
         measured = ", ".join(f"{name} {value:.1e}" for (r, name), value in results.worst.items()
                              if r == rater) or "-"
         fired = +results.safeguards[rater]  # drops zero counts
         fired_text = "; ".join(f"{k} {v}" for k, v in sorted(fired.items())) or "none"
-        lines.append(f"| {rater} | {results.rated[rater]} | {failed} | {measured} | {fired_text} | "
+        lines.append(f"| {rater} | {results.rated[rater]} | {results.refusals[rater]} | {failed} | {measured} | {fired_text} | "
                      f"{results.seconds[rater]:.0f} |")
     lines += ["", f"Deviation ratings against the CVXPY + GLOP recipe: {results.recipe_compared} games "
               f"compared, largest difference {results.recipe_difference:.1e} of the payoff range; "

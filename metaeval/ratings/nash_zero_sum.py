@@ -64,12 +64,18 @@ def max_entropy_maximin(row_payoffs: np.ndarray, value: float) -> np.ndarray:
         problem.solve(solver=cp.CLARABEL)
     except cp.error.SolverError as exc:
         raise MetaEvalError(f"maximum-entropy Nash: the entropy program failed: {exc}") from None
-    if problem.status != cp.OPTIMAL or x.value is None:
+    if problem.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
         raise MetaEvalError(f"maximum-entropy Nash: the entropy program ended {problem.status}")
     strategy = np.maximum(np.asarray(x.value, dtype=np.float64), 0.0)
     strategy /= strategy.sum()
     polished = _polish(row_payoffs / scale, value / scale, strategy)
-    return strategy if polished is None else polished
+    if polished is not None:
+        return polished
+    if problem.status != cp.OPTIMAL:
+        # An inaccurate interior point is kept only once the polish has proven the optimum.
+        raise MetaEvalError("maximum-entropy Nash: the entropy program ended inaccurate and its "
+                            "point could not be confirmed as the maximiser")
+    return strategy
 
 
 def _polish(payoffs: np.ndarray, value: float, guess: np.ndarray) -> np.ndarray | None:

@@ -165,3 +165,13 @@ def test_a_path_following_failure_is_a_metaeval_error(monkeypatch):
     game = metaeval.MetaGame.from_matrix([[3.0, 0.0], [5.0, 1.0]], [[3.0, 5.0], [0.0, 1.0]])
     with pytest.raises(MetaEvalError, match="logit path of this game could not be followed"):
         metaeval.rate(game, "nash")
+
+
+def test_an_inaccurate_entropy_program_is_kept_once_polished():
+    """From the stress corpus: Clarabel ends 'optimal_inaccurate' on this zero-sum game;
+    the polish confirms the maximiser (rows 0 and 4 are copies and share 0.4)."""
+    row = np.array([[-1, 2], [0, 0], [1, -2], [1, -2], [-1, 2], [2, 0], [0, 0], [0, -1]], dtype=float)
+    rating = metaeval.rate(metaeval.MetaGame.from_matrix(row), "nash")
+    np.testing.assert_allclose(rating.distribution[0], [0.2, 0, 0, 0, 0.2, 0.6, 0, 0], atol=1e-9)
+    np.testing.assert_allclose(rating.distribution[1], [0.4, 0.6], atol=1e-9)
+    assert rating.diagnostics["max_regret"] < 1e-9
