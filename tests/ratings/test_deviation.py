@@ -1,3 +1,4 @@
+import cvxpy as cp
 import numpy as np
 import pyspiel
 import pytest
@@ -266,9 +267,12 @@ def test_zero_sum_equals_nash_averaging_up_to_a_constant(agents, tasks, seed):
     # The exact 0s and 1s of normalised columns often make the Nash equilibrium non-unique;
     # there the two methods differ by design (see the next test).
     assume(_has_unique_nash(scores))
-    (agent_nash, task_nash), (agent_avg, task_avg) = nash_averaging(
-        pyspiel.create_matrix_game(scores, -scores), a_v_a=False
-    )
+    try:
+        (agent_nash, task_nash), (agent_avg, task_avg) = nash_averaging(
+            pyspiel.create_matrix_game(scores, -scores), a_v_a=False
+        )
+    except cp.error.SolverError:  # the reference's own Clarabel call failed (e.g. seed 5611, 5 x 4)
+        assume(False)
     ratings = rated(MetaGame.from_matrix(scores))
     value = float(agent_nash.ravel() @ scores @ task_nash.ravel())
     np.testing.assert_allclose(ratings[0], agent_avg.ravel() - value, atol=1e-5)
