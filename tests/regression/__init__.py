@@ -18,9 +18,22 @@ GAMES = {
     ),
 }
 
+# Still failing: kept so that the fix has its test (tests/test_open_regressions.py).
+OPEN = {
+    "kuhn_3p_seed5_iteration92": (
+        "metaeval compare --game kuhn_3p --raters deviation --seeds 30 --iterations 300, seed 5, "
+        "iteration 92: the loop's MECCE stalls at a KKT residual of 5.6e-7, also after the "
+        "exponential-cone restart"
+    ),
+    "kuhn_3p_seed24_iteration209": (
+        "the same comparison, seed 24, iteration 209: round 8 of the deviation LPs is "
+        "infeasible even afresh at a tolerance of 1e-7"
+    ),
+}
+
 
 def load(name: str) -> MetaGame:
     """The named regression meta-game."""
-    if name not in GAMES:
-        raise KeyError(f"no regression game {name!r}; have {', '.join(sorted(GAMES))}")
+    if name not in GAMES and name not in OPEN:
+        raise KeyError(f"no regression game {name!r}; have {', '.join(sorted(GAMES | OPEN))}")
     return MetaGame.load(HERE / f"{name}.npz")
