@@ -42,6 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from metaeval import lp
+from metaeval.cce_columns import GameColumns, StoredColumns
 from metaeval.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -57,6 +58,14 @@ DUAL_TOLERANCE = 1e-9
 
 CHECK_TOLERANCE = 1e-7
 """Largest accepted |delta_i(sigma*) - rating_i| over all deviations, relative."""
+PRICING_TOLERANCE = 1e-9
+"""A joint outside the LP enters when its reduced cost is below -PRICING_TOLERANCE (in
+units of the largest payoff difference, like HiGHS's dual feasibility tolerance)."""
+ENTERING_PER_PRICING = 256
+"""At most this many joints enter per pricing (the most negative reduced costs)."""
+COLUMN_GENERATION_JOINTS = 2048
+"""Games with more joints than this are rated by column generation over the game's
+payoffs (by default); smaller ones by the reduced system with every joint in the LP."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest accepted unscaled residual of a warm optimum (simplex sum, sign, gain rows)."""
 
@@ -72,16 +81,21 @@ class StrictestCCE:
     simplex_iterations: int
     safeguards: dict  # how often each safeguard fired
     max_violation: float  # max |A masses - values|, relative to the largest payoff difference
+    priced_joints: int = 0  # joints added by pricing
+    lp_joints: int = 0  # joints in the final LP
 
 
 @dataclass
 class _Round:
-    """One round's optimum: t, the duals of the unfrozen caps, every gain, sigma."""
+    """One round's optimum: t, the duals of the unfrozen caps, every gain, sigma (over the
+    model's columns), and the duals that price the joints outside the model."""
 
     t: float
     cap_duals: np.ndarray  # over all rows; zero on frozen ones
     gains: np.ndarray
     masses: np.ndarray
+    simplex_dual: float
+    gain_duals: np.ndarray  # y of the reduced cost -(simplex_dual + A_j^T y) of a joint j
 
 
 def constraints_to_freeze(
@@ -103,18 +117,26 @@ def constraints_to_freeze(
 
 
 class _WarmModel:
-    """The one HiGHS model of every round: gain columns, caps freed by bound changes."""
+    """The one HiGHS model of every round: gain columns, caps freed by bound changes.
 
-    def __init__(self, matrix: np.ndarray):
-        rows, columns = matrix.shape
-        # Columns: sigma (columns), g (rows), t.  Rows: simplex, g definitions, caps.
+    It holds the joints ``joints`` of the column source (all of them for small games;
+    a working set grown by pricing otherwise); ``matrix`` is their columns.
+    """
+
+    def __init__(self, source, joints: np.ndarray):
+        rows = source.num_rows
+        matrix = source.columns(joints)
+        columns = len(joints)
+        # Columns: sigma (columns), g (rows), t; sigma columns added later go last.
+        # Rows: simplex, g definitions, caps.
         sigma_part = sp.vstack(
             [sp.csr_matrix(np.ones((1, columns))), sp.csr_matrix(matrix), sp.csr_matrix((rows, columns))]
         )
         identity = sp.identity(rows, format="csr")
         g_part = sp.vstack([sp.csr_matrix((1, rows)), -identity, identity])
         t_part = sp.csr_matrix(np.concatenate([np.zeros(1 + rows), -np.ones(rows)])[:, None])
-        self.matrix, self.columns = matrix, columns
+        self.source, self.joints, self.matrix = source, np.asarray(joints), matrix
+        self.sigma_col = np.arange(columns)
         self.cap = 1 + rows + np.arange(rows)
         self.gain_col = columns + np.arange(rows)
         self.highs = lp.highs_model(
@@ -129,6 +151,22 @@ class _WarmModel:
         self.highs.setOptionValue("presolve", "off")
         self.iterations = 0
 
+    def add_joints(self, joints: np.ndarray) -> None:
+        """Append the sigma columns of ``joints`` (at 0, nonbasic: the basis stays valid)."""
+        block = self.source.columns(joints)
+        count = len(joints)
+        entries = sp.csc_matrix(np.vstack([np.ones((1, count)), block]))  # simplex and g rows
+        start = self.highs.getNumCol()
+        lp.check(
+            self.highs.addCols(count, np.zeros(count), np.zeros(count), np.full(count, lp.INF),
+                               entries.nnz, entries.indptr[:-1].astype(np.int32),
+                               entries.indices.astype(np.int32), entries.data),
+            self.highs, "addCols",
+        )
+        self.sigma_col = np.concatenate([self.sigma_col, start + np.arange(count)])
+        self.joints = np.concatenate([self.joints, joints])
+        self.matrix = np.hstack([self.matrix, block])
+
     def solve(self) -> _Round | None:
         """Re-solve from the current basis at the tight tolerance; None if not optimal."""
         optimal = lp.run(self.highs)
@@ -137,15 +175,18 @@ class _WarmModel:
             return None
         solution = self.highs.getSolution()
         values = np.asarray(solution.col_value)
-        masses, gains = values[: self.columns], values[self.gain_col]
+        masses, gains = values[self.sigma_col], values[self.gain_col]
         residual = max(abs(masses.sum() - 1.0), -masses.min(), np.abs(self.matrix @ masses - gains).max())
         if residual > RESIDUAL_TOLERANCE:
             return None
+        row_duals = np.asarray(solution.row_dual)
         return _Round(
             t=self.highs.getInfo().objective_function_value,
-            cap_duals=np.asarray(solution.row_dual)[self.cap],
+            cap_duals=row_duals[self.cap],
             gains=gains,
             masses=masses,
+            simplex_dual=float(row_duals[0]),
+            gain_duals=row_duals[1 : 1 + len(self.cap)],
         )
 
     def freeze(self, chosen: np.ndarray, t: float) -> None:
@@ -178,7 +219,8 @@ def _plain_model(matrix: np.ndarray, unfrozen: np.ndarray, values: np.ndarray):
 
 @dataclass
 class _Safeguards:
-    """Every fallback of Algorithm 1's LPs, and how often each fired."""
+    """Every fallback of Algorithm 1's LPs, and how often each fired. They work on
+    ``matrix``, the columns the warm model holds (a round's optimum has no mass elsewhere)."""
 
     matrix: np.ndarray
     counts: dict = field(default_factory=lambda: dict(
@@ -200,13 +242,15 @@ class _Safeguards:
         self.lp_solves += runs
         self.counts["looser_tolerances"] += runs > 1
         solution = highs.getSolution()
-        x = np.asarray(solution.col_value)
+        x, row_duals = np.asarray(solution.col_value), np.asarray(solution.row_dual)
         masses = x[:-1]
         return _Round(
             t=x[-1],
-            cap_duals=np.where(unfrozen, np.asarray(solution.row_dual)[1:], 0.0),
+            cap_duals=np.where(unfrozen, row_duals[1:], 0.0),
             gains=self.matrix @ masses,
             masses=masses,
+            simplex_dual=float(row_duals[0]),
+            gain_duals=row_duals[1:],
         )
 
     def freeze(self, cap_duals, gains, unfrozen) -> np.ndarray:
@@ -253,22 +297,37 @@ class _Safeguards:
         return masses / masses.sum()
 
 
-def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
-    """Algorithm 1 on ``matrix`` (rows: deviations, columns: joints; max |entry| 1),
-    warm-started HiGHS with the safeguards of :class:`_Safeguards`."""
-    rows, _ = matrix.shape
-    model = _WarmModel(matrix)
-    guard = _Safeguards(matrix)
+def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
+    """Algorithm 1 on the CCE system of ``source`` (a column source of
+    metaeval.cce_columns; entries at most 1), warm-started HiGHS with the safeguards of
+    :class:`_Safeguards`.
+
+    The LPs start with the columns of ``joints`` (default: all). Before a round's
+    constraints are frozen, every joint is priced with that round's duals and those with
+    negative reduced cost enter (column generation); the round is re-solved until none
+    does, so its optimum, t and duals are those of the LP over all joints, and the
+    freezing rule sees exactly what it would on the full LP. Joints never leave.
+    """
+    rows = source.num_rows
+    model = _WarmModel(source, np.arange(source.num_columns) if joints is None else np.asarray(joints))
+    guard = _Safeguards(model.matrix)
     values = np.zeros(rows)
     unfrozen = np.ones(rows, dtype=bool)
-    rounds = 0
+    rounds = priced = 0
     while unfrozen.any():
         rounds += 1
         what = f"round {rounds} of the deviation-rating LPs"
-        result = model.solve()
-        guard.lp_solves += 1
-        if result is None:
-            result = guard.cold_round(unfrozen, values, what)
+        while True:
+            result = model.solve()
+            guard.lp_solves += 1
+            if result is None:
+                result = guard.cold_round(unfrozen, values, what)
+            entering = _entering_joints(source, model, result)
+            if entering.size == 0:
+                break
+            priced += entering.size
+            model.add_joints(entering)
+            guard.matrix = model.matrix
         chosen = np.flatnonzero(guard.freeze(result.cap_duals, result.gains, unfrozen))
         # Freeze at the LP's t, not at each g's own value: constraints frozen together get
         # exactly equal ratings, and the current sigma meets the new bounds, so the next
@@ -277,42 +336,74 @@ def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
         unfrozen[chosen] = False
         model.freeze(chosen, result.t)
     masses, miss = guard.checked_masses(result.masses, values)
-    return StrictestCCE(values, masses, rounds, guard.lp_solves, model.iterations, guard.counts, miss)
+    everywhere = np.zeros(source.num_columns)
+    everywhere[model.joints] = masses
+    return StrictestCCE(values, everywhere, rounds, guard.lp_solves, model.iterations, guard.counts,
+                        miss, priced_joints=priced, lp_joints=len(model.joints))
 
 
-def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = True) -> Rating:
+def _entering_joints(source, model: _WarmModel, result: _Round) -> np.ndarray:
+    """Joints outside the model whose reduced cost -(simplex dual + A_j^T y) is below
+    -PRICING_TOLERANCE: the most negative, at most ENTERING_PER_PRICING of them."""
+    if len(model.joints) == source.num_columns:
+        return np.empty(0, dtype=np.int64)
+    reduced = -(result.simplex_dual + source.price(result.gain_duals))
+    reduced[model.joints] = np.inf
+    entering = np.flatnonzero(reduced < -PRICING_TOLERANCE)
+    if entering.size > ENTERING_PER_PRICING:
+        entering = entering[np.argpartition(reduced[entering], ENTERING_PER_PRICING)[:ENTERING_PER_PRICING]]
+    return np.sort(entering)
+
+
+def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = True,
+              column_generation: bool | None = None) -> Rating:
     """CCE deviation ratings r_p(a'_p) = delta_p(a'_p; sigma*) (SPEC 2.1; Marris et al. 2025, eq. 3a).
 
     Args:
         game: the meta-game.
         symmetry: fold interchangeable players into one (exact; see metaeval.reduction).
         merge_duplicates: merge identical constraint rows and joint columns (exact).
+        column_generation: True: column generation over the game's joints (the LPs hold a
+            working set grown by pricing; symmetry and merge_duplicates do not apply);
+            False: every joint of the reduced system in the LPs; None (default): column
+            generation above COLUMN_GENERATION_JOINTS joints. Both give the same ratings.
 
     Returns a Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
-    diagnostics hold ``rounds``, ``lp_solves`` (one warm re-solve per round, plus any
-    safeguard's), ``simplex_iterations`` (of the warm model), one count per safeguard
-    (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
-    ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size and
-    ``max_violation``, the largest |delta(sigma*) - rating| over all constraints in payoff
-    units (at most CHECK_TOLERANCE times the largest payoff difference).
+    diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one warm re-solve per round
+    and per pricing that added joints, plus any safeguard's), ``simplex_iterations`` (of
+    the warm model), one count per safeguard (``safeguard_cold_resolves``,
+    ``safeguard_looser_tolerances``, ``safeguard_largest_gain_freezes``,
+    ``safeguard_final_resolves``), the LP size (``lp_rows``, ``lp_columns``: joints in the
+    final LP), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
+    |delta(sigma*) - rating| over all constraints in payoff units (at most
+    CHECK_TOLERANCE times the largest payoff difference).
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"deviation ratings need a MetaGame, got {type(game).__name__}")
-    reduced = reduce_cce(game, symmetry=symmetry, merge_duplicates=merge_duplicates)
-    result = strictest_cce(reduced.matrix)
-    sigma = reduced.expand(result.masses, game.shape)
-    flat = reduced.scale * result.values[reduced.row_of]
-    bounds = np.cumsum(game.shape)[:-1]
-    ratings = np.split(flat, bounds)
+    if column_generation is None:
+        column_generation = game.num_joints > COLUMN_GENERATION_JOINTS
+    diagnostics = {"column_generation": bool(column_generation)}
+    if not column_generation:
+        reduced = reduce_cce(game, symmetry=symmetry, merge_duplicates=merge_duplicates)
+        result = strictest_cce(StoredColumns(reduced.matrix))
+        sigma = reduced.expand(result.masses, game.shape)
+        flat = reduced.scale * result.values[reduced.row_of]
+        diagnostics["player_classes"] = reduced.classes
+    else:
+        source = GameColumns(game)
+        result = strictest_cce(source, joints=[source.least_tempted_joint()])
+        sigma = result.masses.reshape(game.shape)
+        flat = source.scale * result.values
+    ratings = np.split(flat, np.cumsum(game.shape)[:-1])
     gains = np.concatenate(deviation_gains(game, sigma))
-    diagnostics = {
+    diagnostics.update({
         "rounds": result.rounds,
         "lp_solves": result.lp_solves,
         "simplex_iterations": result.simplex_iterations,
         **{f"safeguard_{name}": count for name, count in result.safeguards.items()},
-        "lp_rows": reduced.matrix.shape[0],
-        "lp_columns": reduced.matrix.shape[1],
-        "player_classes": reduced.classes,
+        "lp_rows": len(result.values),
+        "lp_columns": result.lp_joints,
+        "priced_joints": result.priced_joints,
         "max_violation": float(np.abs(gains - flat).max()),
-    }
+    })
     return Rating("deviation", game, ratings, distribution=sigma, diagnostics=diagnostics)
