@@ -9,7 +9,9 @@ the figures.
 
 from __future__ import annotations
 
-from concurrent.futures import ProcessPoolExecutor
+import multiprocessing
+import signal
+import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -17,7 +19,13 @@ from tqdm.auto import tqdm
 
 from metaeval import plots, reports, rundir
 from metaeval.errors import MetaEvalError
-from metaeval.loops.evolve import EvolveConfig, evolve
+from metaeval.loops.evolve import Evolution, EvolveConfig, evolve
+
+KIND = "compare"
+"""The run-directory kind of a comparison."""
+
+PER_RUN = ("rater", "seed")
+"""Settings that vary between the runs of a comparison."""
 
 
 def run_directory(out: Path, config: EvolveConfig) -> Path:
@@ -27,6 +35,25 @@ def run_directory(out: Path, config: EvolveConfig) -> Path:
 def _run(job: tuple[EvolveConfig, Path]) -> list[dict]:
     config, out = job
     return evolve(config, out=out, progress=False)
+
+
+def _worker_signals() -> None:
+    """Workers leave interrupts to the parent, which terminates them at once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def open_comparison(out, base: EvolveConfig, raters: list[str], seeds: list[int]) -> rundir.RunDirectory:
+    """Check ``out`` for this comparison (and every run in it); writes nothing."""
+    settings = {k: v for k, v in asdict(base).items() if k not in PER_RUN}
+    shared = {k: v for k, v in base.result_settings().items() if k not in PER_RUN}
+    run_dir = rundir.RunDirectory.open(out, KIND, settings={**settings, "raters": raters, "seeds": seeds},
+                                       result_settings=shared)
+    for rater in raters:
+        for seed in seeds:
+            config = replace(base, rater=rater, seed=seed)
+            Evolution(config, out=run_directory(out, config))  # refuses a conflicting run, writes nothing
+    return run_dir
 
 
 def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: int = 1,
@@ -47,21 +74,23 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
         raise MetaEvalError(f"jobs must be at least 1, got {jobs}")
     if jobs > 1 and base.workers > 1:
         raise MetaEvalError("use either several jobs or several workers per run, not both")
-    out = rundir.prepare(Path(out))
+    out = Path(out)
+    run_dir = open_comparison(out, base, raters, seeds)
+    run_dir.write_config({"command": sys.argv})
     configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds]
-    rundir.write_json(out / rundir.CONFIG, {"compare": {"base": asdict(base), "raters": raters, "seeds": seeds}})
     work = [(c, run_directory(out, c)) for c in configs]
     bar = tqdm(total=len(work), desc=f"compare {base.game}", unit="run",
                disable=None if progress is None else not progress)
+    results = []
     if jobs == 1:
-        results = []
         for job in work:
             results.append(evolve(job[0], out=job[1], progress=progress))
             bar.update()
     else:
-        with ProcessPoolExecutor(jobs) as pool:
-            results = []
-            for records in pool.map(_run, work):
+        # On an interrupt or an error, leaving the block terminates the workers at once:
+        # no queued run starts, and the runs in flight resume from their last checkpoint.
+        with multiprocessing.Pool(jobs, initializer=_worker_signals) as pool:
+            for records in pool.imap(_run, work):
                 results.append(records)
                 bar.update()
     bar.close()
@@ -84,12 +113,25 @@ def write_comparison(out: Path, runs, title: str = ""):
 
 
 def load_comparison(out: Path):
-    """Re-read the runs of a comparison directory (for re-plotting)."""
-    spec = rundir.read_json(Path(out) / rundir.CONFIG)["compare"]
-    base = EvolveConfig(**spec["base"])
+    """Re-read the runs of a comparison directory (for re-plotting); records are checked."""
+    from metaeval.loops.evolve import RECORD_SCHEMA
+
+    path = Path(out) / rundir.CONFIG
+    stored = rundir.read_json(path)
+    settings = rundir.stored_settings(stored) if rundir.stored_kind(stored) == KIND else None
+    if settings is None:
+        raise MetaEvalError(f"{path} is not a comparison configuration")
+    try:
+        raters, seeds = list(settings["raters"]), [int(s) for s in settings["seeds"]]
+        base = EvolveConfig(**{k: v for k, v in settings.items() if k not in ("raters", "seeds")})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MetaEvalError(f"{path} is damaged ({exc!r}); rerun the comparison into a new --out") from None
     runs = {
-        rater: {seed: rundir.read_records(run_directory(out, replace(base, rater=rater, seed=seed)))
-                for seed in spec["seeds"]}
-        for rater in spec["raters"]
+        rater: {seed: rundir.read_records(run_directory(out, replace(base, rater=rater, seed=seed)), RECORD_SCHEMA)
+                for seed in seeds}
+        for rater in raters
     }
+    empty = [f"{rater}/seed{seed}" for rater, by_seed in runs.items() for seed, r in by_seed.items() if not r]
+    if empty:
+        raise MetaEvalError(f"{out} has runs without completed iterations: {', '.join(empty)}")
     return runs, base

@@ -132,24 +132,27 @@ def run(args) -> int:
         print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
     elif args.command == "plot":
         from metaeval import plots, rundir
-        from metaeval.loops.compare import load_comparison, write_comparison
+        from metaeval.loops import compare, evolve
 
         config_path = args.run_dir / rundir.CONFIG
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
-        if not isinstance(stored, dict) or not ({"compare", "config"} & set(stored)):
-            raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
-        if "compare" in stored:
-            runs, base = load_comparison(args.run_dir)
-            write_comparison(args.run_dir, runs, title=base.game)
-        else:
-            config = stored["config"]
-            records = rundir.read_records(args.run_dir)
+        kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
+        if kind == compare.KIND and settings is not None:
+            runs, base = compare.load_comparison(args.run_dir)
+            compare.write_comparison(args.run_dir, runs, title=base.game)
+        elif kind == evolve.KIND and settings is not None:
+            missing = [k for k in ("game", "rater", "seed") if k not in settings]
+            if missing:
+                raise MetaEvalError(f"{config_path} is damaged: it lacks {', '.join(missing)}")
+            records = rundir.read_records(args.run_dir, evolve.RECORD_SCHEMA)
             if not records:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
-            plots.plot_run(args.run_dir, records, label=config["rater"], seed=config["seed"],
-                           title=f"{config['game']}, {config['rater']}, seed {config['seed']}")
+            title = f"{settings['game']}, {settings['rater']}, seed {settings['seed']}"
+            plots.plot_run(args.run_dir, records, label=settings["rater"], seed=settings["seed"], title=title)
+        else:
+            raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
         print(f"plots: {args.run_dir / plots.GAP_PLOT}, {args.run_dir / plots.PAYOFF_PLOT}")
     return 0
 
