@@ -209,7 +209,7 @@ class RunDirectory:
             if found is None:
                 raise MetaEvalError(f"{config_path} is not a metaeval run configuration; use another --out")
             if found != kind:
-                raise MetaEvalError(f"{path} holds a {found} run, not a {kind} run; use another --out")
+                raise MetaEvalError(f"{path} holds a {found!r} run, not {kind!r}; use another --out")
             previous = stored_settings(stored)
             if previous is None:
                 raise MetaEvalError(f"{config_path} is damaged: it has no settings; use another --out")

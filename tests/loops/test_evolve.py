@@ -151,7 +151,7 @@ def test_seed_and_episodes_validated():
 
 def test_comparison_directory_or_damaged_state_is_a_clear_error(tmp_path):
     rundir.write_json(tmp_path / "config.json", {"compare": {}})
-    with pytest.raises(MetaEvalError, match="holds a compare run, not an evolve run"):
+    with pytest.raises(MetaEvalError, match="holds a 'compare' run, not 'evolve'"):
         Evolution(EvolveConfig(iterations=1), out=tmp_path)
     run = tmp_path / "run"
     evolve(EvolveConfig(rater="uniform", iterations=1), out=run, progress=False)
