@@ -183,8 +183,7 @@ class RunDirectory:
                  schema: RecordSchema, log_reading: LogReading):
         self.path, self.kind, self.settings, self.schema = path, kind, settings, schema
         self._header, self._stored, self._reading = header, stored, log_reading
-        self._created = False
-        self._session: dict | None = None
+        self._created = self._begun = self._committed = False
 
     @classmethod
     def open(cls, path, kind: str, settings: dict, result_settings: Mapping[str, object],
@@ -245,7 +244,7 @@ class RunDirectory:
     # -- writing -------------------------------------------------------------------
     def begin(self) -> None:
         """Create the directory and move damaged log lines aside (once; no-op after)."""
-        if self._session is not None:
+        if self._begun:
             return
         self._created = not self.path.exists()
         try:
@@ -265,7 +264,7 @@ class RunDirectory:
             log.warning(f"{self.path / LOG}: {len(damaged)} unreadable line(s) moved to {aside} "
                         f"({where}{more}); the {len(self._reading.records)} valid records are kept")
             self._reading = LogReading(self._reading.records, [])
-        self._session = {}
+        self._begun = True
 
     def write_config(self, session: dict) -> None:
         """Write ``config.json``: the settings, the header and every session so far plus ``session``."""
@@ -273,12 +272,12 @@ class RunDirectory:
         sessions = list(self._stored.get("sessions", [])) if self._stored else []
         write_json(self.path / CONFIG, {**self._header, "kind": self.kind, "settings": self.settings,
                                         "sessions": [*sessions, session]})
-        self._session = session
+        self._committed = True
 
     @property
     def committed(self) -> bool:
         """Whether this session has written its entry to ``config.json``."""
-        return bool(self._session)
+        return self._committed
 
     def append(self, record: dict) -> None:
         """Append one record to the log and flush it to disk (call :meth:`write_config` first)."""

@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -101,3 +102,46 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     assert sorted(a.files) == sorted(b.files)
     for key in a.files:
         np.testing.assert_array_equal(a[key], b[key])
+
+
+def _one_line_error(capsys, args, message):
+    code = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("metaeval: error: ") and err.count("\n") == 1, err
+    assert message in err
+
+
+def test_evolve_and_compare_refuse_each_others_directories_and_write_nothing(tmp_path, capsys):
+    quick = ["--iterations", "1", "--population", "4"]
+    run, comparison = tmp_path / "run", tmp_path / "cmp"
+    assert main(["evolve", "--rater", "uniform", *quick, "--out", str(run)]) == 0
+    assert main(["compare", "--game", "kuhn_3p", "--raters", "uniform", "--seeds", "1", *quick,
+                 "--out", str(comparison)]) == 0
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    _one_line_error(capsys, ["compare", "--raters", "uniform", "--seeds", "1", *quick, "--out", run],
+                    "holds a 'evolve' run, not 'compare'")
+    _one_line_error(capsys, ["evolve", *quick, "--out", comparison], "holds a 'compare' run, not 'evolve'")
+    _one_line_error(capsys, ["compare", "--game", "sheriff", "--raters", "uniform", "--seeds", "1", *quick,
+                             "--out", comparison], "different game")
+    # a run inside the comparison that conflicts stops the whole command before any write
+    _one_line_error(capsys, ["compare", "--raters", "uniform", "--seeds", "1", *quick, "--option", "x=1",
+                             "--out", comparison], "has no option(s) x")
+    after = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    assert after == before
+    assert main(["plot", str(comparison)]) == 0
+
+
+def test_plot_of_hand_edited_files_is_a_clear_error_or_skips_bad_records(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["evolve", "--rater", "uniform", "--iterations", "2", "--population", "4", "--out", str(run)]) == 0
+    lines = (run / "iterations.jsonl").read_text().splitlines()
+    record = json.loads(lines[1])
+    del record["mean_payoff"]
+    (run / "iterations.jsonl").write_text(lines[0] + "\n" + json.dumps(record) + "\n")
+    assert main(["plot", str(run)]) == 0  # draws the valid record
+    config = json.loads((run / "config.json").read_text())
+    del config["settings"]["rater"]
+    (run / "config.json").write_text(json.dumps(config))
+    _one_line_error(capsys, ["plot", run], "lacks rater")
+    _one_line_error(capsys, ["evolve", "--rater", "uniform", "--iterations", "2", "--population", "4",
+                             "--out", run], "lacks rater")
