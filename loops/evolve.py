@@ -20,7 +20,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import metaeval
-from metaeval import equilibria, games, rundir, spiel
+from metaeval import budget, equilibria, games, rundir, spiel
 from metaeval.distributed import build_metagame
 from metaeval.errors import MetaEvalError
 from metaeval.loops import checkpoint
@@ -164,6 +164,9 @@ class Evolution:
         # Independent streams: the initial population, and the loop (tie-breaks, new policies).
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
+        num_players = self.game.num_players()
+        budget.check_joints([config.population] * num_players, num_players + config.population * num_players,
+                            "the population loop's meta-game and CCE constraints")
         self.population = spiel.Population.random(
             self.game, config.population, seed=int(initial.generate_state(1)[0])
         )

@@ -6,7 +6,9 @@ Bad input ends in one line, ``metaeval: error: ...``, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -38,6 +40,20 @@ def _option(text: str):
         return key, value
 
 
+def _memory_size(text: str) -> int:
+    from metaeval import budget
+
+    try:
+        return budget.parse_size(text)
+    except MetaEvalError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _memory_argument(parser):
+    parser.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
+                        help="memory budget of any one allocation, e.g. 16G (default: $METAEVAL_MAX_MEMORY or 4G)")
+
+
 def _run_arguments(parser):
     parser.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
     parser.add_argument("--iterations", type=_positive(int), default=100)
@@ -50,6 +66,7 @@ def _run_arguments(parser):
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                         help="rater option, repeatable")
     parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    _memory_argument(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -71,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     rate.add_argument("file", type=Path)
     rate.add_argument("--rater", default="deviation")
     rate.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE")
+    _memory_argument(rate)
 
     plot = commands.add_parser("plot", help="(re)draw the figures of a run or comparison directory")
     plot.add_argument("run_dir", type=Path)
@@ -102,7 +120,29 @@ def _load_table_or_game(path: Path):
     raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
 
 
+@contextlib.contextmanager
+def _memory_budget(max_memory: int | None):
+    """Set the budget for this command (in the environment, so compare's workers see it too)."""
+    from metaeval import budget
+
+    previous = os.environ.get(budget.VARIABLE)
+    if max_memory is not None:
+        os.environ[budget.VARIABLE] = str(max_memory)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(budget.VARIABLE, None)
+        else:
+            os.environ[budget.VARIABLE] = previous
+
+
 def run(args) -> int:
+    with _memory_budget(getattr(args, "max_memory", None)):
+        return _run(args)
+
+
+def _run(args) -> int:
     if args.command == "evolve":
         from metaeval import games
         from metaeval.loops.evolve import evolve

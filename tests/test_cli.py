@@ -145,3 +145,28 @@ def test_plot_of_hand_edited_files_is_a_clear_error_or_skips_bad_records(tmp_pat
     _one_line_error(capsys, ["plot", run], "lacks rater")
     _one_line_error(capsys, ["evolve", "--rater", "uniform", "--iterations", "2", "--population", "4",
                              "--out", run], "lacks rater")
+
+
+MEASURED = ("import resource, sys; from metaeval.cli import main; code = main(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--game", "chess"], "enumerating chess() (at least"),
+    (["--population", "2000"], "2000 x 2000 x 2000 policies (8e+09 joints) needs about"),
+])
+def test_work_that_cannot_fit_is_refused_in_seconds_with_little_memory(tmp_path, args, message):
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", MEASURED, "evolve", *args, "--out", str(tmp_path / "run")],
+                            capture_output=True, text=True, timeout=120)
+    seconds = time.perf_counter() - start
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr and "over the memory budget of 4 GiB" in result.stderr
+    assert seconds < 10
+    assert int(result.stdout) < 1 << 20  # peak resident memory in KiB: below 1 GiB
+    assert not (tmp_path / "run").exists()
+
+
+def test_max_memory_option(tmp_path, capsys):
+    _one_line_error(capsys, ["evolve", "--max-memory", "1K", "--out", tmp_path / "a"], "memory budget of 1 KiB")
+    _one_line_error(capsys, ["evolve", "--max-memory", "lots", "--out", tmp_path / "a"], "a memory size is")

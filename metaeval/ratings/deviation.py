@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from metaeval import lp
+from metaeval import budget, lp
 from metaeval.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -75,6 +75,7 @@ def constraints_to_freeze(
 def strictest_cce(matrix: np.ndarray) -> StrictestCCE:
     """Algorithm 1 on ``matrix`` (rows: deviations, columns: joints), warm-started HiGHS."""
     rows, columns = matrix.shape
+    budget.check(3 * 16 * matrix.size, f"the deviation-rating LP ({rows} x {columns})")  # 3 copies of 16-byte nonzeros
     # Columns: sigma (columns), g (rows), t.  Rows: simplex, g definitions, caps.
     sigma_part = sp.vstack(
         [sp.csr_matrix(np.ones((1, columns))), sp.csr_matrix(matrix), sp.csr_matrix((rows, columns))]
