@@ -9,6 +9,7 @@ import argparse
 import contextlib
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -197,18 +198,36 @@ def _run(args) -> int:
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every interrupt path (actor pools, worker
+    processes, run directories) cleans up the same way."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None) -> int:
+    """Run one command; SIGINT and SIGTERM stop it at once (exit 130 and 143): no new run or
+    shard is scheduled, the iteration in flight is abandoned and Ray is shut down."""
+    handler = signal.signal(signal.SIGTERM, _terminate)
     try:
         return run(build_parser().parse_args(argv))
     except MetaEvalError as exc:
         print(f"metaeval: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("metaeval: interrupted; finished iterations are saved, run again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        print(f"metaeval: {how}; finished iterations are saved, run the same command again to resume",
+              file=sys.stderr)
+        return code
     finally:
-        if "metaeval.distributed" in sys.modules:  # only when this command used Ray
-            sys.modules["metaeval.distributed"].shutdown()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not break the clean-up
+        try:
+            if "metaeval.distributed" in sys.modules:  # only when this command used Ray
+                sys.modules["metaeval.distributed"].shutdown()
+        finally:
+            signal.signal(signal.SIGTERM, handler)
 
 
 if __name__ == "__main__":

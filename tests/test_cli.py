@@ -170,3 +170,38 @@ def test_work_that_cannot_fit_is_refused_in_seconds_with_little_memory(tmp_path,
 def test_max_memory_option(tmp_path, capsys):
     _one_line_error(capsys, ["evolve", "--max-memory", "1K", "--out", tmp_path / "a"], "memory budget of 1 KiB")
     _one_line_error(capsys, ["evolve", "--max-memory", "lots", "--out", tmp_path / "a"], "a memory size is")
+
+
+def _children(pid):
+    try:
+        return {int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()}
+    except OSError:
+        return set()
+
+
+def _wait_for(predicate, seconds=120):
+    deadline = time.time() + seconds
+    while not predicate():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_sigint_stops_a_parallel_compare_at_once(tmp_path):
+    out = tmp_path / "cmp"
+    process = subprocess.Popen(
+        metaeval_command("compare", "--game", "kuhn_3p", "--raters", "uniform,nash,alpharank,deviation",
+                         "--seeds", "3", "--iterations", "200", "--population", "4", "--jobs", "2", "--out", out),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: any(out.glob("*/seed*/iterations.jsonl")))
+    workers = _children(process.pid)
+    started = len(list(out.glob("*/seed*/config.json")))
+    start = time.perf_counter()
+    process.send_signal(signal.SIGINT)
+    code = process.wait(timeout=60)
+    seconds = time.perf_counter() - start
+    err = process.stderr.read()
+    assert code == 130 and err.startswith("metaeval: interrupted;") and err.count("\n") == 1, err
+    assert seconds < 5
+    assert len(list(out.glob("*/seed*/config.json"))) <= started + 2  # at most the runs in flight
+    assert not list(out.glob("*/seed*/population.npz"))  # no run went on to finish
+    assert workers and not any(os.path.exists(f"/proc/{pid}") for pid in workers)
