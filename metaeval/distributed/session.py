@@ -30,6 +30,7 @@ import os
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -88,8 +89,13 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=
     from ray.exceptions import AuthenticationError
 
     where = f"the Ray cluster at {address!r}" if address else "an embedded Ray instance"
+    token_hint = (
+        " (token authentication is on: check that RAY_AUTH_TOKEN, the file named by RAY_AUTH_TOKEN_PATH "
+        "or ~/.ray/auth_token holds the cluster's token)"
+        if address and os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else ""
+    )
     try:
-        with _keep_sigterm_handler():
+        with _keep_sigterm_handler(), _quiet_stderr():
             ray.init(address=address, **options)
     except AuthenticationError:
         _remove_session_dir()
@@ -100,7 +106,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         _remove_session_dir()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise MetaEvalError(f"cannot start {where}: {first}") from None
+        raise MetaEvalError(f"cannot start {where}: {first}{token_hint}") from None
     _State.started, _State.address = True, address
 
 
@@ -145,7 +151,12 @@ def _use_available_token() -> None:
         )
     except ImportError:
         return
-    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    quiet = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    level, quiet.level = quiet.level, logging.ERROR  # its warning would say what we say here
+    try:
+        maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
+    finally:
+        quiet.setLevel(level)
 
 
 @contextlib.contextmanager
@@ -158,6 +169,23 @@ def _keep_sigterm_handler():
         if handler is not None:
             with contextlib.suppress(ValueError):  # not the main thread: Ray set nothing either
                 signal.signal(signal.SIGTERM, handler)
+
+
+@contextlib.contextmanager
+def _quiet_stderr():
+    """Discard what Ray's C++ core writes to stderr while connecting (a warning per failed
+    attempt); a failure is reported in one line by :func:`ensure_ray` instead."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with tempfile.TemporaryFile() as sink:
+            os.dup2(sink.fileno(), 2)
+            try:
+                yield
+            finally:
+                os.dup2(saved, 2)
+    finally:
+        os.close(saved)
 
 
 def _session_dir(log_dir: Path | None) -> str:
