@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from metaeval import plots, reports, rundir
 from metaeval.errors import MetaEvalError
-from metaeval.loops.evolve import Evolution, EvolveConfig, evolve
+from metaeval.loops.evolve import RECORD_SCHEMA, Evolution, EvolveConfig, evolve
 
 KIND = "compare"
 """The run-directory kind of a comparison."""
@@ -114,8 +114,6 @@ def write_comparison(out: Path, runs, title: str = ""):
 
 def load_comparison(out: Path):
     """Re-read the runs of a comparison directory (for re-plotting); records are checked."""
-    from metaeval.loops.evolve import RECORD_SCHEMA
-
     path = Path(out) / rundir.CONFIG
     stored = rundir.read_json(path)
     settings = rundir.stored_settings(stored) if rundir.stored_kind(stored) == KIND else None
