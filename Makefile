@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench stress results clean
+.PHONY: demo test cluster-test bench stress results clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
+
+# Tests that start Ray processes of their own: a two-node local cluster (`ray start --head`
+# plus a second node, stopped by process id), SIGTERM and SIGKILL of drivers with embedded Ray.
+cluster-test: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,client]'
+	$(BIN)/python -m pytest -q -p no:xdist -m cluster -s
 
 bench: $(STAMP)
 	$(BIN)/python -m bench.ratings

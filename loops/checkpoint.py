@@ -47,6 +47,8 @@ def load(out: Path) -> Checkpoint | None:
     if not path.exists():
         return None
     state = rundir.read_json(path)
+    if not isinstance(state, dict):
+        raise MetaEvalError(f"{path} is damaged (not a JSON object); start a new run directory")
     try:
         return Checkpoint(
             next_iteration=int(state["next_iteration"]),

@@ -11,8 +11,9 @@ running the same comparison again resumes unfinished runs and retries failed one
 
 from __future__ import annotations
 
+import multiprocessing
+import signal
 import sys
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -22,7 +23,13 @@ from tqdm.auto import tqdm
 from metaeval import plots, reports, rundir
 from metaeval.errors import MetaEvalError
 from metaeval.fileio import atomic_write
-from metaeval.loops.evolve import EvolveConfig, evolve
+from metaeval.loops.evolve import RECORD_SCHEMA, Evolution, EvolveConfig, evolve
+
+KIND = "compare"
+"""The run-directory kind of a comparison."""
+
+PER_RUN = ("rater", "seed")
+"""Settings that vary between the runs of a comparison."""
 
 FAILURES = "failures.csv"
 
@@ -38,6 +45,25 @@ def _run(job: tuple[EvolveConfig, Path, bool | None]) -> list[dict] | str:
         return evolve(config, out=out, progress=progress)
     except Exception as exc:  # any failure of one run is recorded, not fatal to the others
         return f"{type(exc).__name__}: {exc}"
+
+
+def _worker_signals() -> None:
+    """Workers leave interrupts to the parent, which terminates them at once."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def open_comparison(out, base: EvolveConfig, raters: list[str], seeds: list[int]) -> rundir.RunDirectory:
+    """Check ``out`` for this comparison (and every run in it); writes nothing."""
+    settings = {k: v for k, v in asdict(base).items() if k not in PER_RUN}
+    shared = {k: v for k, v in base.result_settings().items() if k not in PER_RUN}
+    run_dir = rundir.RunDirectory.open(out, KIND, settings={**settings, "raters": raters, "seeds": seeds},
+                                       result_settings=shared)
+    for rater in raters:
+        for seed in seeds:
+            config = replace(base, rater=rater, seed=seed)
+            Evolution(config, out=run_directory(out, config))  # refuses a conflicting run, writes nothing
+    return run_dir
 
 
 def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: int = 1,
@@ -59,26 +85,25 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
         raise MetaEvalError(f"jobs must be at least 1, got {jobs}")
     if jobs > 1 and base.workers > 1:
         raise MetaEvalError("use either several jobs or several workers per run, not both")
-    out = rundir.prepare(Path(out))
+    out = Path(out)
+    run_dir = open_comparison(out, base, raters, seeds)
+    run_dir.write_config({"command": sys.argv})
     configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds]
-    rundir.write_json(out / rundir.CONFIG, {"compare": {"base": asdict(base), "raters": raters, "seeds": seeds}})
     bar = tqdm(total=len(configs), desc=f"compare {base.game}", unit="run",
                disable=None if progress is None else not progress)
-    outcomes = [None] * len(configs)
+    outcomes = []
     if jobs == 1:
-        for i, config in enumerate(configs):
-            outcomes[i] = _run((config, run_directory(out, config), progress))
-            _report(outcomes[i], config, out, bar)
+        for config in configs:
+            outcomes.append(_run((config, run_directory(out, config), progress)))
+            _report(outcomes[-1], config, out, bar)
     else:
-        with ProcessPoolExecutor(jobs) as pool:
-            futures = {pool.submit(_run, (c, run_directory(out, c), False)): i for i, c in enumerate(configs)}
-            for future in as_completed(futures):
-                i = futures[future]
-                try:
-                    outcomes[i] = future.result()
-                except Exception as exc:  # the worker process itself died
-                    outcomes[i] = f"{type(exc).__name__}: {exc}"
-                _report(outcomes[i], configs[i], out, bar)
+        # On an interrupt or an error, leaving the block terminates the workers at once:
+        # no queued run starts, and the runs in flight resume from their last checkpoint.
+        with multiprocessing.Pool(jobs, initializer=_worker_signals) as pool:
+            work = [(c, run_directory(out, c), False) for c in configs]
+            for config, outcome in zip(configs, pool.imap(_run, work)):
+                outcomes.append(outcome)
+                _report(outcome, config, out, bar)
     bar.close()
 
     runs: dict[str, dict[int, list[dict]]] = {}
@@ -125,13 +150,21 @@ def write_comparison(out: Path, runs, title: str = ""):
 
 
 def load_comparison(out: Path):
-    """Re-read the finished runs of a comparison directory (for re-plotting)."""
-    spec = rundir.read_json(Path(out) / rundir.CONFIG)["compare"]
-    base = EvolveConfig(**spec["base"])
+    """Re-read the finished runs of a comparison directory (for re-plotting); records are checked."""
+    path = Path(out) / rundir.CONFIG
+    stored = rundir.read_json(path)
+    settings = rundir.stored_settings(stored) if rundir.stored_kind(stored) == KIND else None
+    if settings is None:
+        raise MetaEvalError(f"{path} is not a comparison configuration")
+    try:
+        raters, seeds = list(settings["raters"]), [int(s) for s in settings["seeds"]]
+        base = EvolveConfig(**{k: v for k, v in settings.items() if k not in ("raters", "seeds")})
+    except (KeyError, TypeError, ValueError) as exc:
+        raise MetaEvalError(f"{path} is damaged ({exc!r}); rerun the comparison into a new --out") from None
     runs = {}
-    for rater in spec["raters"]:
-        for seed in spec["seeds"]:
-            records = rundir.read_records(run_directory(out, replace(base, rater=rater, seed=seed)))
+    for rater in raters:
+        for seed in seeds:
+            records = rundir.read_records(run_directory(out, replace(base, rater=rater, seed=seed)), RECORD_SCHEMA)
             if len(records) >= base.iterations:  # finished runs only, as compare() tabulates
                 runs.setdefault(rater, {})[seed] = records
     if not runs:

@@ -7,6 +7,7 @@ entropy CCE, and replaces each player's lowest-rated quarter with new policies.
 
 from __future__ import annotations
 
+import json
 import math
 import sys
 import time
@@ -19,7 +20,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import metaeval
-from metaeval import equilibria, games, rundir, spiel
+from metaeval import budget, equilibria, games, rundir, spiel
 from metaeval.distributed import build_metagame
 from metaeval.errors import MetaEvalError
 from metaeval.loops import checkpoint
@@ -35,6 +36,17 @@ SUPPORT_MASS = 1e-9
 
 TIMING_KEYS = {"seconds"}
 """Diagnostics that vary between identical runs; kept out of the iteration log."""
+
+KIND = "evolve"
+"""The run-directory kind of a population run."""
+
+RECORD_SCHEMA = rundir.RecordSchema({
+    "policy_ids": rundir.LIST, "ratings": rundir.LIST, "cce_gap": rundir.NUMBER,
+    "cce_gap_per_player": rundir.NUMBERS, "mean_payoff": rundir.NUMBERS, "mecce_payoff": rundir.NUMBERS,
+    "mecce_support": rundir.COUNT, "rater_diagnostics": rundir.OBJECT, "discarded": rundir.LIST,
+    "added": rundir.LIST, "tie_break_keys": rundir.LIST, "seconds": rundir.OBJECT,
+})
+"""What every line of an evolve run's ``iterations.jsonl`` holds."""
 
 
 @dataclass(frozen=True)
@@ -58,10 +70,6 @@ class EvolveConfig:
     rater_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.rater not in metaeval.RATERS:
-            raise MetaEvalError(
-                f"unknown rater {self.rater!r}; choose one of {', '.join(sorted(metaeval.RATERS))}"
-            )
         if self.population < 4:
             raise MetaEvalError(f"population must be at least 4 per player, got {self.population}")
         if not 0 < self.discard_fraction < 1:
@@ -78,6 +86,9 @@ class EvolveConfig:
             raise MetaEvalError(f"episodes must be at least 2 (for a standard error), got {self.episodes}")
         if not isinstance(self.seed, int) or self.seed < 0:
             raise MetaEvalError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if not isinstance(self.rater_options, dict):
+            raise MetaEvalError(f"rater_options must be a dict, got {self.rater_options!r}")
+        metaeval.ratings.check_options(self.rater, self.rater_options)
 
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them."""
@@ -144,7 +155,7 @@ class Evolution:
     def __init__(self, config: EvolveConfig, out: Path | str | None = None,
                  new_policy: NewPolicy | None = None):
         self.config = config
-        self.out = None if out is None else rundir.prepare(Path(out))
+        self.out = None if out is None else Path(out)
         self.new_policy = new_policy or random_new_policy
         self.game = games.load(config.game)
         self.gap_evaluator = spiel.ExactEvaluator(self.game)  # caches reach columns by policy id
@@ -153,58 +164,79 @@ class Evolution:
         # Independent streams: the initial population, and the loop (tie-breaks, new policies).
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
+        num_players = self.game.num_players()
+        budget.check_joints([config.population] * num_players, num_players + config.population * num_players,
+                            "the population loop's meta-game and CCE constraints")
         self.population = spiel.Population.random(
             self.game, config.population, seed=int(initial.generate_state(1)[0])
         )
         self.iteration = 0
+        self.run_dir: rundir.RunDirectory | None = None
+        self._on_disk: dict[int, dict] = {}  # records already logged, recomputed on resume
+        self._restarted = False
         if self.out is not None:
             self._open_run_directory()
 
     # -- run directory ---------------------------------------------------------
     def _open_run_directory(self):
-        """Start a run in ``self.out``, or resume the one there if its settings agree."""
-        config_path = self.out / rundir.CONFIG
-        header = {"config": asdict(self.config), "sessions": [],
-                  "tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
+        """Check ``self.out`` and resume the run there if its settings agree; writes nothing."""
+        header = {"tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
                   "random_streams": "the loop's stream depends on the seed alone, so runs with one seed "
                                     "draw the same replacement policies whatever the rater (common random numbers)"}
-        if config_path.exists():
-            stored = rundir.read_json(config_path)
-            if not isinstance(stored, dict) or "config" not in stored:
-                raise MetaEvalError(f"{self.out} does not hold a single evolve run; use another --out")
-            try:
-                previous = EvolveConfig(**stored["config"]).result_settings()
-            except TypeError as exc:
-                raise MetaEvalError(f"{config_path} is not an evolve configuration: {exc}") from None
-            differ = [k for k, v in self.config.result_settings().items() if previous.get(k) != v]
-            if differ:
-                raise MetaEvalError(
-                    f"{self.out} holds a run with different {', '.join(differ)}; "
-                    "use a new --out directory or the same settings to resume"
-                )
-            header["sessions"] = stored.get("sessions", [])
-            self._resume()
-        header["sessions"].append(
-            {"from_iteration": self.iteration, "versions": _versions(), "command": sys.argv}
+        self.run_dir = rundir.RunDirectory.open(
+            self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
+            schema=RECORD_SCHEMA, header=header,
         )
-        rundir.write_json(config_path, header)
+        if self.run_dir.exists:
+            self._resume(checkpoint.load(self.out), self.run_dir.records)
 
-    def _resume(self):
-        state = checkpoint.load(self.out)
-        if state is None:  # killed before the first checkpoint
-            rundir.truncate_records(self.out, keep_below=0)
-            return
-        self.iteration = state.next_iteration
-        self.rng.bit_generator.state = state.rng_state
-        self.population = state.population
-        self.previous = state.metagame
-        rundir.truncate_records(self.out, keep_below=self.iteration)
-        self.records = rundir.read_records(self.out)
+    def _resume(self, state, records: list[dict]):
+        """Continue from the checkpoint if the log holds every record before it, else from
+        iteration 0 (the only earlier consistent state). Records on disk at or past the
+        resume point are kept and checked against their recomputation, never dropped."""
+        logged = {r["iteration"]: r for r in records}
+        start = 0 if state is None else state.next_iteration
+        missing = [i for i in range(start) if i not in logged]
+        if missing:
+            rundir.log.warning(
+                f"{self.out / rundir.LOG} lacks iteration(s) {_ranges(missing)} before the checkpoint at "
+                f"{start}; the run restarts from iteration 0, recomputes them and checks the {len(logged)} "
+                "records on disk against their recomputation"
+            )
+            start, self._restarted = 0, True
+        if start:
+            self.iteration = start
+            self.rng.bit_generator.state = state.rng_state
+            self.population = state.population
+            self.previous = state.metagame
+        self.records = [logged[i] for i in range(start)]
+        self._on_disk = {i: r for i, r in logged.items() if i >= start}
+
+    def _commit(self, record: dict) -> dict:
+        """Log ``record`` (or check it against the one already logged, which is kept) and
+        checkpoint; returns the record as logged."""
+        if not self.run_dir.committed:
+            self.run_dir.write_config(
+                {"from_iteration": record["iteration"], "versions": _versions(), "command": sys.argv}
+            )
+        logged = self._on_disk.pop(record["iteration"], None)
+        if logged is None:
+            self.run_dir.append(record)
+            logged = record
+        elif _without_timings(logged) != _without_timings(json.loads(json.dumps(record))):
+            raise MetaEvalError(
+                f"iteration {record['iteration']} recomputed differs from its record in {self.out / rundir.LOG}: "
+                "the run is not reproducible (a custom new_policy?); use a new --out"
+            )
+        checkpoint.save(self.out, self.iteration, self.population, self.previous, self.rng)
+        return logged
 
     # -- the loop ----------------------------------------------------------------
     def step(self) -> dict:
         """One iteration of SPEC 5: build, rate, measure the gap, replace the bottom quarter."""
         config, seconds = self.config, {}
+        if self.run_dir is not None:
+            self.run_dir.begin()
         clock = time.perf_counter()
 
         metagame = build_metagame(
@@ -252,10 +284,9 @@ class Evolution:
 
         self.previous = metagame
         self.iteration += 1
+        if self.run_dir is not None:
+            record = self._commit(record)
         self.records.append(record)
-        if self.out is not None:
-            rundir.append_record(self.out, record)
-            checkpoint.save(self.out, self.iteration, self.population, metagame, self.rng)
         return record
 
     def run(self, progress: bool | None = None) -> list[dict]:
@@ -263,10 +294,15 @@ class Evolution:
         remaining = range(self.iteration, self.config.iterations)
         bar = tqdm(remaining, desc=f"{self.config.game} {self.config.rater} seed {self.config.seed}",
                    unit="it", disable=None if progress is None else not progress, leave=False)
-        for _ in bar:
-            record = self.step()
-            bar.set_postfix(gap=f"{record['cce_gap']:.3g}")
-        if self.out is not None:
+        try:
+            for _ in bar:
+                record = self.step()
+                bar.set_postfix(gap=f"{record['cce_gap']:.3g}")
+        except BaseException:
+            if self.run_dir is not None:
+                self.run_dir.discard_if_unused()
+            raise
+        if self.run_dir is not None:
             self.finish()
         return self.records
 
@@ -274,10 +310,27 @@ class Evolution:
         """Final population, per-iteration summary table and plots in the run directory."""
         from metaeval import plots, reports
 
+        self.run_dir.begin()
+        if self._restarted:  # the recomputed gaps were appended after later records
+            self.run_dir.rewrite(sorted([*self.records, *self._on_disk.values()], key=lambda r: r["iteration"]))
         self.population.save(self.out / "population.npz")
         reports.summary_frame(self.records).to_csv(self.out / "summary.csv", index=False)
         plots.plot_run(self.out, self.records, label=self.config.rater, seed=self.config.seed,
                        title=f"{self.config.game}, {self.config.rater}, seed {self.config.seed}")
+
+
+def _without_timings(record: dict) -> dict:
+    return {k: v for k, v in record.items() if k != "seconds"}
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``"1-3, 7"``."""
+    spans, start = [], numbers[0]
+    for previous, current in zip(numbers, numbers[1:] + [None]):
+        if current != previous + 1:
+            spans.append(f"{start}" if start == previous else f"{start}-{previous}")
+            start = current
+    return ", ".join(spans)
 
 
 def evolve(config: EvolveConfig, out=None, new_policy: NewPolicy | None = None,

@@ -7,7 +7,10 @@ some of whose runs failed ends with exit status 1 after writing what finished.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
@@ -39,6 +42,20 @@ def _option(text: str):
         return key, value
 
 
+def _memory_size(text: str) -> int:
+    from metaeval import budget
+
+    try:
+        return budget.parse_size(text)
+    except MetaEvalError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _memory_argument(parser):
+    parser.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
+                        help="memory budget of any one allocation, e.g. 16G (default: $METAEVAL_MAX_MEMORY or 4G)")
+
+
 def _run_arguments(parser):
     parser.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
     parser.add_argument("--iterations", type=_positive(int), default=100)
@@ -51,6 +68,7 @@ def _run_arguments(parser):
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                         help="rater option, repeatable")
     parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    _memory_argument(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     rate.add_argument("file", type=Path)
     rate.add_argument("--rater", default="deviation")
     rate.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE")
+    _memory_argument(rate)
 
     plot = commands.add_parser("plot", help="(re)draw the figures of a run or comparison directory")
     plot.add_argument("run_dir", type=Path)
@@ -103,7 +122,29 @@ def _load_table_or_game(path: Path):
     raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
 
 
+@contextlib.contextmanager
+def _memory_budget(max_memory: int | None):
+    """Set the budget for this command (in the environment, so compare's workers see it too)."""
+    from metaeval import budget
+
+    previous = os.environ.get(budget.VARIABLE)
+    if max_memory is not None:
+        os.environ[budget.VARIABLE] = str(max_memory)
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop(budget.VARIABLE, None)
+        else:
+            os.environ[budget.VARIABLE] = previous
+
+
 def run(args) -> int:
+    with _memory_budget(getattr(args, "max_memory", None)):
+        return _run(args)
+
+
+def _run(args) -> int:
     if args.command == "evolve":
         from metaeval import games
         from metaeval.loops.evolve import evolve
@@ -138,40 +179,61 @@ def run(args) -> int:
         print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
     elif args.command == "plot":
         from metaeval import plots, rundir
-        from metaeval.loops.compare import load_comparison, write_comparison
+        from metaeval.loops import compare, evolve
 
         config_path = args.run_dir / rundir.CONFIG
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
-        if not isinstance(stored, dict) or not ({"compare", "config"} & set(stored)):
-            raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
-        if "compare" in stored:
-            runs, base = load_comparison(args.run_dir)
-            write_comparison(args.run_dir, runs, title=base.game)
-        else:
-            config = stored["config"]
-            records = rundir.read_records(args.run_dir)
+        kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
+        if kind == compare.KIND and settings is not None:
+            runs, base = compare.load_comparison(args.run_dir)
+            compare.write_comparison(args.run_dir, runs, title=base.game)
+        elif kind == evolve.KIND and settings is not None:
+            missing = [k for k in ("game", "rater", "seed") if k not in settings]
+            if missing:
+                raise MetaEvalError(f"{config_path} is damaged: it lacks {', '.join(missing)}")
+            records = rundir.read_records(args.run_dir, evolve.RECORD_SCHEMA)
             if not records:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
-            plots.plot_run(args.run_dir, records, label=config["rater"], seed=config["seed"],
-                           title=f"{config['game']}, {config['rater']}, seed {config['seed']}")
+            title = f"{settings['game']}, {settings['rater']}, seed {settings['seed']}"
+            plots.plot_run(args.run_dir, records, label=settings["rater"], seed=settings["seed"], title=title)
+        else:
+            raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
         print(f"plots: {args.run_dir / plots.GAP_PLOT}, {args.run_dir / plots.PAYOFF_PLOT}")
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that every interrupt path (actor pools, worker
+    processes, run directories) cleans up the same way."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv=None) -> int:
+    """Run one command; SIGINT and SIGTERM stop it at once (exit 130 and 143): no new run or
+    shard is scheduled, the iteration in flight is abandoned and Ray is shut down."""
+    handler = signal.signal(signal.SIGTERM, _terminate)
     try:
         return run(build_parser().parse_args(argv))
     except MetaEvalError as exc:
         print(f"metaeval: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("metaeval: interrupted; finished iterations are saved, run again to resume", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        print(f"metaeval: {how}; finished iterations are saved, run the same command again to resume",
+              file=sys.stderr)
+        return code
     finally:
-        if "metaeval.distributed" in sys.modules:  # only when this command used Ray
-            sys.modules["metaeval.distributed"].shutdown()
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not break the clean-up
+        try:
+            if "metaeval.distributed" in sys.modules:  # only when this command used Ray
+                sys.modules["metaeval.distributed"].shutdown()
+        finally:
+            signal.signal(signal.SIGTERM, handler)
 
 
 if __name__ == "__main__":

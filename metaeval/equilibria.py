@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from metaeval import budget
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.mecce import max_entropy
@@ -53,6 +54,7 @@ def cce_constraints(game: MetaGame) -> np.ndarray:
 
     sigma is an eps-CCE iff ``A @ sigma.ravel() <= eps`` (SPEC section 1).
     """
+    budget.check_joints(game.shape, sum(game.shape), "the CCE constraint matrix")
     return np.concatenate(
         [deviation_payoffs(game, p).reshape(game.shape[p], -1) for p in range(game.num_players)]
     )

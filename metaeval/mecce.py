@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from metaeval import lp
+from metaeval import budget, lp
 from metaeval.errors import MetaEvalError
 
 # Stop when the projected gradient (the largest KKT residual, in units of max|M|) is
@@ -166,6 +166,7 @@ def largest_support(matrix: np.ndarray) -> np.ndarray:
     y <= x. Scaling x up, y_j reaches 1 exactly for every joint in some solution's support.
     """
     rows, joints = matrix.shape
+    budget.check(3 * 16 * matrix.size, f"the MECCE support LP ({rows} x {joints})")  # 3 copies of 16-byte nonzeros
     identity = sp.identity(joints, format="csr")
     cone = sp.hstack([sp.csr_matrix(matrix), sp.csr_matrix((rows, joints))])  # matrix x <= 0
     below = sp.hstack([-identity, identity])  # y - x <= 0

@@ -1,3 +1,4 @@
+import json
 import os
 import signal
 import subprocess
@@ -101,3 +102,106 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     assert sorted(a.files) == sorted(b.files)
     for key in a.files:
         np.testing.assert_array_equal(a[key], b[key])
+
+
+def _one_line_error(capsys, args, message):
+    code = main([str(a) for a in args])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("metaeval: error: ") and err.count("\n") == 1, err
+    assert message in err
+
+
+def test_evolve_and_compare_refuse_each_others_directories_and_write_nothing(tmp_path, capsys):
+    quick = ["--iterations", "1", "--population", "4"]
+    run, comparison = tmp_path / "run", tmp_path / "cmp"
+    assert main(["evolve", "--rater", "uniform", *quick, "--out", str(run)]) == 0
+    assert main(["compare", "--game", "kuhn_3p", "--raters", "uniform", "--seeds", "1", *quick,
+                 "--out", str(comparison)]) == 0
+    before = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    _one_line_error(capsys, ["compare", "--raters", "uniform", "--seeds", "1", *quick, "--out", run],
+                    "holds a 'evolve' run, not 'compare'")
+    _one_line_error(capsys, ["evolve", *quick, "--out", comparison], "holds a 'compare' run, not 'evolve'")
+    _one_line_error(capsys, ["compare", "--game", "sheriff", "--raters", "uniform", "--seeds", "1", *quick,
+                             "--out", comparison], "different game")
+    # a run inside the comparison that conflicts stops the whole command before any write
+    _one_line_error(capsys, ["compare", "--raters", "uniform", "--seeds", "1", *quick, "--option", "x=1",
+                             "--out", comparison], "has no option(s) x")
+    after = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    assert after == before
+    assert main(["plot", str(comparison)]) == 0
+
+
+def test_plot_of_hand_edited_files_is_a_clear_error_or_skips_bad_records(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["evolve", "--rater", "uniform", "--iterations", "2", "--population", "4", "--out", str(run)]) == 0
+    lines = (run / "iterations.jsonl").read_text().splitlines()
+    record = json.loads(lines[1])
+    del record["mean_payoff"]
+    (run / "iterations.jsonl").write_text(lines[0] + "\n" + json.dumps(record) + "\n")
+    assert main(["plot", str(run)]) == 0  # draws the valid record
+    config = json.loads((run / "config.json").read_text())
+    del config["settings"]["rater"]
+    (run / "config.json").write_text(json.dumps(config))
+    _one_line_error(capsys, ["plot", run], "lacks rater")
+    _one_line_error(capsys, ["evolve", "--rater", "uniform", "--iterations", "2", "--population", "4",
+                             "--out", run], "lacks rater")
+
+
+MEASURED = ("import resource, sys; from metaeval.cli import main; code = main(sys.argv[1:]); "
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--game", "chess"], "enumerating chess() (at least"),
+    (["--population", "2000"], "2000 x 2000 x 2000 policies (8e+09 joints) needs about"),
+])
+def test_work_that_cannot_fit_is_refused_in_seconds_with_little_memory(tmp_path, args, message):
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", MEASURED, "evolve", *args, "--out", str(tmp_path / "run")],
+                            capture_output=True, text=True, timeout=120)
+    seconds = time.perf_counter() - start
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert message in result.stderr and "over the memory budget of 4 GiB" in result.stderr
+    assert seconds < 10
+    assert int(result.stdout) < 1 << 20  # peak resident memory in KiB: below 1 GiB
+    assert not (tmp_path / "run").exists()
+
+
+def test_max_memory_option(tmp_path, capsys):
+    _one_line_error(capsys, ["evolve", "--max-memory", "1K", "--out", tmp_path / "a"], "memory budget of 1 KiB")
+    _one_line_error(capsys, ["evolve", "--max-memory", "lots", "--out", tmp_path / "a"], "a memory size is")
+
+
+def _children(pid):
+    try:
+        return {int(c) for c in open(f"/proc/{pid}/task/{pid}/children").read().split()}
+    except OSError:
+        return set()
+
+
+def _wait_for(predicate, seconds=120):
+    deadline = time.time() + seconds
+    while not predicate():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_sigint_stops_a_parallel_compare_at_once(tmp_path):
+    out = tmp_path / "cmp"
+    process = subprocess.Popen(
+        metaeval_command("compare", "--game", "kuhn_3p", "--raters", "uniform,nash,alpharank,deviation",
+                         "--seeds", "3", "--iterations", "200", "--population", "4", "--jobs", "2", "--out", out),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: any(out.glob("*/seed*/iterations.jsonl")))
+    workers = _children(process.pid)
+    started = len(list(out.glob("*/seed*/config.json")))
+    start = time.perf_counter()
+    process.send_signal(signal.SIGINT)
+    code = process.wait(timeout=60)
+    seconds = time.perf_counter() - start
+    err = process.stderr.read()
+    assert code == 130 and err.startswith("metaeval: interrupted;") and err.count("\n") == 1, err
+    assert seconds < 5
+    assert len(list(out.glob("*/seed*/config.json"))) <= started + 2  # at most the runs in flight
+    assert not list(out.glob("*/seed*/population.npz"))  # no run went on to finish
+    assert workers and not any(os.path.exists(f"/proc/{pid}") for pid in workers)

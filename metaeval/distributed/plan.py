@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from metaeval import budget
 from metaeval.distributed.evaluator import ShardResult, ShardTask
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -83,8 +84,9 @@ def plan_build(population, previous: MetaGame | None, mode: str, episodes: int) 
     """
     sizes = tuple(population.sizes)
     num_players = len(sizes)
-    payoffs = np.full((num_players, *sizes), np.nan)
     sampled = mode == "sampled"
+    budget.check_joints(sizes, num_players * (3 if sampled else 1), "the meta-game")
+    payoffs = np.full((num_players, *sizes), np.nan)
     stderr = np.full_like(payoffs, np.nan) if sampled else None
     counts = np.zeros(sizes) if sampled else None
     kept = np.zeros(sizes, dtype=bool)

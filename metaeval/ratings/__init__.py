@@ -28,6 +28,11 @@ def rate(game: MetaGame, method: str, **options) -> Rating:
     """Rate every strategy of ``game`` with the rater registered as ``method``."""
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"rate() needs a MetaGame, got {type(game).__name__}")
+    return check_options(method, options)(game, **options)
+
+
+def check_options(method: str, options: dict):
+    """The rater registered as ``method``, once its name and option names are checked."""
     try:
         rater = RATERS[method]
     except KeyError:
@@ -41,7 +46,7 @@ def rate(game: MetaGame, method: str, **options) -> Rating:
             f"rater {method!r} has no option(s) {', '.join(unknown)}; "
             f"it accepts {', '.join(list(accepted)[1:]) or 'none'}"
         )
-    return rater(game, **options)
+    return rater
 
 
-__all__ = ["RATERS", "Rating", "rate"]
+__all__ = ["RATERS", "Rating", "check_options", "rate"]

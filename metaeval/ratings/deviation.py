@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from metaeval import lp
+from metaeval import budget, lp
 from metaeval.cce_columns import GameColumns, StoredColumns
 from metaeval.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
@@ -125,8 +125,9 @@ class _WarmModel:
 
     def __init__(self, source, joints: np.ndarray):
         rows = source.num_rows
-        matrix = source.columns(joints)
         columns = len(joints)
+        budget.check(3 * 16 * rows * columns, f"the deviation-rating LP ({rows} x {columns})")  # 3 copies of 16-byte nonzeros
+        matrix = source.columns(joints)
         # Columns: sigma (columns), g (rows), t; sigma columns added later go last.
         # Rows: simplex, g definitions, caps.
         sigma_part = sp.vstack(

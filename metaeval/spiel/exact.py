@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from metaeval import games
+from metaeval import budget, games
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.spiel.policies import check_table, policy_table
@@ -85,6 +85,9 @@ class ExactEvaluator:
         self._check_player(player)
         if len(policies) == 0:
             return np.ones((self.tree.num_terminals, 0))
+        layout = self.tree.players[player]
+        budget.check(budget.FLOAT * len(policies) * (self.tree.num_terminals + 2 * layout.legal.size),
+                     f"the reach matrix of {len(policies)} policies over {self.tree.num_terminals:,} terminals")
         plans = realisation_plans(self.tree, player, self.tables(player, policies))
         return plans[self.tree.last_sequence[player]]
 
@@ -145,6 +148,7 @@ class ExactEvaluator:
     # -- meta-games -----------------------------------------------------------
     def metagame(self, population) -> MetaGame:
         """The exact meta-game of ``population``; only slices of new policies are computed."""
+        budget.check_joints(population.sizes, self.num_players, "the exact meta-game")
         reaches = self.population_reaches(population)
         kept, fresh, old_positions = self._reusable(population)
         if all(kept):

@@ -18,7 +18,7 @@ import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
 
-from metaeval import games
+from metaeval import budget, games
 from metaeval.errors import MetaEvalError
 from metaeval.fileio import atomic_savez
 from metaeval.spiel.policies import policy_table, random_table, tabular_policy
@@ -42,6 +42,8 @@ def policy_rng(seed: int, player: int, policy_id: int) -> np.random.Generator:
 def random_policies(game, player: int, ids: Sequence[int], seed, kind: str = "dirichlet") -> list:
     """Random tabular policies of ``kind`` for ``player``, the one with id i from ``policy_rng(seed, player, i)``."""
     layout = game_tree(game).players[player]
+    budget.check(budget.FLOAT * len(ids) * layout.legal.size,
+                 f"{len(ids)} tabular policies of player {player} ({layout.legal.shape[0]} information states)")
     return [tabular_policy(layout, random_table(layout, policy_rng(seed, player, i), kind)) for i in ids]
 
 

@@ -20,17 +20,25 @@ from __future__ import annotations
 import functools
 import hashlib
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
 
-from metaeval import games
+from metaeval import budget, games
 from metaeval.errors import MetaEvalError
 
 EMPTY_SEQUENCE = -1
-DEFAULT_MAX_TERMINALS = 5_000_000
+
+#: Bytes one terminal history costs while enumerating (Python floats, lists and tuples:
+#: about 200 + 90 N, measured with tracemalloc on kuhn_poker and sheriff) and after.
+BYTES_PER_TERMINAL = 200
+BYTES_PER_TERMINAL_PER_PLAYER = 90
+#: Random playouts of the size estimate (Knuth 1975): each multiplies the branching
+#: factors along one random path, an unbiased estimate of the number of terminals.
+ESTIMATE_PLAYOUTS = 64
 
 
 @dataclass(frozen=True, eq=False)
@@ -90,15 +98,75 @@ def infostate_key(game_type, state, player: int) -> str:
     return str(state)
 
 
-def game_tree(game, max_terminals: int = DEFAULT_MAX_TERMINALS) -> GameTree:
-    """The (cached) sequence-form tree of ``game``: a ``pyspiel.Game`` or a name for ``games.load``."""
-    return _cached_tree(str(games.load(game)), max_terminals)
+def game_tree(game, max_terminals: int | None = None) -> GameTree:
+    """The (cached) sequence-form tree of ``game``: a ``pyspiel.Game`` or a name for ``games.load``.
+
+    The tree's size is estimated first and enumeration refused (a ``MetaEvalError``
+    with the estimate) when it would exceed the memory budget (:mod:`metaeval.budget`)
+    or ``max_terminals``; the walk itself stops at the same limit.
+    """
+    game = games.load(game)
+    limit = terminal_limit(game.num_players())
+    if max_terminals is not None:
+        limit = min(limit, max_terminals)
+    return _cached_tree(str(game), limit)
+
+
+def terminal_limit(num_players: int) -> int:
+    """The most terminal histories the memory budget allows to enumerate."""
+    return budget.max_memory() // (BYTES_PER_TERMINAL + BYTES_PER_TERMINAL_PER_PLAYER * num_players)
+
+
+def estimate_terminals(game, playouts: int = ESTIMATE_PLAYOUTS,
+                       give_up_above: float = math.inf) -> tuple[float, bool]:
+    """Knuth's (1975) estimate of the number of terminal histories: the mean over random
+    playouts (seeded) of the product of branching factors along the path, and whether
+    every playout finished. A playout whose product passes ``give_up_above`` stops
+    there, so the estimate is then a lower bound (and cheap even for chess)."""
+    rng = np.random.default_rng(0)
+    total, finished = 0.0, True
+    for _ in range(playouts):
+        state, weight = game.new_initial_state(), 1.0
+        while not state.is_terminal() and weight <= give_up_above:
+            if state.is_chance_node():
+                outcomes = [a for a, p in state.chance_outcomes() if p > 0]
+                weight *= len(outcomes)
+                state.apply_action(outcomes[rng.integers(len(outcomes))])
+            elif state.is_simultaneous_node():
+                choices = [state.legal_actions(p) or [0] for p in range(game.num_players())]
+                weight *= math.prod(len(c) for c in choices)
+                state.apply_actions([c[rng.integers(len(c))] for c in choices])
+            else:
+                actions = state.legal_actions()
+                weight *= len(actions)
+                state.apply_action(actions[rng.integers(len(actions))])
+        total += weight
+        finished = finished and state.is_terminal()
+    return total / playouts, finished
+
+
+def _check_size(game: pyspiel.Game, limit: int) -> None:
+    """Refuse, before enumerating, a game whose estimated tree exceeds ``limit`` terminals."""
+    estimate, finished = estimate_terminals(game, give_up_above=limit * ESTIMATE_PLAYOUTS)
+    if estimate > limit:
+        about = f"about {estimate:.2g}" if finished else f"at least {estimate:.2g}"
+        per_terminal = BYTES_PER_TERMINAL + BYTES_PER_TERMINAL_PER_PLAYER * game.num_players()
+        budget.check(
+            estimate * per_terminal,
+            f"enumerating {game} ({about} terminal histories, estimated from "
+            f"{ESTIMATE_PLAYOUTS} random playouts; at most {limit:,} fit)",
+            "exact meta-games, tabular policies and the full-game CCE gap need the whole tree, "
+            "so choose a smaller game",
+        )
+        raise MetaEvalError(f"{game} has {about} terminal histories, more than max_terminals={limit:,}")
 
 
 @functools.lru_cache(maxsize=16)
 def _cached_tree(game_string: str, max_terminals: int) -> GameTree:
     # Rebuilt from the string, which is what the cache and saved populations rely on.
-    return _Enumerator(games.load(game_string), max_terminals).run()
+    enumerator = _Enumerator(games.load(game_string), max_terminals)  # checks the kind of game
+    _check_size(enumerator.game, max_terminals)
+    return enumerator.run()
 
 
 class _Enumerator:
@@ -126,6 +194,8 @@ class _Enumerator:
     def run(self) -> GameTree:
         stack = [(self.game.new_initial_state(), 1.0, (EMPTY_SEQUENCE,) * self.num_players)]
         while stack:
+            if len(stack) > self.max_terminals:  # a deep tree: the pending states alone are too many
+                self._refuse(f"more than {len(stack):,} pending states")
             state, chance, last = stack.pop()
             if state.is_terminal():
                 self._add_terminal(state, chance, last)
@@ -175,12 +245,16 @@ class _Enumerator:
             )
         return row
 
+    def _refuse(self, found: str):
+        raise MetaEvalError(
+            f"{self.game} has {found}, more than the {self.max_terminals:,} terminal histories the memory "
+            f"budget allows ({budget.describe(budget.max_memory())}; raise it with --max-memory or "
+            f"{budget.VARIABLE}); exact meta-games, tabular policies and the full-game CCE gap need the whole tree"
+        )
+
     def _add_terminal(self, state, chance, last):
         if len(self.returns) >= self.max_terminals:
-            raise MetaEvalError(
-                f"{self.game} has more than {self.max_terminals} terminal histories; too many to "
-                "enumerate exactly (raise max_terminals or use the sampled meta-game)"
-            )
+            self._refuse(f"more than {self.max_terminals:,} terminal histories")
         self.chance.append(chance)
         self.returns.append(state.returns())
         self.last.append(last)

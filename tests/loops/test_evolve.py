@@ -1,4 +1,5 @@
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -151,7 +152,7 @@ def test_seed_and_episodes_validated():
 
 def test_comparison_directory_or_damaged_state_is_a_clear_error(tmp_path):
     rundir.write_json(tmp_path / "config.json", {"compare": {}})
-    with pytest.raises(MetaEvalError, match="does not hold a single evolve run"):
+    with pytest.raises(MetaEvalError, match="holds a 'compare' run, not 'evolve'"):
         Evolution(EvolveConfig(iterations=1), out=tmp_path)
     run = tmp_path / "run"
     evolve(EvolveConfig(rater="uniform", iterations=1), out=run, progress=False)
@@ -196,3 +197,94 @@ def test_logged_mecce_support_is_that_of_the_iterations_metagame():
         sigma = equilibria.mecce(run.previous)
         assert record["mecce_support"] == int(np.count_nonzero(sigma > 1e-9))
         assert record["mecce_payoff"][0] == pytest.approx(float(np.sum(sigma * run.previous.payoffs[0])))
+
+
+def _reference(iterations=6):
+    config = EvolveConfig(game="kuhn_3p", rater="uniform", iterations=iterations, population=4, seed=5)
+    return config, without_timings(evolve(config, progress=False))
+
+
+def _steps(config, out, count):
+    """``count`` logged iterations without the final plots (which dominate a short run's time)."""
+    run = Evolution(config, out=out)
+    for _ in range(count):
+        run.step()
+
+
+def test_a_garbage_line_costs_no_valid_record(tmp_path, caplog):
+    config, reference = _reference()
+    run = tmp_path / "run"
+    _steps(config, run, 4)
+    lines = (run / "iterations.jsonl").read_text().splitlines(keepends=True)
+    (run / "iterations.jsonl").write_text(lines[0] + "garbage\n" + "".join(lines[1:]))
+    with caplog.at_level("WARNING", logger="metaeval"):
+        records = evolve(config, out=run, progress=False)
+    assert "line 2: not JSON" in caplog.text and "iterations.damaged.jsonl" in caplog.text
+    assert (run / "iterations.damaged.jsonl").read_text() == "garbage\n"
+    assert without_timings(records) == reference
+    assert without_timings(rundir.read_records(run)) == reference
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete", "replace_a_record"])
+def test_a_log_with_holes_is_recomputed_and_the_valid_records_kept(tmp_path, damage, caplog):
+    config, reference = _reference()
+    run = tmp_path / "run"
+    _steps(config, run, 4)
+    log = run / "iterations.jsonl"
+    text = log.read_text()
+    kept = rundir.read_records(run)
+    if damage == "truncate":  # cut in the middle of the third record
+        log.write_text(text[: text.index('"iteration": 2') + 5])
+        kept = kept[:2]
+    elif damage == "delete":
+        log.unlink()
+        kept = []
+    else:  # a record without mean_payoff
+        lines = text.splitlines(keepends=True)
+        bad = json.loads(lines[1])
+        del bad["mean_payoff"]
+        log.write_text(lines[0] + json.dumps(bad) + "\n" + "".join(lines[2:]))
+        kept = [kept[0], *kept[2:]]
+    with caplog.at_level("WARNING", logger="metaeval"):
+        records = evolve(config, out=run, progress=False)
+    assert "restarts from iteration 0" in caplog.text
+    assert without_timings(records) == reference
+    on_disk = rundir.read_records(run)
+    assert without_timings(on_disk) == reference
+    # the records that were valid are the very ones kept (with their original timings)
+    assert all(r in on_disk for r in kept)
+    assert [json.loads(line)["iteration"] for line in log.read_text().splitlines()] == list(range(6))
+
+
+def test_a_record_past_the_checkpoint_is_kept_not_rewritten(tmp_path):
+    config, reference = _reference(iterations=3)
+    run = tmp_path / "run"
+    _steps(config, run, 2)
+    extra = json.loads(json.dumps(evolve(config, progress=False)[2]))  # what iteration 2 will be
+    with open(run / "iterations.jsonl", "a") as f:  # as if killed between log and checkpoint
+        f.write(json.dumps(extra, sort_keys=True) + "\n")
+    evolve(config, out=run, progress=False)
+    assert rundir.read_records(run)[2] == extra
+    assert len((run / "iterations.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_config_without_its_settings_is_a_clear_error(tmp_path):
+    config = EvolveConfig(rater="uniform", iterations=1, population=4)
+    _steps(config, tmp_path, 1)
+    stored = rundir.read_json(tmp_path / "config.json")
+    del stored["settings"]["rater"]
+    rundir.write_json(tmp_path / "config.json", stored)
+    with pytest.raises(MetaEvalError, match="config.json is damaged: it lacks rater"):
+        Evolution(config, out=tmp_path)
+
+
+def test_a_refused_or_failed_run_writes_nothing(tmp_path):
+    with pytest.raises(MetaEvalError, match="has no option"):
+        EvolveConfig(rater="alpharank", rater_options={"alfa": 1})
+    out = tmp_path / "run"
+    bad = EvolveConfig(rater="alpharank", iterations=1, population=4, rater_options={"alpha": -1})
+    with pytest.raises(MetaEvalError):
+        evolve(bad, out=out, progress=False)
+    assert not out.exists()
+    _steps(replace(bad, rater_options={"alpha": 1}), out, 1)
+    assert len(rundir.read_records(out)) == 1

@@ -4,7 +4,8 @@ import numpy as np
 import pyspiel
 import pytest
 
-from metaeval import MetaEvalError, games
+from metaeval import MetaEvalError, budget, games
+from metaeval.spiel import tree as tree_module
 from metaeval.spiel.exact import realisation_plans
 from metaeval.spiel.tree import EMPTY_SEQUENCE, game_tree
 
@@ -97,9 +98,34 @@ def test_a_player_who_never_decides_has_an_empty_layout(tmp_path):
     np.testing.assert_allclose(sorted(tree.chance), [0.25, 0.25, 0.75, 0.75])
 
 
-def test_too_many_terminals_is_a_clear_error():
-    with pytest.raises(MetaEvalError, match="more than 100 terminal histories.*sampled meta-game"):
+def test_too_many_terminals_is_a_clear_error(monkeypatch):
+    with pytest.raises(MetaEvalError, match="about 3.4e\\+02 terminal histories, more than max_terminals=100"):
         game_tree("kuhn_3p", max_terminals=100)
+    # the walk stops at the limit too, whatever the estimate said
+    monkeypatch.setattr(tree_module, "estimate_terminals", lambda game, **_: (1.0, True))
+    with pytest.raises(MetaEvalError, match="more than 100 terminal histories"):
+        game_tree("kuhn_3p", max_terminals=100)
+
+
+@pytest.mark.parametrize("game, count", [("kuhn_3p", 312), ("sheriff", 396), ("leduc_2p", 5520)])
+def test_size_estimate_is_near_the_true_count(game, count):
+    estimate, finished = tree_module.estimate_terminals(games.load(game))
+    assert finished and 0.7 * count < estimate < 1.3 * count
+
+
+def test_games_too_big_for_the_budget_are_refused_at_once(monkeypatch):
+    """Chess used to grow at hundreds of MB a second; now its estimate is refused in milliseconds."""
+    import time
+
+    monkeypatch.delenv(budget.VARIABLE, raising=False)
+    for name in ["chess", "kuhn_poker(players=9)"]:
+        start = time.perf_counter()
+        with pytest.raises(MetaEvalError, match="enumerating .* terminal histories.*over the memory budget of 4 GiB"):
+            game_tree(name)
+        assert time.perf_counter() - start < 10
+    monkeypatch.setenv(budget.VARIABLE, "1K")
+    with pytest.raises(MetaEvalError, match="over the memory budget of 1 KiB"):
+        game_tree("leduc_2p")
 
 
 def test_mean_field_games_are_refused():
