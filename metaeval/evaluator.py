@@ -27,7 +27,7 @@ import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
 
-from metaeval import games, meta_solvers, rundir, spiel
+from metaeval import games, matchmaking, meta_solvers, rundir, spiel
 from metaeval.distributed import build_metagame
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -246,6 +246,33 @@ class Evaluator:
         a name in :data:`metaeval.meta_solvers.SOLVERS` (``uniform``, ``nash``, ``alpharank``,
         ``mecce``, ``mgcce``, ``deviation``) or a callable ``solver(metagame, **options)``."""
         return meta_solvers.solve(self.metagame(), solver, **options)
+
+    def opponents(self, player: int, rule: str = "uniform", member: int | None = None, **options) -> np.ndarray:
+        """Whom ``player``'s policy ``member`` (an id; None: the whole population) trains
+        against: a distribution over the other players' joint profiles, an array of the
+        meta-game's shape without ``player``'s axis (see :mod:`metaeval.matchmaking`).
+
+        - ``"uniform"``: every profile equally likely;
+        - ``"pfsp"``: prioritised fictitious self-play, weight ``(1 - x)^exponent`` with ``x``
+          the member's payoff against the profile rescaled from the game's utility range to
+          [0, 1] (its win probability in a +1/-1 game); option ``exponent`` (default 2);
+        - a meta-solver name (``"nash"``, ``"mecce"``, ``"deviation"``, ...): the conditional
+          of :meth:`meta_distribution` given that ``player`` plays ``member`` (its opponents'
+          marginal when ``member`` is None or has no mass); options go to the solver.
+        """
+        self._check_player(player)
+        index = None if member is None else self._index(player, member)
+        metagame = self.metagame()
+        if rule == "pfsp":
+            utility_range = (self.game.min_utility(), self.game.max_utility())
+            return matchmaking.pfsp(metagame, player, utility_range, index, **options)
+        if rule == "uniform" and not options:
+            return matchmaking.uniform(metagame, player, index)
+        if rule in meta_solvers.SOLVERS:
+            return matchmaking.conditional(metagame, player, self.meta_distribution(rule, **options), index)
+        raise MetaEvalError(
+            f"unknown matchmaking rule {rule!r}; choose pfsp or a meta-solver ({', '.join(meta_solvers.SOLVERS)})"
+        )
 
     def gap(self, sigma) -> spiel.CCEGap:
         """The full-game CCE gap of ``sigma`` (SPEC 4), with each player's best response
