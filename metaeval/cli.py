@@ -1,4 +1,4 @@
-"""The ``metaeval`` command: evolve, compare, rate, plot.
+"""The ``metaeval`` command: evolve, compare, pbt, rate, plot.
 
 Bad input ends in one line, ``metaeval: error: ...``, and exit status 2.
 """
@@ -67,6 +67,26 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--jobs", type=_positive(int), default=1, help="runs in parallel processes")
     _run_arguments(compare)
 
+    pbt = commands.add_parser("pbt", help="population-based training of learners, selected by a rater")
+    pbt.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
+    pbt.add_argument("--rater", default="deviation", help="who is copied and who is replaced")
+    pbt.add_argument("--learner", default="qlearning")
+    pbt.add_argument("--matchmaking", default="pfsp", help="uniform, pfsp, or a meta-solver (nash, mecce, ...)")
+    pbt.add_argument("--steps", type=_positive(int), default=30, help="training steps")
+    pbt.add_argument("--interval", type=_positive(int), default=2, help="training steps between exploits")
+    pbt.add_argument("--episodes-per-step", type=_positive(int), default=2000)
+    pbt.add_argument("--population", type=int, default=8, help="members per player (>= 4)")
+    pbt.add_argument("--discard-fraction", type=float, default=0.25)
+    pbt.add_argument("--mutation-scale", type=float, default=0.25)
+    pbt.add_argument("--seed", type=int, default=0)
+    pbt.add_argument("--workers", type=_positive(int), default=1, help="Ray tasks training members")
+    pbt.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
+    pbt.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                     help="rater option, repeatable")
+    pbt.add_argument("--learner-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                     help="learner option (step_size, epsilon), repeatable")
+    pbt.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+
     rate = commands.add_parser("rate", help="rate a saved meta-game (.npz, .npy) or score table (.csv)")
     rate.add_argument("file", type=Path)
     rate.add_argument("--rater", default="deviation")
@@ -124,6 +144,21 @@ def run(args) -> int:
         games.load(base.game)
         _, final = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs)
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+    elif args.command == "pbt":
+        from metaeval import games
+        from metaeval.loops.pbt import PBTConfig, pbt
+
+        config = PBTConfig(
+            game=args.game, rater=args.rater, learner=args.learner, matchmaking=args.matchmaking,
+            steps=args.steps, interval=args.interval, episodes_per_step=args.episodes_per_step,
+            population=args.population, discard_fraction=args.discard_fraction,
+            mutation_scale=args.mutation_scale, seed=args.seed, workers=args.workers, address=args.address,
+            rater_options=dict(args.option), learner_options=dict(args.learner_option),
+        )
+        games.load(config.game)
+        records = pbt(config, out=args.out)
+        print(f"{len(records)} steps; final CCE gap {records[-1]['cce_gap']:.6g}; results in {args.out}")
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
     elif args.command == "rate":
         import metaeval

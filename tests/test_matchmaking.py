@@ -33,7 +33,7 @@ def test_each_rule_is_a_distribution_over_existing_members(evaluator, rule):
         for member in [None, *evaluator.ids[player]]:
             distribution = evaluator.opponents(player, rule, member=member)
             assert_distribution_over_members(distribution, evaluator.sizes, player)
-            opponents = Opponents.from_distribution(evaluator.population, player, distribution)
+            opponents = Opponents.from_distribution(evaluator.population.policies, player, distribution)
             for profile in opponents.profiles:
                 for q, policy in enumerate(profile):
                     assert (policy is None) == (q == player)

@@ -1,7 +1,8 @@
 """Learners: train a policy for a budget of episodes against opponents drawn from a distribution.
 
     learner = QLearning()
-    opponents = Opponents.from_distribution(population, player, evaluator.opponents(player, "pfsp"))
+    distribution = evaluator.opponents(player, "pfsp", member=policy_id)
+    opponents = Opponents.from_distribution(evaluator.population.policies, player, distribution)
     values = learner.train(game, player, opponents, episodes, rng)
     policy = learner.policy(game, player, values)      # a read-only TabularPolicy
 """

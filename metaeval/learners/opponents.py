@@ -12,8 +12,9 @@ from metaeval.errors import MetaEvalError
 
 @dataclass(frozen=True)
 class Opponents:
-    """A distribution over opponent profiles: ``profiles[j][q]`` is the policy of player q
-    in profile j (the learner's own entry is ignored), drawn with ``probabilities[j]``."""
+    """A distribution over opponent profiles: ``profiles[j][q]`` is the policy (an OpenSpiel
+    policy or an ``[S, A]`` table on the player's layout) of player q in profile j (the
+    learner's own entry is ignored), drawn with ``probabilities[j]``."""
 
     profiles: tuple[tuple, ...]
     probabilities: np.ndarray
@@ -31,15 +32,17 @@ class Opponents:
         object.__setattr__(self, "probabilities", probabilities)
 
     @classmethod
-    def from_distribution(cls, population, player: int, distribution) -> Opponents:
-        """The profiles of ``population`` in the support of a matchmaking distribution
-        (shape: the population's sizes without ``player``; see :mod:`metaeval.matchmaking`)."""
+    def from_distribution(cls, policies, player: int, distribution) -> Opponents:
+        """The profiles in the support of a matchmaking distribution over ``policies`` (one
+        list per player, of policies or ``[S, A]`` policy tables, e.g. a population's
+        ``policies``); the distribution's shape is their sizes without ``player``'s (see
+        :mod:`metaeval.matchmaking`)."""
         distribution = np.asarray(distribution, dtype=np.float64)
-        expected = matchmaking.opponent_shape(population.sizes, player)
+        expected = matchmaking.opponent_shape([len(member) for member in policies], player)
         if distribution.shape != expected:
             raise MetaEvalError(f"an opponent distribution for player {player} has shape {expected}, "
                                 f"got {distribution.shape}")
         joints, probabilities = matchmaking.profiles(distribution, player)
-        profiles = [tuple(None if q == player else population.policies[q][i] for q, i in enumerate(joint))
+        profiles = [tuple(None if q == player else policies[q][i] for q, i in enumerate(joint))
                     for joint in joints]
         return cls(profiles, probabilities / probabilities.sum())

@@ -27,7 +27,7 @@ from open_spiel.python.algorithms.tabular_qlearner import QLearner
 from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.learners.opponents import Opponents
-from metaeval.spiel.policies import policy_table, tabular_policy
+from metaeval.spiel.policies import check_table, policy_table, tabular_policy
 from metaeval.spiel.tree import game_tree, infostate_key
 
 
@@ -132,13 +132,24 @@ LEARNERS = {"qlearning": QLearning}
 
 def _opponent_tables(game, player: int, opponents: Opponents) -> list[list]:
     tree = game_tree(game)
+    converted = {}  # id(policy) -> its table as lists; profiles share policies
     tables = []
     for profile in opponents.profiles:
         if len(profile) != game.num_players():
             raise MetaEvalError(f"an opponent profile needs {game.num_players()} entries, got {len(profile)}")
-        tables.append([None if q == player else policy_table(tree.players[q], pi, q).tolist()
-                       for q, pi in enumerate(profile)])
+        row = []
+        for q, pi in enumerate(profile):
+            if q != player and id(pi) not in converted:
+                converted[id(pi)] = _table(tree.players[q], pi, q).tolist()
+            row.append(None if q == player else converted[id(pi)])
+        tables.append(row)
     return tables
+
+
+def _table(layout, policy, player: int) -> np.ndarray:
+    if isinstance(policy, np.ndarray):
+        return check_table(layout, policy, player)
+    return policy_table(layout, policy, player)
 
 
 # QLearner keeps its values in ``_q_values`` (info state -> action -> value) and offers no

@@ -16,7 +16,7 @@ def learned(learner=None, episodes: int = 2000):
 
     def oracle(evaluator, player: int, sigma, rng: np.random.Generator):
         distribution = matchmaking.conditional(evaluator.metagame(), player, sigma)
-        opponents = Opponents.from_distribution(evaluator.population, player, distribution)
+        opponents = Opponents.from_distribution(evaluator.population.policies, player, distribution)
         values = learner.train(evaluator.game, player, opponents, episodes, rng)
         return learner.policy(evaluator.game, player, values)
 
