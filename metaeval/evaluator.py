@@ -42,11 +42,12 @@ STATE_FILE = "evaluator.json"
 
 @dataclass(frozen=True)
 class Pruned:
-    """What :meth:`Evaluator.prune` did: per player, the ids removed (in population order)
-    and the tie-break keys drawn (empty for a player already within the cap); and the
-    rating the choice was made on."""
+    """What :meth:`Evaluator.prune` did: per player, the ids removed (in population order),
+    their names and the tie-break keys drawn (empty for a player already within the cap);
+    and the rating the choice was made on."""
 
     removed: list[list[int]]
+    names: list[list[str]]
     tie_break_keys: list[list[float]]
     rating: Rating
 
@@ -234,10 +235,11 @@ class Evaluator:
             order, tie_keys = rank_order(ratings, rng)
             removed.append([self._ids[p][i] for i in np.sort(order[: len(ratings) - keep])])
             keys.append(tie_keys.tolist())
+        names = [[self.name(p, i) for i in ids] for p, ids in enumerate(removed)]
         for p, ids in enumerate(removed):
             if ids:
                 self.remove(p, ids)
-        return Pruned(removed, keys, rating)
+        return Pruned(removed, names, keys, rating)
 
     def meta_distribution(self, solver="mecce", **options) -> np.ndarray:
         """A joint distribution over the population (an array of the meta-game's shape):
