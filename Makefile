@@ -20,10 +20,12 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench.ratings
 	$(BIN)/python -m bench.nash
 	$(BIN)/python -m bench.spiel
 	$(BIN)/python -m bench.distributed
+	$(BIN)/python -m bench.psro
 
 # The README's results: 5 seeds x 100 iterations x 4 raters on kuhn_3p and sheriff.
 results: $(STAMP)

@@ -19,16 +19,14 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import metaeval
-from metaeval import equilibria, games, rundir, spiel
-from metaeval.distributed import build_metagame
+from metaeval import games, rundir, spiel
 from metaeval.errors import MetaEvalError
+from metaeval.evaluator import Evaluator
 from metaeval.loops import checkpoint
+from metaeval.selection import TIE_DECIMALS, lowest_rated
 
 NewPolicy = Callable[[object, int, np.random.Generator], object]
 """``new_policy(game, player, rng) -> OpenSpiel policy`` for one player's new strategy."""
-
-TIE_DECIMALS = 9
-"""Ratings equal to this many decimals count as tied; ties go to a seeded random order."""
 
 SUPPORT_MASS = 1e-9
 """Joints with more MECCE mass than this count towards its logged support size."""
@@ -92,17 +90,6 @@ class EvolveConfig:
         return min(self.population - 1, max(1, math.floor(self.population * self.discard_fraction)))
 
 
-def lowest_rated(ratings: np.ndarray, count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the ``count`` lowest ratings, and the tie-break keys used.
-
-    Ratings are compared rounded to ``TIE_DECIMALS`` decimals (solver noise is not
-    a difference); equal ones are ordered by keys drawn uniformly from ``rng``.
-    """
-    keys = rng.random(len(ratings))
-    order = np.lexsort((keys, np.round(ratings, TIE_DECIMALS)))
-    return np.sort(order[:count]), keys
-
-
 def random_new_policy(game, player: int, rng: np.random.Generator):
     """The default replacement: a random stochastic tabular policy (SPEC 3)."""
     return spiel.random_policy(game, player, rng)
@@ -147,27 +134,39 @@ class Evolution:
         self.out = None if out is None else rundir.prepare(Path(out))
         self.new_policy = new_policy or random_new_policy
         self.game = games.load(config.game)
-        self.gap_evaluator = spiel.ExactEvaluator(self.game)  # caches reach columns by policy id
         self.records: list[dict] = []
-        self.previous = None  # the last meta-game, for incremental builds
         # Independent streams: the initial population, and the loop (tie-breaks, new policies).
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
-        self.population = spiel.Population.random(
+        population = spiel.Population.random(
             self.game, config.population, seed=int(initial.generate_state(1)[0])
         )
+        metagame = None  # the last meta-game, for incremental builds
         self.iteration = 0
         if self.out is not None:
-            self._open_run_directory()
+            state = self._open_run_directory()
+            if state is not None:
+                population, metagame = state.population, state.metagame
+        self.evaluator = Evaluator(
+            self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
+            address=config.address, seed=config.seed, population=population, metagame=metagame,
+            log_dir=self.out,
+        )
+
+    @property
+    def population(self) -> spiel.Population:
+        return self.evaluator.population
 
     # -- run directory ---------------------------------------------------------
-    def _open_run_directory(self):
-        """Start a run in ``self.out``, or resume the one there if its settings agree."""
+    def _open_run_directory(self) -> checkpoint.Checkpoint | None:
+        """Start a run in ``self.out``, or resume the one there if its settings agree;
+        returns the checkpoint resumed from, if any."""
         config_path = self.out / rundir.CONFIG
         header = {"config": asdict(self.config), "sessions": [],
                   "tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
                   "random_streams": "the loop's stream depends on the seed alone, so runs with one seed "
                                     "draw the same replacement policies whatever the rater (common random numbers)"}
+        state = None
         if config_path.exists():
             stored = rundir.read_json(config_path)
             if not isinstance(stored, dict) or "config" not in stored:
@@ -183,49 +182,44 @@ class Evolution:
                     "use a new --out directory or the same settings to resume"
                 )
             header["sessions"] = stored.get("sessions", [])
-            self._resume()
+            state = self._resume()
         header["sessions"].append(
             {"from_iteration": self.iteration, "versions": _versions(), "command": sys.argv}
         )
         rundir.write_json(config_path, header)
+        return state
 
-    def _resume(self):
+    def _resume(self) -> checkpoint.Checkpoint | None:
         state = checkpoint.load(self.out)
         if state is None:  # killed before the first checkpoint
             rundir.truncate_records(self.out, keep_below=0)
-            return
+            return None
         self.iteration = state.next_iteration
         self.rng.bit_generator.state = state.rng_state
-        self.population = state.population
-        self.previous = state.metagame
         rundir.truncate_records(self.out, keep_below=self.iteration)
         self.records = rundir.read_records(self.out)
+        return state
 
     # -- the loop ----------------------------------------------------------------
     def step(self) -> dict:
         """One iteration of SPEC 5: build, rate, measure the gap, replace the bottom quarter."""
-        config, seconds = self.config, {}
+        config, evaluator, seconds = self.config, self.evaluator, {}
         clock = time.perf_counter()
-
-        metagame = build_metagame(
-            self.game, self.population, mode=config.mode, episodes=config.episodes,
-            workers=config.workers, seed=config.seed, address=config.address, previous=self.previous,
-            log_dir=self.out,
-        )
+        metagame = evaluator.metagame()
         seconds["build"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        rating = metaeval.rate(metagame, config.rater, **config.rater_options)
+        rating = evaluator.rate(config.rater, **config.rater_options)
         seconds["rate"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        sigma = equilibria.mecce(metagame)
-        gap = spiel.cce_gap(self.game, self.population, sigma, evaluator=self.gap_evaluator)
+        sigma = evaluator.meta_distribution("mecce")
+        gap = evaluator.gap(sigma)
         seconds["gap"] = time.perf_counter() - clock
 
         record = {
             "iteration": self.iteration,
-            "policy_ids": [list(map(int, ids)) for ids in self.population.ids],
+            "policy_ids": [list(map(int, ids)) for ids in evaluator.ids],
             "ratings": [r.tolist() for r in rating.ratings],
             "cce_gap": float(gap.total),
             "cce_gap_per_player": [float(g) for g in gap.per_player],
@@ -237,25 +231,21 @@ class Evolution:
 
         clock = time.perf_counter()
         discarded, added, keys = [], [], []
-        population = self.population
         for player in range(self.game.num_players()):
             lowest, tie_keys = lowest_rated(rating.ratings[player], config.discard_count, self.rng)
-            discarded.append([int(population.ids[player][i]) for i in lowest])
+            discarded.append([int(evaluator.ids[player][i]) for i in lowest])
             replacements = [self.new_policy(self.game, player, self.rng) for _ in lowest]
-            population = population.replace(player, lowest, replacements)
-            added.append([int(population.ids[player][i]) for i in lowest])
+            added.append(evaluator.replace(player, discarded[-1], replacements))
             keys.append(tie_keys.tolist())
-        self.population = population
         seconds["replace"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
         record.update(discarded=discarded, added=added, tie_break_keys=keys, seconds=seconds)
 
-        self.previous = metagame
         self.iteration += 1
         self.records.append(record)
         if self.out is not None:
             rundir.append_record(self.out, record)
-            checkpoint.save(self.out, self.iteration, self.population, metagame, self.rng)
+            checkpoint.save(self.out, self.iteration, evaluator.population, evaluator.built_metagame, self.rng)
         return record
 
     def run(self, progress: bool | None = None) -> list[dict]:

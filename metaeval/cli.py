@@ -1,4 +1,4 @@
-"""The ``metaeval`` command: evolve, compare, pbt, rate, plot.
+"""The ``metaeval`` command: evolve, compare, psro, pbt, rate, plot.
 
 Bad input ends in one line, ``metaeval: error: ...``, and exit status 2.
 """
@@ -66,6 +66,25 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--seeds", type=_positive(int), default=5, help="number of seeds 0..S-1")
     compare.add_argument("--jobs", type=_positive(int), default=1, help="runs in parallel processes")
     _run_arguments(compare)
+
+    psro = commands.add_parser("psro", help="PSRO / JPSRO: meta-solver, exact best responses, optional cap")
+    psro.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
+    psro.add_argument("--solver", default="mgcce",
+                      help="meta-solver: uniform, nash, alpharank, mecce, mgcce, deviation")
+    psro.add_argument("--oracle", default="jpsro",
+                      help="jpsro (best response to the opponents' joint marginal), psro, random")
+    psro.add_argument("--iterations", type=_positive(int), default=30)
+    psro.add_argument("--seed", type=int, default=0)
+    psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player")
+    psro.add_argument("--prune-by", default="deviation", help="rater whose lowest-rated policies the cap removes")
+    psro.add_argument("--initial", default="uniform", help="first policy per player: uniform, dirichlet, deterministic")
+    psro.add_argument("--mode", choices=["exact", "sampled"], default="exact")
+    psro.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
+    psro.add_argument("--workers", type=_positive(int), default=1, help="Ray actors building meta-games")
+    psro.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
+    psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                      help="meta-solver option, repeatable")
+    psro.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
 
     pbt = commands.add_parser("pbt", help="population-based training of learners, selected by a rater")
     pbt.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
@@ -145,6 +164,23 @@ def run(args) -> int:
         _, final = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs)
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+    elif args.command == "psro":
+        from metaeval import games
+        from metaeval.loops.psro import PSROConfig, psro
+
+        config = PSROConfig(
+            game=args.game, solver=args.solver, oracle=args.oracle, iterations=args.iterations,
+            seed=args.seed, cap=args.cap, prune_by=args.prune_by, initial=args.initial, mode=args.mode,
+            episodes=args.episodes, workers=args.workers, address=args.address,
+            solver_options=dict(args.option),
+        )
+        games.load(config.game)  # fail fast on an unknown game
+        records = psro(config, out=args.out)
+        last = records[-1]
+        seconds = sum(r["seconds"]["total"] for r in records)
+        exploitability = "" if last["exploitability"] is None else f"; exploitability {last['exploitability']:.6g}"
+        print(f"{len(records)} iterations in {seconds:.3g} s; final CCE gap {last['cce_gap']:.6g}"
+              f"{exploitability}; population {last['sizes']}; results in {args.out}")
     elif args.command == "pbt":
         from metaeval import games
         from metaeval.loops.pbt import PBTConfig, pbt
@@ -173,8 +209,18 @@ def run(args) -> int:
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
-        if not isinstance(stored, dict) or not ({"compare", "config"} & set(stored)):
+        if not isinstance(stored, dict) or not ({"compare", "config", "psro"} & set(stored)):
             raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
+        if "psro" in stored:
+            from metaeval.loops.psro import PSRO, PSROConfig
+
+            records = rundir.read_records(args.run_dir)
+            if not records:
+                raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
+            config = PSROConfig(**stored["psro"])
+            written = plots.plot_psro(args.run_dir, {config.solver: records}, title=PSRO.title_of(config))
+            print(f"plots: {', '.join(str(path) for path in written)}")
+            return 0
         if "compare" in stored:
             runs, base = load_comparison(args.run_dir)
             write_comparison(args.run_dir, runs, title=base.game)

@@ -42,11 +42,12 @@ STATE_FILE = "evaluator.json"
 
 @dataclass(frozen=True)
 class Pruned:
-    """What :meth:`Evaluator.prune` did: per player, the ids removed (in population order)
-    and the tie-break keys drawn (empty for a player already within the cap); and the
-    rating the choice was made on."""
+    """What :meth:`Evaluator.prune` did: per player, the ids removed (in population order),
+    their names and the tie-break keys drawn (empty for a player already within the cap);
+    and the rating the choice was made on."""
 
     removed: list[list[int]]
+    names: list[list[str]]
     tie_break_keys: list[list[float]]
     rating: Rating
 
@@ -62,8 +63,9 @@ class Evaluator:
         workers, address: Ray actors building the meta-game (see ``build_metagame``).
         seed: seeds sampled entries and the generator that breaks rating ties.
         population: an initial :class:`metaeval.spiel.Population` (kept with its ids).
-        metagame: that population's meta-game, when known (e.g. from a checkpoint):
-            the next build then evaluates only joints touching newer policies.
+        metagame: a meta-game built earlier for this population's lineage (e.g. kept
+            in a checkpoint; strategy names ``"policy <id>"``): the next build copies
+            its entries and evaluates only joints touching policies it lacks.
         log_dir: where an embedded Ray writes its logs.
     """
 
@@ -88,6 +90,7 @@ class Evaluator:
         self._metagame: MetaGame | None = None  # the last build (strategy names from ids)
         self._built: tuple | None = None  # the ids the last build was of
         self._gap_cache: tuple | None = None
+        self._solutions: dict[tuple, np.ndarray] = {}  # meta_distribution results for the current ids
         if population is not None:
             self._adopt(population, metagame)
         elif metagame is not None:
@@ -101,11 +104,7 @@ class Evaluator:
             self._ids[p] = list(population.ids[p])
         self._next_ids = list(population.next_ids)
         if metagame is not None:
-            if metagame.shape != population.sizes or [list(n) for n in metagame.strategy_names] != [
-                list(n) for n in population.strategy_names()
-            ]:
-                raise MetaEvalError("the meta-game given is not the population's (shape or policy ids differ)")
-            self._metagame, self._built = metagame, self._key()
+            self._metagame, self._built = metagame, _ids_of(metagame)
 
     # -- the population ------------------------------------------------------------
     @property
@@ -236,16 +235,25 @@ class Evaluator:
             order, tie_keys = rank_order(ratings, rng)
             removed.append([self._ids[p][i] for i in np.sort(order[: len(ratings) - keep])])
             keys.append(tie_keys.tolist())
+        names = [[self.name(p, i) for i in ids] for p, ids in enumerate(removed)]
         for p, ids in enumerate(removed):
             if ids:
                 self.remove(p, ids)
-        return Pruned(removed, keys, rating)
+        return Pruned(removed, names, keys, rating)
 
     def meta_distribution(self, solver="mecce", **options) -> np.ndarray:
         """A joint distribution over the population (an array of the meta-game's shape):
         a name in :data:`metaeval.meta_solvers.SOLVERS` (``uniform``, ``nash``, ``alpharank``,
         ``mecce``, ``mgcce``, ``deviation``) or a callable ``solver(metagame, **options)``."""
-        return meta_solvers.solve(self.metagame(), solver, **options)
+        metagame = self.metagame()
+        if callable(solver):
+            return meta_solvers.solve(metagame, solver, **options)
+        key = (self._key(), solver, json.dumps(options, sort_keys=True, default=repr))
+        if key not in self._solutions:  # named solvers are deterministic: solve once per population
+            self._solutions = {k: v for k, v in self._solutions.items() if k[0] == key[0]}
+            self._solutions[key] = meta_solvers.solve(metagame, solver, **options)
+            self._solutions[key].setflags(write=False)
+        return self._solutions[key]
 
     def opponents(self, player: int, rule: str = "uniform", member: int | None = None, **options) -> np.ndarray:
         """Whom ``player``'s policy ``member`` (an id; None: the whole population) trains
@@ -284,12 +292,22 @@ class Evaluator:
             self._gap_cache = (key, spiel.cce_gap(self.game, population, sigma, evaluator=self._exact))
         return self._gap_cache[1]
 
+    @property
+    def built_metagame(self) -> MetaGame | None:
+        """The last meta-game built (of this or an earlier population), strategies named by
+        policy id: what a checkpoint keeps so that a resumed loop builds incrementally."""
+        return self._metagame
+
+    @property
+    def two_player_zero_sum(self) -> bool:
+        """Whether the game is a 2-player zero-sum game (where NashConv is reported)."""
+        return self.num_players == 2 and self.game.get_type().utility == pyspiel.GameType.Utility.ZERO_SUM
+
     def nash_conv(self) -> float:
         """NashConv of the meta-Nash mixture in the full game (2-player zero-sum games):
         sum over players of the best response's value against the other player's mixture
         minus the mixture's own value. OpenSpiel's ``exploitability`` is half of it."""
-        game_type = self.game.get_type()
-        if self.num_players != 2 or game_type.utility != pyspiel.GameType.Utility.ZERO_SUM:
+        if not self.two_player_zero_sum:
             raise MetaEvalError(f"NashConv of the meta-Nash is defined here for 2-player zero-sum games, not {self.game}")
         # For a product distribution the CCE gap is exactly NashConv: each best response
         # faces the other player's mixture, and the floor at 0 never binds.
@@ -312,7 +330,6 @@ class Evaluator:
         if self._metagame is not None:
             files["metagame"] = f"metagame-{tag}.npz"
             self._metagame.save(directory / files["metagame"])
-            files["metagame_ids"] = [list(ids) for ids in self._built]
         state = {
             "format": FILE_FORMAT, "game": str(self.game), "mode": self.mode, "episodes": self.episodes,
             "workers": self.workers, "address": self.address, "seed": self.seed, "tag": int(tag),
@@ -344,11 +361,8 @@ class Evaluator:
                 state["game"], mode=state["mode"], episodes=state["episodes"],
                 workers=state["workers"] if workers is None else workers,
                 address=state["address"] if address is None else address,
-                seed=state["seed"], population=population,
+                seed=state["seed"], population=population, metagame=metagame,
             )
-            if metagame is not None:
-                evaluator._metagame = metagame
-                evaluator._built = tuple(tuple(ids) for ids in state["metagame_ids"])
             evaluator._names = [{int(i): n for i, n in names.items()} for names in state["names"]]
             evaluator.rng.bit_generator.state = state["rng"]
         except (KeyError, TypeError, ValueError) as exc:
@@ -408,3 +422,11 @@ def _count(label: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise MetaEvalError(f"{label} must be a positive int, got {value!r}")
     return int(value)
+
+
+def _ids_of(metagame: MetaGame) -> tuple[tuple[int, ...], ...]:
+    """The policy ids along a built meta-game's axes, read from its ``"policy <id>"`` names."""
+    try:
+        return tuple(tuple(int(name.removeprefix("policy ")) for name in names) for names in metagame.strategy_names)
+    except ValueError:
+        raise MetaEvalError("the meta-game given was not built from a population (names are not 'policy <id>')") from None

@@ -138,6 +138,7 @@ def test_prune_removes_exactly_the_lowest_rated(kuhn3):
         removed = {before[p].index(i) for i in pruned.removed[p]}
         kept = set(range(7)) - removed
         assert len(removed) == 3 and evaluator.ids[p] == tuple(before[p][i] for i in sorted(kept))
+        assert pruned.names[p] == [f"policy {i}" for i in pruned.removed[p]]
         assert max(np.round(ratings[i], 9) for i in removed) <= min(np.round(ratings[i], 9) for i in kept)
     # the top of the order is the select() answer
     best = evaluator.select("uniform", 2)
