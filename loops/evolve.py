@@ -19,9 +19,10 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import metaeval
-from metaeval import games, rundir, spiel
+from metaeval import games, oracles, rundir, spiel
 from metaeval.errors import MetaEvalError
 from metaeval.evaluator import Evaluator
+from metaeval.learners import QLearning
 from metaeval.loops import checkpoint
 from metaeval.selection import TIE_DECIMALS, lowest_rated
 
@@ -33,6 +34,13 @@ SUPPORT_MASS = 1e-9
 
 TIMING_KEYS = {"seconds"}
 """Diagnostics that vary between identical runs; kept out of the iteration log."""
+
+
+REPLACEMENTS = ("random", "mutate", "best-response", "learned")
+"""What replaces the discarded policies: a random policy (SPEC 5), a perturbed copy of a
+top-quarter policy, the exact best response to the MECCE's opponents' joint marginal
+(JPSRO's oracle; every replacement of a player is that same policy), or a Q-learner
+trained from scratch for ``learner_episodes`` episodes against that marginal."""
 
 
 @dataclass(frozen=True)
@@ -54,8 +62,17 @@ class EvolveConfig:
     workers: int = 1
     address: str | None = None
     rater_options: dict = field(default_factory=dict)
+    replace: str = "random"
+    learner_episodes: int = 2000
+    mutation_scale: float = 0.25
 
     def __post_init__(self):
+        if self.replace not in REPLACEMENTS:
+            raise MetaEvalError(f"unknown replacement {self.replace!r}; choose one of {', '.join(REPLACEMENTS)}")
+        if not 0 <= self.mutation_scale <= 1:
+            raise MetaEvalError(f"mutation scale must lie in [0, 1], got {self.mutation_scale}")
+        if self.learner_episodes < 1:
+            raise MetaEvalError(f"learner episodes must be at least 1, got {self.learner_episodes}")
         if self.rater not in metaeval.RATERS:
             raise MetaEvalError(
                 f"unknown rater {self.rater!r}; choose one of {', '.join(sorted(metaeval.RATERS))}"
@@ -82,6 +99,8 @@ class EvolveConfig:
         keys = ["game", "rater", "rater_options", "population", "discard_fraction", "seed", "mode"]
         if self.mode == "sampled":
             keys.append("episodes")
+        keys.append("replace")
+        keys += {"learned": ["learner_episodes"], "mutate": ["mutation_scale"]}.get(self.replace, [])
         return {k: getattr(self, k) for k in keys}
 
     @property
@@ -125,13 +144,16 @@ class Evolution:
         out: run directory; when given, every iteration is logged and checkpointed
             there, and an existing run in it is resumed.
         new_policy: ``new_policy(game, player, rng)`` supplying replacements (a
-            training loop's hook); default: random stochastic tabular policies.
+            training loop's hook, for ``replace="random"``); default: random stochastic
+            tabular policies.
     """
 
     def __init__(self, config: EvolveConfig, out: Path | str | None = None,
                  new_policy: NewPolicy | None = None):
         self.config = config
         self.out = None if out is None else rundir.prepare(Path(out))
+        if new_policy is not None and config.replace != "random":
+            raise MetaEvalError(f"a new_policy hook replaces random policies; it cannot go with replace={config.replace!r}")
         self.new_policy = new_policy or random_new_policy
         self.game = games.load(config.game)
         self.records: list[dict] = []
@@ -230,13 +252,14 @@ class Evolution:
         }
 
         clock = time.perf_counter()
-        discarded, added, keys = [], [], []
-        for player in range(self.game.num_players()):
+        oracle = self._oracle(rating)
+        discarded, replacements, keys = [], [], []
+        for player in range(self.game.num_players()):  # every oracle sees the rated population
             lowest, tie_keys = lowest_rated(rating.ratings[player], config.discard_count, self.rng)
             discarded.append([int(evaluator.ids[player][i]) for i in lowest])
-            replacements = [self.new_policy(self.game, player, self.rng) for _ in lowest]
-            added.append(evaluator.replace(player, discarded[-1], replacements))
+            replacements.append([oracle(evaluator, player, sigma, self.rng) for _ in lowest])
             keys.append(tie_keys.tolist())
+        added = [evaluator.replace(p, ids, new) for p, (ids, new) in enumerate(zip(discarded, replacements))]
         seconds["replace"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
         record.update(discarded=discarded, added=added, tie_break_keys=keys, seconds=seconds)
@@ -247,6 +270,17 @@ class Evolution:
             rundir.append_record(self.out, record)
             checkpoint.save(self.out, self.iteration, evaluator.population, evaluator.built_metagame, self.rng)
         return record
+
+    def _oracle(self, rating):
+        """The oracle of ``config.replace`` (signature of :mod:`metaeval.oracles`)."""
+        replace = self.config.replace
+        if replace == "random":
+            return oracles.from_new_policy(self.new_policy)
+        if replace == "mutate":
+            return oracles.mutate(rating, self.config.discard_fraction, self.config.mutation_scale)
+        if replace == "best-response":
+            return oracles.jpsro
+        return oracles.learned(QLearning(), self.config.learner_episodes)
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.iterations`` iterations are done; write results and plots."""

@@ -49,6 +49,10 @@ def _run_arguments(parser):
     parser.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                         help="rater option, repeatable")
+    parser.add_argument("--replace", default="random", help="replacements: random, mutate, best-response, learned")
+    parser.add_argument("--learner-episodes", type=_positive(int), default=2000,
+                        help="training budget of each learned replacement")
+    parser.add_argument("--mutation-scale", type=float, default=0.25, help="perturbation of mutated copies")
     parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
 
 
@@ -123,6 +127,7 @@ def _config(args, **overrides):
         game=args.game, iterations=args.iterations, population=args.population,
         discard_fraction=args.discard_fraction, mode=args.mode, episodes=args.episodes,
         workers=args.workers, address=args.address, rater_options=dict(args.option),
+        replace=args.replace, learner_episodes=args.learner_episodes, mutation_scale=args.mutation_scale,
     )
     fields.update(overrides)
     return EvolveConfig(**fields)

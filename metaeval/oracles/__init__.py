@@ -20,13 +20,16 @@ them, return the trained policy. The loop adds what is returned with ``evaluator
 - ``random``: a random stochastic tabular policy (SPEC 3);
 - :func:`learned` (a factory: learner, episode budget) trains a policy from scratch
   against the opponents' joint marginal of sigma;
+- :func:`mutate` (a factory: a rating) copies one of the player's top-rated policies with
+  a perturbed table;
 - :func:`from_new_policy` wraps the population loop's ``new_policy(game, player, rng)`` hook.
 """
 
 from metaeval.oracles.best_response import jpsro, psro
 from metaeval.oracles.learned import learned
+from metaeval.oracles.mutate import mutate
 from metaeval.oracles.random import from_new_policy, random
 
 ORACLES = {"psro": psro, "jpsro": jpsro, "random": random}
 
-__all__ = ["ORACLES", "from_new_policy", "jpsro", "learned", "psro", "random"]
+__all__ = ["ORACLES", "from_new_policy", "jpsro", "learned", "mutate", "psro", "random"]
