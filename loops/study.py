@@ -2,7 +2,8 @@
 
     python -m metaeval.loops.study raters --out runs/study [--games kuhn_3p,sheriff]
         [--replacements random,mutate,best-response,learned] [--seeds 30] [--iterations 300] [--jobs 2]
-    python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random [--seeds 3] [--steps 30]
+    python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random [--seeds 3] [--steps 20]
+        [--episodes-per-step 500] [--matchmaking mecce]
 
 ``raters`` runs ``compare`` (every rater x seed, resumable) for each game and replacement
 in ``OUT/GAME/REPLACEMENT``, then writes ``study.csv`` (final and mean full-game CCE gap
@@ -97,10 +98,10 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
 
 
 def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episodes_per_step: int,
-                      workers: int) -> pd.DataFrame:
+                      matchmaking: str, workers: int) -> pd.DataFrame:
     out = rundir.prepare(Path(out))
     learned = PBTConfig(game="kuhn_3p", rater="deviation", steps=steps, population=population,
-                        episodes_per_step=episodes_per_step, workers=workers)
+                        episodes_per_step=episodes_per_step, matchmaking=matchmaking, workers=workers)
     baseline = EvolveConfig(game="kuhn_3p", rater="deviation", iterations=steps, population=population)
     runs = {"PBT, Q-learning": {}, "evolve, random replacements": {}}
     for seed in range(seeds):
@@ -131,9 +132,10 @@ def main(argv=None) -> None:
     versus = commands.add_parser("pbt-vs-random")
     versus.add_argument("--out", type=Path, required=True)
     versus.add_argument("--seeds", type=int, default=3)
-    versus.add_argument("--steps", type=int, default=30)
+    versus.add_argument("--steps", type=int, default=20)
     versus.add_argument("--population", type=int, default=8)
-    versus.add_argument("--episodes-per-step", type=int, default=2000)
+    versus.add_argument("--episodes-per-step", type=int, default=500)
+    versus.add_argument("--matchmaking", default="mecce")
     versus.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
     if args.study == "raters":
@@ -141,7 +143,7 @@ def main(argv=None) -> None:
                              args.iterations, args.every, args.jobs, args.learner_episodes)
     else:
         table = pbt_versus_random(args.out, args.seeds, args.steps, args.population, args.episodes_per_step,
-                                  args.workers)
+                                  args.matchmaking, args.workers)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
 
 
