@@ -52,7 +52,7 @@ class PBTConfig:
     game: str = "kuhn_3p"
     rater: str = "deviation"
     learner: str = "qlearning"
-    matchmaking: str = "pfsp"
+    matchmaking: str = "mecce"
     steps: int = 30
     interval: int = 2
     population: int = 8

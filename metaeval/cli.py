@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     pbt.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
     pbt.add_argument("--rater", default="deviation", help="who is copied and who is replaced")
     pbt.add_argument("--learner", default="qlearning")
-    pbt.add_argument("--matchmaking", default="pfsp", help="uniform, pfsp, or a meta-solver (nash, mecce, ...)")
+    pbt.add_argument("--matchmaking", default="mecce", help="uniform, pfsp, or a meta-solver (mecce, nash, ...)")
     pbt.add_argument("--steps", type=_positive(int), default=30, help="training steps")
     pbt.add_argument("--interval", type=_positive(int), default=2, help="training steps between exploits")
     pbt.add_argument("--episodes-per-step", type=_positive(int), default=2000)
