@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench results clean
+.PHONY: demo test bench results pbt-results study study-small clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.spiel
 	$(BIN)/python -m bench.distributed
 	$(BIN)/python -m bench.psro
+	$(BIN)/python -m bench.learners
 
 # The README's results: 5 seeds x 100 iterations x 4 raters on kuhn_3p and sheriff.
 results: $(STAMP)
@@ -36,6 +37,24 @@ results: $(STAMP)
 		cp runs/results-$$game/cce_gap.png runs/results-$$game/payoff.png \
 			runs/results-$$game/final.csv runs/results-$$game/paired.csv docs/results/$$game/; \
 	done
+
+# PBT with Q-learners against random replacements on kuhn_3p (the README's figure).
+pbt-results: $(STAMP)
+	$(BIN)/python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random --seeds 3 --steps 20 \
+		--population 8 --episodes-per-step 500 --matchmaking mecce
+	mkdir -p docs/results/pbt
+	cp runs/pbt-vs-random/cce_gap.png runs/pbt-vs-random/final.csv docs/results/pbt/
+
+# Does the rater matter? 30 seeds x 300 iterations x 5 raters x 4 replacements x 2 games
+# (resumable: rerun to continue). study-small is the reduced run the README reports.
+study: $(STAMP)
+	$(BIN)/python -m metaeval.loops.study raters --out runs/study-full --seeds 30 --iterations 300 --jobs 2
+
+study-small: $(STAMP)
+	$(BIN)/python -m metaeval.loops.study raters --out runs/study --games kuhn_3p,sheriff \
+		--replacements random,mutate,best-response --seeds 6 --iterations 30 --every 10 --jobs 1
+	mkdir -p docs/results/study
+	cp runs/study/study.csv runs/study/paired.csv runs/study/timing.csv docs/results/study/
 
 clean:
 	rm -rf $(VENV) build *.egg-info
