@@ -79,22 +79,22 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
                  every: int, jobs: int, learner_episodes: int) -> pd.DataFrame:
     out = rundir.prepare(Path(out))
     tables, paired, timing = [], [], []
-    for game in games:
-        for replacement in replacements:
+    for replacement in replacements:
+        for game in games:
             base = EvolveConfig(game=game, iterations=iterations, replace=replacement,
                                 learner_episodes=learner_episodes)
-            directory = out / game / replacement
-            comparison, _ = compare(base, RATERS, list(range(seeds)), directory, jobs=jobs, progress=False)
+            comparison, _ = compare(base, RATERS, list(range(seeds)), out / game / replacement, jobs=jobs,
+                                    progress=False)
             label = {"game": game, "replacement": replacement}
             tables.append(summary(comparison).assign(**label))
             paired.append(paired_statistics(comparison, every).assign(**label))
             timing.append({**label, "median_seconds_per_iteration": float(comparison.seconds.median()),
                            "iterations": len(comparison)})
-    table = pd.concat(tables, ignore_index=True)
-    table.to_csv(out / "study.csv", index=False)
-    pd.concat(paired, ignore_index=True).to_csv(out / "paired.csv", index=False)
-    pd.DataFrame(timing).to_csv(out / "timing.csv", index=False)
-    return table
+            # Rewritten after every comparison, so a study stopped part-way keeps its tables.
+            pd.concat(tables, ignore_index=True).to_csv(out / "study.csv", index=False)
+            pd.concat(paired, ignore_index=True).to_csv(out / "paired.csv", index=False)
+            pd.DataFrame(timing).to_csv(out / "timing.csv", index=False)
+    return pd.concat(tables, ignore_index=True)
 
 
 def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episodes_per_step: int,
