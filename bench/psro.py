@@ -99,7 +99,9 @@ def time_to_reach(frame: pd.DataFrame, target: float) -> float | None:
 
 
 def part_psro(args, out: Path):
-    for game, iterations in (("kuhn_2p", args.kuhn_iterations), ("leduc_2p", args.leduc_iterations)):
+    iterations_of = {"kuhn_2p": args.kuhn_iterations, "leduc_2p": args.leduc_iterations}
+    for game in args.psro_games.split(","):
+        iterations = iterations_of[game]
         ours = metaeval_run(game, "nash", "psro", iterations)
         theirs = psro_v2_run(game, iterations, args.sims)
         table = pd.DataFrame({"iteration": ours.iteration,
@@ -181,6 +183,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=[*PARTS, "all"], default="all")
     parser.add_argument("--sims", type=int, default=1000, help="psro_v2 episodes per meta-game entry")
+    parser.add_argument("--psro-games", default="kuhn_2p,leduc_2p", help="games of the psro part")
     parser.add_argument("--kuhn-iterations", type=int, default=30)
     parser.add_argument("--leduc-iterations", type=int, default=20)
     parser.add_argument("--jpsro-iterations", type=int, default=9, help="OpenSpiel jpsro iterations (0..8)")
