@@ -149,10 +149,18 @@ def part_jpsro(args, out: Path):
 
 
 def part_cap(args, out: Path):
-    runs = {f"{solver}, no cap": metaeval_run("kuhn_3p", solver, "jpsro", args.iterations)
-            for solver in ("mgcce", "deviation")}
-    runs.update({f"{solver}, cap 16 by deviation": metaeval_run("kuhn_3p", solver, "jpsro", args.iterations, cap=16)
-                 for solver in ("mgcce", "deviation")})
+    """Capped runs; the uncapped ones are the jpsro part's when it ran with ``--out`` before."""
+    uncapped = out / "jpsro_kuhn_3p.csv"
+    earlier = pd.read_csv(uncapped) if uncapped.exists() else None
+    runs = {}
+    for solver in ("mgcce", "deviation"):
+        if earlier is not None and len(earlier) >= args.iterations:
+            runs[f"{solver}, no cap"] = pd.DataFrame({
+                "iteration": earlier.iteration, "cce_gap": earlier[f"metaeval, {solver} gap"],
+                "seconds": earlier[f"metaeval, {solver} s"], "size": earlier.iteration + 1})
+        else:
+            runs[f"{solver}, no cap"] = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations)
+        runs[f"{solver}, cap 16 by deviation"] = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations, cap=16)
     table = pd.DataFrame({"iteration": range(args.iterations)})
     for label, frame in runs.items():
         table[f"{label}"] = frame.cce_gap
