@@ -99,7 +99,9 @@ def time_to_reach(frame: pd.DataFrame, target: float) -> float | None:
 
 
 def part_psro(args, out: Path):
-    for game, iterations in (("kuhn_2p", args.kuhn_iterations), ("leduc_2p", args.leduc_iterations)):
+    iterations_of = {"kuhn_2p": args.kuhn_iterations, "leduc_2p": args.leduc_iterations}
+    for game in args.psro_games.split(","):
+        iterations = iterations_of[game]
         ours = metaeval_run(game, "nash", "psro", iterations)
         theirs = psro_v2_run(game, iterations, args.sims)
         table = pd.DataFrame({"iteration": ours.iteration,
@@ -147,10 +149,18 @@ def part_jpsro(args, out: Path):
 
 
 def part_cap(args, out: Path):
-    runs = {f"{solver}, no cap": metaeval_run("kuhn_3p", solver, "jpsro", args.iterations)
-            for solver in ("mgcce", "deviation")}
-    runs.update({f"{solver}, cap 16 by deviation": metaeval_run("kuhn_3p", solver, "jpsro", args.iterations, cap=16)
-                 for solver in ("mgcce", "deviation")})
+    """Capped runs; the uncapped ones are the jpsro part's when it ran with ``--out`` before."""
+    uncapped = out / "jpsro_kuhn_3p.csv"
+    earlier = pd.read_csv(uncapped) if uncapped.exists() else None
+    runs = {}
+    for solver in ("mgcce", "deviation"):
+        if earlier is not None and len(earlier) >= args.iterations:
+            runs[f"{solver}, no cap"] = pd.DataFrame({
+                "iteration": earlier.iteration, "cce_gap": earlier[f"metaeval, {solver} gap"],
+                "seconds": earlier[f"metaeval, {solver} s"], "size": earlier.iteration + 1})
+        else:
+            runs[f"{solver}, no cap"] = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations)
+        runs[f"{solver}, cap 16 by deviation"] = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations, cap=16)
     table = pd.DataFrame({"iteration": range(args.iterations)})
     for label, frame in runs.items():
         table[f"{label}"] = frame.cce_gap
@@ -181,6 +191,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=[*PARTS, "all"], default="all")
     parser.add_argument("--sims", type=int, default=1000, help="psro_v2 episodes per meta-game entry")
+    parser.add_argument("--psro-games", default="kuhn_2p,leduc_2p", help="games of the psro part")
     parser.add_argument("--kuhn-iterations", type=int, default=30)
     parser.add_argument("--leduc-iterations", type=int, default=20)
     parser.add_argument("--jpsro-iterations", type=int, default=9, help="OpenSpiel jpsro iterations (0..8)")
