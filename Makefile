@@ -55,6 +55,10 @@ study-small: $(STAMP)
 		--replacements random,mutate,best-response --seeds 6 --iterations 30 --every 10 --jobs 1
 	mkdir -p docs/results/study
 	cp runs/study/study.csv runs/study/paired.csv runs/study/timing.csv docs/results/study/
+	for run in runs/study/*/*/; do \
+		name=$$(basename $$(dirname $$run))-$$(basename $$run); \
+		cp $$run/cce_gap.png docs/results/study/$$name-cce_gap.png; \
+	done
 
 clean:
 	rm -rf $(VENV) build *.egg-info
