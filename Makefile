@@ -27,6 +27,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.distributed
 	$(BIN)/python -m bench.psro
 	$(BIN)/python -m bench.learners
+	$(BIN)/python -m bench.replacements
 
 # The README's results: 5 seeds x 100 iterations x 4 raters on kuhn_3p and sheriff.
 results: $(STAMP)
@@ -52,7 +53,7 @@ study: $(STAMP)
 
 study-small: $(STAMP)
 	$(BIN)/python -m metaeval.loops.study raters --out runs/study --games kuhn_3p,sheriff \
-		--replacements random,mutate,best-response --seeds 6 --iterations 30 --every 10 --jobs 1
+		--replacements random,mutate,best-response,learned --seeds 6 --iterations 30 --every 10 --jobs 1
 	mkdir -p docs/results/study
 	cp runs/study/study.csv runs/study/paired.csv runs/study/timing.csv docs/results/study/
 	for run in runs/study/*/*/; do \
