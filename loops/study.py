@@ -10,8 +10,9 @@ in ``OUT/GAME/REPLACEMENT``, then writes ``study.csv`` (final and mean full-game
 and final welfare per rater), ``paired.csv`` (each rater minus uniform, seed by seed:
 mean, sign counts, sign-test and Wilcoxon p-values, at every ``--every`` iterations, so
 one sees how the paired statistic evolves with the iteration count), ``timing.csv``
-(median seconds per iteration for each replacement) and one figure per game and
-replacement with a line per rater. Runs with one seed share their initial population
+(median seconds per iteration for each replacement), ``failures.csv`` (comparisons
+stopped by an error, with the error) and one figure per game and replacement with a line
+per rater. Runs with one seed share their initial population
 and their loop's random stream whatever the rater, so the comparison is paired. Running
 the same command again resumes unfinished runs and redraws everything; the numbers are
 a function of the settings alone.
@@ -32,6 +33,7 @@ import pandas as pd
 from scipy import stats
 
 from metaeval import plots, reports, rundir
+from metaeval.errors import MetaEvalError
 from metaeval.loops.compare import compare
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
@@ -78,14 +80,19 @@ def summary(comparison: pd.DataFrame) -> pd.DataFrame:
 def raters_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
                  every: int, jobs: int, learner_episodes: int) -> pd.DataFrame:
     out = rundir.prepare(Path(out))
-    tables, paired, timing = [], [], []
+    tables, paired, timing, failures = [], [], [], []
     for replacement in replacements:
         for game in games:
             base = EvolveConfig(game=game, iterations=iterations, replace=replacement,
                                 learner_episodes=learner_episodes)
-            comparison, _ = compare(base, RATERS, list(range(seeds)), out / game / replacement, jobs=jobs,
-                                    progress=False)
             label = {"game": game, "replacement": replacement}
+            try:
+                comparison, _ = compare(base, RATERS, list(range(seeds)), out / game / replacement, jobs=jobs,
+                                        progress=False)
+            except MetaEvalError as exc:  # one failed run stops its comparison, not the study
+                failures.append({**label, "error": str(exc)})
+                pd.DataFrame(failures).to_csv(out / "failures.csv", index=False)
+                continue
             tables.append(summary(comparison).assign(**label))
             paired.append(paired_statistics(comparison, every).assign(**label))
             timing.append({**label, "median_seconds_per_iteration": float(comparison.seconds.median()),
@@ -94,7 +101,7 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
             pd.concat(tables, ignore_index=True).to_csv(out / "study.csv", index=False)
             pd.concat(paired, ignore_index=True).to_csv(out / "paired.csv", index=False)
             pd.DataFrame(timing).to_csv(out / "timing.csv", index=False)
-    return pd.concat(tables, ignore_index=True)
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
 
 def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episodes_per_step: int,
