@@ -54,10 +54,10 @@ study: $(STAMP)
 study-small: $(STAMP)
 	$(BIN)/python -m metaeval.loops.study raters --out runs/study --games kuhn_3p,sheriff \
 		--replacements random,mutate,best-response --seeds 6 --iterations 30 --every 10 --jobs 1
-	$(BIN)/python -m metaeval.loops.study raters --out runs/study-learned --games kuhn_3p,sheriff \
+	$(BIN)/python -m metaeval.loops.study raters --out runs/study-learned-small --games kuhn_3p,sheriff \
 		--replacements learned --seeds 3 --iterations 15 --every 5 --jobs 1
-	mkdir -p docs/results/study docs/results/study-learned
-	for study in study study-learned; do \
+	mkdir -p docs/results/study docs/results/study-learned-small
+	for study in study study-learned-small; do \
 		cp runs/$$study/study.csv runs/$$study/paired.csv runs/$$study/timing.csv docs/results/$$study/; \
 		if [ -f runs/$$study/failures.csv ]; then cp runs/$$study/failures.csv docs/results/$$study/; fi; \
 		for run in runs/$$study/*/*/; do \
