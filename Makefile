@@ -62,7 +62,7 @@ study-small: $(STAMP)
 		if [ -f runs/$$study/failures.csv ]; then cp runs/$$study/failures.csv docs/results/$$study/; fi; \
 		for run in runs/$$study/*/*/; do \
 			name=$$(basename $$(dirname $$run))-$$(basename $$run); \
-			cp $$run/cce_gap.png docs/results/$$study/$$name-cce_gap.png; \
+			if [ -f $$run/cce_gap.png ]; then cp $$run/cce_gap.png docs/results/$$study/$$name-cce_gap.png; fi; \
 		done; \
 	done
 
