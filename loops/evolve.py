@@ -160,35 +160,32 @@ class Evolution:
         # Independent streams: the initial population, and the loop (tie-breaks, new policies).
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
-        population = spiel.Population.random(
+        self.evaluator = self._evaluator(spiel.Population.random(
             self.game, config.population, seed=int(initial.generate_state(1)[0])
-        )
-        metagame = None  # the last meta-game, for incremental builds
+        ))
         self.iteration = 0
         if self.out is not None:
-            state = self._open_run_directory()
-            if state is not None:
-                population, metagame = state.population, state.metagame
-        self.evaluator = Evaluator(
-            self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
-            address=config.address, seed=config.seed, population=population, metagame=metagame,
-            log_dir=self.out,
-        )
+            self._open_run_directory()
+
+    def _evaluator(self, population, metagame=None) -> Evaluator:
+        """The Evaluator of ``population``; ``metagame``: its last meta-game, for incremental builds."""
+        config = self.config
+        return Evaluator(self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
+                         address=config.address, seed=config.seed, population=population,
+                         metagame=metagame, log_dir=self.out)
 
     @property
     def population(self) -> spiel.Population:
         return self.evaluator.population
 
     # -- run directory ---------------------------------------------------------
-    def _open_run_directory(self) -> checkpoint.Checkpoint | None:
-        """Start a run in ``self.out``, or resume the one there if its settings agree;
-        returns the checkpoint resumed from, if any."""
+    def _open_run_directory(self):
+        """Start a run in ``self.out``, or resume the one there if its settings agree."""
         config_path = self.out / rundir.CONFIG
         header = {"config": asdict(self.config), "sessions": [],
                   "tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
                   "random_streams": "the loop's stream depends on the seed alone, so runs with one seed "
                                     "draw the same replacement policies whatever the rater (common random numbers)"}
-        state = None
         if config_path.exists():
             stored = rundir.read_json(config_path)
             if not isinstance(stored, dict) or "config" not in stored:
@@ -204,23 +201,22 @@ class Evolution:
                     "use a new --out directory or the same settings to resume"
                 )
             header["sessions"] = stored.get("sessions", [])
-            state = self._resume()
+            self._resume()
         header["sessions"].append(
             {"from_iteration": self.iteration, "versions": _versions(), "command": sys.argv}
         )
         rundir.write_json(config_path, header)
-        return state
 
-    def _resume(self) -> checkpoint.Checkpoint | None:
+    def _resume(self):
         state = checkpoint.load(self.out)
         if state is None:  # killed before the first checkpoint
             rundir.truncate_records(self.out, keep_below=0)
-            return None
+            return
         self.iteration = state.next_iteration
         self.rng.bit_generator.state = state.rng_state
+        self.evaluator = self._evaluator(state.population, state.metagame)
         rundir.truncate_records(self.out, keep_below=self.iteration)
         self.records = rundir.read_records(self.out)
-        return state
 
     # -- the loop ----------------------------------------------------------------
     def step(self) -> dict:
