@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test cluster-test bench stress results clean
+.PHONY: demo test cluster-test bench stress results pbt-results study study-small clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,10 +26,14 @@ cluster-test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:xdist -m cluster -s
 
 bench: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
 	$(BIN)/python -m bench.ratings
 	$(BIN)/python -m bench.nash
 	$(BIN)/python -m bench.spiel
 	$(BIN)/python -m bench.distributed
+	$(BIN)/python -m bench.psro
+	$(BIN)/python -m bench.learners
+	$(BIN)/python -m bench.replacements
 
 # Every rater on the stress corpus (generated into runs/ on first use; about an hour on 2 cores).
 stress: $(STAMP)
@@ -43,6 +47,33 @@ results: $(STAMP)
 		mkdir -p docs/results/$$game; \
 		cp runs/results-$$game/cce_gap.png runs/results-$$game/payoff.png \
 			runs/results-$$game/final.csv runs/results-$$game/paired.csv docs/results/$$game/; \
+	done
+
+# PBT with Q-learners against random replacements on kuhn_3p (the README's figure).
+pbt-results: $(STAMP)
+	$(BIN)/python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random --seeds 3 --steps 20 \
+		--population 8 --episodes-per-step 500 --matchmaking mecce
+	mkdir -p docs/results/pbt
+	cp runs/pbt-vs-random/cce_gap.png runs/pbt-vs-random/final.csv docs/results/pbt/
+
+# Does the rater matter? 30 seeds x 300 iterations x 5 raters x 4 replacements x 2 games
+# (resumable: rerun to continue). study-small is the reduced run the README reports.
+study: $(STAMP)
+	$(BIN)/python -m metaeval.loops.study raters --out runs/study-full --seeds 30 --iterations 300 --jobs 2
+
+study-small: $(STAMP)
+	$(BIN)/python -m metaeval.loops.study raters --out runs/study --games kuhn_3p,sheriff \
+		--replacements random,mutate,best-response --seeds 6 --iterations 30 --every 10 --jobs 1
+	$(BIN)/python -m metaeval.loops.study raters --out runs/study-learned-small --games kuhn_3p,sheriff \
+		--replacements learned --seeds 3 --iterations 15 --every 5 --jobs 1
+	mkdir -p docs/results/study docs/results/study-learned-small
+	for study in study study-learned-small; do \
+		cp runs/$$study/study.csv runs/$$study/paired.csv runs/$$study/timing.csv docs/results/$$study/; \
+		if [ -f runs/$$study/failures.csv ]; then cp runs/$$study/failures.csv docs/results/$$study/; fi; \
+		for run in runs/$$study/*/*/; do \
+			name=$$(basename $$(dirname $$run))-$$(basename $$run); \
+			if [ -f $$run/cce_gap.png ]; then cp $$run/cce_gap.png docs/results/$$study/$$name-cce_gap.png; fi; \
+		done; \
 	done
 
 clean:

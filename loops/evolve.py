@@ -20,16 +20,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import metaeval
-from metaeval import budget, equilibria, games, rundir, spiel
-from metaeval.distributed import build_metagame
+from metaeval import budget, games, oracles, rundir, spiel
 from metaeval.errors import MetaEvalError
+from metaeval.evaluator import Evaluator
+from metaeval.learners import QLearning
 from metaeval.loops import checkpoint
+from metaeval.selection import TIE_DECIMALS, lowest_rated
 
 NewPolicy = Callable[[object, int, np.random.Generator], object]
 """``new_policy(game, player, rng) -> OpenSpiel policy`` for one player's new strategy."""
-
-TIE_DECIMALS = 9
-"""Ratings equal to this many decimals count as tied; ties go to a seeded random order."""
 
 SUPPORT_MASS = 1e-9
 """Joints with more MECCE mass than this count towards its logged support size."""
@@ -47,6 +46,13 @@ RECORD_SCHEMA = rundir.RecordSchema({
     "added": rundir.LIST, "tie_break_keys": rundir.LIST, "seconds": rundir.OBJECT,
 })
 """What every line of an evolve run's ``iterations.jsonl`` holds."""
+
+
+REPLACEMENTS = ("random", "mutate", "best-response", "learned")
+"""What replaces the discarded policies: a random policy (SPEC 5), a perturbed copy of a
+top-quarter policy, the exact best response to the MECCE's opponents' joint marginal
+(JPSRO's oracle; every replacement of a player is that same policy), or a Q-learner
+trained from scratch for ``learner_episodes`` episodes against that marginal."""
 
 
 @dataclass(frozen=True)
@@ -68,8 +74,17 @@ class EvolveConfig:
     workers: int = 1
     address: str | None = None
     rater_options: dict = field(default_factory=dict)
+    replace: str = "random"
+    learner_episodes: int = 2000
+    mutation_scale: float = 0.25
 
     def __post_init__(self):
+        if self.replace not in REPLACEMENTS:
+            raise MetaEvalError(f"unknown replacement {self.replace!r}; choose one of {', '.join(REPLACEMENTS)}")
+        if not 0 <= self.mutation_scale <= 1:
+            raise MetaEvalError(f"mutation scale must lie in [0, 1], got {self.mutation_scale}")
+        if self.learner_episodes < 1:
+            raise MetaEvalError(f"learner episodes must be at least 1, got {self.learner_episodes}")
         if self.population < 4:
             raise MetaEvalError(f"population must be at least 4 per player, got {self.population}")
         if not 0 < self.discard_fraction < 1:
@@ -95,23 +110,14 @@ class EvolveConfig:
         keys = ["game", "rater", "rater_options", "population", "discard_fraction", "seed", "mode"]
         if self.mode == "sampled":
             keys.append("episodes")
+        keys.append("replace")
+        keys += {"learned": ["learner_episodes"], "mutate": ["mutation_scale"]}.get(self.replace, [])
         return {k: getattr(self, k) for k in keys}
 
     @property
     def discard_count(self) -> int:
         """How many policies each player loses per iteration (at least 1, at most K - 1)."""
         return min(self.population - 1, max(1, math.floor(self.population * self.discard_fraction)))
-
-
-def lowest_rated(ratings: np.ndarray, count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Indices of the ``count`` lowest ratings, and the tie-break keys used.
-
-    Ratings are compared rounded to ``TIE_DECIMALS`` decimals (solver noise is not
-    a difference); equal ones are ordered by keys drawn uniformly from ``rng``.
-    """
-    keys = rng.random(len(ratings))
-    order = np.lexsort((keys, np.round(ratings, TIE_DECIMALS)))
-    return np.sort(order[:count]), keys
 
 
 def random_new_policy(game, player: int, rng: np.random.Generator):
@@ -149,33 +155,45 @@ class Evolution:
         out: run directory; when given, every iteration is logged and checkpointed
             there, and an existing run in it is resumed.
         new_policy: ``new_policy(game, player, rng)`` supplying replacements (a
-            training loop's hook); default: random stochastic tabular policies.
+            training loop's hook, for ``replace="random"``); default: random stochastic
+            tabular policies.
     """
 
     def __init__(self, config: EvolveConfig, out: Path | str | None = None,
                  new_policy: NewPolicy | None = None):
         self.config = config
         self.out = None if out is None else Path(out)
+        if new_policy is not None and config.replace != "random":
+            raise MetaEvalError(f"a new_policy hook replaces random policies; it cannot go with replace={config.replace!r}")
         self.new_policy = new_policy or random_new_policy
         self.game = games.load(config.game)
-        self.gap_evaluator = spiel.ExactEvaluator(self.game)  # caches reach columns by policy id
         self.records: list[dict] = []
-        self.previous = None  # the last meta-game, for incremental builds
         # Independent streams: the initial population, and the loop (tie-breaks, new policies).
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
         num_players = self.game.num_players()
         budget.check_joints([config.population] * num_players, num_players + config.population * num_players,
                             "the population loop's meta-game and CCE constraints")
-        self.population = spiel.Population.random(
+        self.evaluator = self._evaluator(spiel.Population.random(
             self.game, config.population, seed=int(initial.generate_state(1)[0])
-        )
+        ))
         self.iteration = 0
         self.run_dir: rundir.RunDirectory | None = None
         self._on_disk: dict[int, dict] = {}  # records already logged, recomputed on resume
         self._restarted = False
         if self.out is not None:
             self._open_run_directory()
+
+    def _evaluator(self, population, metagame=None) -> Evaluator:
+        """The Evaluator of ``population``; ``metagame``: its last meta-game, for incremental builds."""
+        config = self.config
+        return Evaluator(self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
+                         address=config.address, seed=config.seed, population=population,
+                         metagame=metagame, log_dir=self.out)
+
+    @property
+    def population(self) -> spiel.Population:
+        return self.evaluator.population
 
     # -- run directory ---------------------------------------------------------
     def _open_run_directory(self):
@@ -207,8 +225,7 @@ class Evolution:
         if start:
             self.iteration = start
             self.rng.bit_generator.state = state.rng_state
-            self.population = state.population
-            self.previous = state.metagame
+            self.evaluator = self._evaluator(state.population, state.metagame)
         self.records = [logged[i] for i in range(start)]
         self._on_disk = {i: r for i, r in logged.items() if i >= start}
 
@@ -228,36 +245,31 @@ class Evolution:
                 f"iteration {record['iteration']} recomputed differs from its record in {self.out / rundir.LOG}: "
                 "the run is not reproducible (a custom new_policy?); use a new --out"
             )
-        checkpoint.save(self.out, self.iteration, self.population, self.previous, self.rng)
+        checkpoint.save(self.out, self.iteration, self.population, self.evaluator.built_metagame, self.rng)
         return logged
 
     # -- the loop ----------------------------------------------------------------
     def step(self) -> dict:
         """One iteration of SPEC 5: build, rate, measure the gap, replace the bottom quarter."""
-        config, seconds = self.config, {}
+        config, evaluator, seconds = self.config, self.evaluator, {}
         if self.run_dir is not None:
             self.run_dir.begin()
         clock = time.perf_counter()
-
-        metagame = build_metagame(
-            self.game, self.population, mode=config.mode, episodes=config.episodes,
-            workers=config.workers, seed=config.seed, address=config.address, previous=self.previous,
-            log_dir=self.out,
-        )
+        metagame = evaluator.metagame()
         seconds["build"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        rating = metaeval.rate(metagame, config.rater, **config.rater_options)
+        rating = evaluator.rate(config.rater, **config.rater_options)
         seconds["rate"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        sigma = equilibria.mecce(metagame)
-        gap = spiel.cce_gap(self.game, self.population, sigma, evaluator=self.gap_evaluator)
+        sigma = evaluator.meta_distribution("mecce")
+        gap = evaluator.gap(sigma)
         seconds["gap"] = time.perf_counter() - clock
 
         record = {
             "iteration": self.iteration,
-            "policy_ids": [list(map(int, ids)) for ids in self.population.ids],
+            "policy_ids": [list(map(int, ids)) for ids in evaluator.ids],
             "ratings": [r.tolist() for r in rating.ratings],
             "cce_gap": float(gap.total),
             "cce_gap_per_player": [float(g) for g in gap.per_player],
@@ -268,26 +280,34 @@ class Evolution:
         }
 
         clock = time.perf_counter()
-        discarded, added, keys = [], [], []
-        population = self.population
-        for player in range(self.game.num_players()):
+        oracle = self._oracle(rating)
+        discarded, replacements, keys = [], [], []
+        for player in range(self.game.num_players()):  # every oracle sees the rated population
             lowest, tie_keys = lowest_rated(rating.ratings[player], config.discard_count, self.rng)
-            discarded.append([int(population.ids[player][i]) for i in lowest])
-            replacements = [self.new_policy(self.game, player, self.rng) for _ in lowest]
-            population = population.replace(player, lowest, replacements)
-            added.append([int(population.ids[player][i]) for i in lowest])
+            discarded.append([int(evaluator.ids[player][i]) for i in lowest])
+            replacements.append([oracle(evaluator, player, sigma, self.rng) for _ in lowest])
             keys.append(tie_keys.tolist())
-        self.population = population
+        added = [evaluator.replace(p, ids, new) for p, (ids, new) in enumerate(zip(discarded, replacements))]
         seconds["replace"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
         record.update(discarded=discarded, added=added, tie_break_keys=keys, seconds=seconds)
 
-        self.previous = metagame
         self.iteration += 1
         if self.run_dir is not None:
             record = self._commit(record)
         self.records.append(record)
         return record
+
+    def _oracle(self, rating):
+        """The oracle of ``config.replace`` (signature of :mod:`metaeval.oracles`)."""
+        replace = self.config.replace
+        if replace == "random":
+            return oracles.from_new_policy(self.new_policy)
+        if replace == "mutate":
+            return oracles.mutate(rating, self.config.discard_fraction, self.config.mutation_scale)
+        if replace == "best-response":
+            return oracles.jpsro
+        return oracles.learned(QLearning(), self.config.learner_episodes)
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.iterations`` iterations are done; write results and plots."""

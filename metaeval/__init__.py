@@ -1,8 +1,9 @@
 """metaeval: game-theoretic evaluation of agents and populations."""
 
 from metaeval.errors import MetaEvalError
+from metaeval.evaluator import Evaluator
 from metaeval.game import MetaGame
 from metaeval.ratings import RATERS, Rating, rate
 
-__all__ = ["MetaEvalError", "MetaGame", "RATERS", "Rating", "rate"]
+__all__ = ["Evaluator", "MetaEvalError", "MetaGame", "RATERS", "Rating", "rate"]
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
-"""The ``metaeval`` command: evolve, compare, rate, plot.
+"""The ``metaeval`` command: evolve, compare, psro, pbt, rate, plot.
 
 Bad input ends in one line, ``metaeval: error: ...``, and exit status 2; a comparison
 some of whose runs failed ends with exit status 1 after writing what finished.
@@ -67,6 +67,10 @@ def _run_arguments(parser):
     parser.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                         help="rater option, repeatable")
+    parser.add_argument("--replace", default="random", help="replacements: random, mutate, best-response, learned")
+    parser.add_argument("--learner-episodes", type=_positive(int), default=2000,
+                        help="training budget of each learned replacement")
+    parser.add_argument("--mutation-scale", type=float, default=0.25, help="perturbation of mutated copies")
     parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     _memory_argument(parser)
 
@@ -86,6 +90,45 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--jobs", type=_positive(int), default=1, help="runs in parallel processes")
     _run_arguments(compare)
 
+    psro = commands.add_parser("psro", help="PSRO / JPSRO: meta-solver, exact best responses, optional cap")
+    psro.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
+    psro.add_argument("--solver", default="mgcce",
+                      help="meta-solver: uniform, nash, alpharank, mecce, mgcce, deviation")
+    psro.add_argument("--oracle", default="jpsro",
+                      help="jpsro (best response to the opponents' joint marginal), psro, random")
+    psro.add_argument("--iterations", type=_positive(int), default=30)
+    psro.add_argument("--seed", type=int, default=0)
+    psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player")
+    psro.add_argument("--prune-by", default="deviation", help="rater whose lowest-rated policies the cap removes")
+    psro.add_argument("--initial", default="uniform", help="first policy per player: uniform, dirichlet, deterministic")
+    psro.add_argument("--mode", choices=["exact", "sampled"], default="exact")
+    psro.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
+    psro.add_argument("--workers", type=_positive(int), default=1, help="Ray actors building meta-games")
+    psro.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
+    psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                      help="meta-solver option, repeatable")
+    psro.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+
+    pbt = commands.add_parser("pbt", help="population-based training of learners, selected by a rater")
+    pbt.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
+    pbt.add_argument("--rater", default="deviation", help="who is copied and who is replaced")
+    pbt.add_argument("--learner", default="qlearning")
+    pbt.add_argument("--matchmaking", default="mecce", help="uniform, pfsp, or a meta-solver (mecce, nash, ...)")
+    pbt.add_argument("--steps", type=_positive(int), default=30, help="training steps")
+    pbt.add_argument("--interval", type=_positive(int), default=2, help="training steps between exploits")
+    pbt.add_argument("--episodes-per-step", type=_positive(int), default=2000)
+    pbt.add_argument("--population", type=int, default=8, help="members per player (>= 4)")
+    pbt.add_argument("--discard-fraction", type=float, default=0.25)
+    pbt.add_argument("--mutation-scale", type=float, default=0.25)
+    pbt.add_argument("--seed", type=int, default=0)
+    pbt.add_argument("--workers", type=_positive(int), default=1, help="Ray tasks training members")
+    pbt.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
+    pbt.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                     help="rater option, repeatable")
+    pbt.add_argument("--learner-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                     help="learner option (step_size, epsilon), repeatable")
+    pbt.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+
     rate = commands.add_parser("rate", help="rate a saved meta-game (.npz, .npy) or score table (.csv)")
     rate.add_argument("file", type=Path)
     rate.add_argument("--rater", default="deviation")
@@ -104,6 +147,7 @@ def _config(args, **overrides):
         game=args.game, iterations=args.iterations, population=args.population,
         discard_fraction=args.discard_fraction, mode=args.mode, episodes=args.episodes,
         workers=args.workers, address=args.address, rater_options=dict(args.option),
+        replace=args.replace, learner_episodes=args.learner_episodes, mutation_scale=args.mutation_scale,
     )
     fields.update(overrides)
     return EvolveConfig(**fields)
@@ -172,6 +216,38 @@ def _run(args) -> int:
                   f"{args.out / 'failures.csv'}); the tables cover the others; run the same command "
                   "again to retry them", file=sys.stderr)
             return 1
+    elif args.command == "psro":
+        from metaeval import games
+        from metaeval.loops.psro import PSROConfig, psro
+
+        config = PSROConfig(
+            game=args.game, solver=args.solver, oracle=args.oracle, iterations=args.iterations,
+            seed=args.seed, cap=args.cap, prune_by=args.prune_by, initial=args.initial, mode=args.mode,
+            episodes=args.episodes, workers=args.workers, address=args.address,
+            solver_options=dict(args.option),
+        )
+        games.load(config.game)  # fail fast on an unknown game
+        records = psro(config, out=args.out)
+        last = records[-1]
+        seconds = sum(r["seconds"]["total"] for r in records)
+        exploitability = "" if last["exploitability"] is None else f"; exploitability {last['exploitability']:.6g}"
+        print(f"{len(records)} iterations in {seconds:.3g} s; final CCE gap {last['cce_gap']:.6g}"
+              f"{exploitability}; population {last['sizes']}; results in {args.out}")
+    elif args.command == "pbt":
+        from metaeval import games
+        from metaeval.loops.pbt import PBTConfig, pbt
+
+        config = PBTConfig(
+            game=args.game, rater=args.rater, learner=args.learner, matchmaking=args.matchmaking,
+            steps=args.steps, interval=args.interval, episodes_per_step=args.episodes_per_step,
+            population=args.population, discard_fraction=args.discard_fraction,
+            mutation_scale=args.mutation_scale, seed=args.seed, workers=args.workers, address=args.address,
+            rater_options=dict(args.option), learner_options=dict(args.learner_option),
+        )
+        games.load(config.game)
+        records = pbt(config, out=args.out)
+        print(f"{len(records)} steps; final CCE gap {records[-1]['cce_gap']:.6g}; results in {args.out}")
+        print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
     elif args.command == "rate":
         import metaeval
 
@@ -185,6 +261,16 @@ def _run(args) -> int:
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
+        if rundir.stored_kind(stored) == "psro" and rundir.stored_settings(stored) is not None:
+            from metaeval.loops.psro import PSRO, RECORD_SCHEMA, PSROConfig
+
+            records = rundir.read_records(args.run_dir, RECORD_SCHEMA)
+            if not records:
+                raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
+            config = PSROConfig(**rundir.stored_settings(stored))
+            written = plots.plot_psro(args.run_dir, {config.solver: records}, title=PSRO.title_of(config))
+            print(f"plots: {', '.join(str(path) for path in written)}")
+            return 0
         kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
         if kind == compare.KIND and settings is not None:
             runs, base = compare.load_comparison(args.run_dir)

@@ -76,3 +76,35 @@ def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> lis
 def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "") -> list[Path]:
     """The same figures for a single run."""
     return plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)
+
+
+EXPLOITABILITY_PLOT = "exploitability.png"
+
+
+def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[Path]:
+    """PSRO curves, one line per run label: the full-game CCE gap of the meta-distribution,
+    and (when the records have it) the exploitability of the meta-Nash mixture."""
+    out = Path(out)
+    written = []
+    for column, name, label in [("cce_gap", GAP_PLOT, "full-game CCE gap of the meta-distribution"),
+                                ("exploitability", EXPLOITABILITY_PLOT, "exploitability of the meta-Nash mixture")]:
+        curves = {key: [(r["iteration"], r[column]) for r in records if r.get(column) is not None]
+                  for key, records in runs.items()}
+        curves = {key: points for key, points in curves.items() if points}
+        if not curves:
+            continue
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for key, points in curves.items():
+            x, y = zip(*points)
+            ax.plot(x, [max(v, 1e-12) for v in y], label=key, lw=1.6)
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(label)
+        ax.set_title(title, fontsize=9)
+        ax.legend(frameon=False, fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=130)
+        plt.close(fig)
+        written.append(out / name)
+    return written

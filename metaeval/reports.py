@@ -54,3 +54,21 @@ def paired_differences(comparison: pd.DataFrame, baseline: str = "uniform") -> p
                      "lower": int((diff < -1e-9).sum()), "equal": int((diff.abs() <= 1e-9).sum()),
                      "higher": int((diff > 1e-9).sum())})
     return pd.DataFrame(rows)
+
+
+def psro_frame(records: list[dict]) -> pd.DataFrame:
+    """One row per PSRO iteration: CCE gap (total, per player), NashConv and exploitability
+    (2-player zero-sum games), meta-distribution support, population sizes, timings."""
+    rows = []
+    for record in records:
+        row = {"iteration": record["iteration"], "cce_gap": record["cce_gap"]}
+        for p, gap in enumerate(record["cce_gap_per_player"]):
+            row[f"cce_gap_p{p}"] = gap
+        row["nash_conv"] = record["nash_conv"]
+        row["exploitability"] = record["exploitability"]
+        row["support"] = record["support"]
+        for p, size in enumerate(record["sizes"]):
+            row[f"size_p{p}"] = size
+        row["seconds"] = record["seconds"]["total"]
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -291,6 +291,28 @@ class RunDirectory:
             f.flush()
             os.fsync(f.fileno())
 
+    def resume(self, next_iteration: int) -> list[dict]:
+        """The records before a checkpoint's ``next_iteration``, or an error naming the
+        iterations the log lacks (the valid records stay on disk either way)."""
+        logged = {r["iteration"]: r for r in self.records}
+        missing = [i for i in range(next_iteration) if i not in logged]
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
+            raise MetaEvalError(
+                f"{self.path / LOG} lacks iteration(s) {shown} before the checkpoint at {next_iteration}; "
+                "its valid records are kept, but this run cannot resume: use a new --out"
+            )
+        return [logged[i] for i in range(next_iteration)]
+
+    def log(self, record: dict, session: dict) -> None:
+        """Append ``record`` (writing ``config.json`` with ``session`` first in a session),
+        unless a valid record of its iteration is on disk already: one logged after the
+        last checkpoint by a killed process, kept rather than rewritten."""
+        if not self.committed:
+            self.write_config(session)
+        if all(r["iteration"] != record["iteration"] for r in self._reading.records):
+            self.append(record)
+
     def rewrite(self, records: list[dict]) -> None:
         """Replace the log atomically with ``records`` (e.g. sorted after filling gaps)."""
         _write_lines(self.path / LOG, records)

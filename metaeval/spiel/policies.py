@@ -99,7 +99,13 @@ def action_probabilities(policy, state, player: int) -> dict[int, float]:
 
 def _probabilities(policy, state, player: int, num_actions: int) -> np.ndarray:
     row = np.zeros(num_actions)
-    for action, probability in action_probabilities(policy, state, player).items():
+    probabilities = action_probabilities(policy, state, player)
+    if not probabilities:
+        key = infostate_key(state.get_game().get_type(), state, player)
+        raise MetaEvalError(
+            f"the policy for player {player} has no action probabilities at {key!r}; is it for this game?"
+        )
+    for action, probability in probabilities.items():
         if not 0 <= action < num_actions:
             key = infostate_key(state.get_game().get_type(), state, player)
             raise MetaEvalError(f"policy gives action {action} at {key!r}; the game has {num_actions}")

@@ -194,9 +194,9 @@ def test_logged_mecce_support_is_that_of_the_iterations_metagame():
     run = Evolution(EvolveConfig(game="sheriff", rater="uniform", iterations=3, seed=0))
     for _ in range(3):
         record = run.step()
-        sigma = equilibria.mecce(run.previous)
+        sigma = equilibria.mecce(run.evaluator.built_metagame)
         assert record["mecce_support"] == int(np.count_nonzero(sigma > 1e-9))
-        assert record["mecce_payoff"][0] == pytest.approx(float(np.sum(sigma * run.previous.payoffs[0])))
+        assert record["mecce_payoff"][0] == pytest.approx(float(np.sum(sigma * run.evaluator.built_metagame.payoffs[0])))
 
 
 def _reference(iterations=6):

@@ -1,0 +1,309 @@
+"""Population-based training with metaeval as selector and matchmaker.
+
+Every player has ``population`` members; a member is a learner's value table and the
+greedy policy of those values (held in a :class:`metaeval.Evaluator`). One *step*:
+
+1. every member draws its opponents by the matchmaking rule
+   (:meth:`metaeval.Evaluator.opponents`, member by member, on the population as it
+   stood at the start of the step) and trains for ``episodes_per_step`` episodes;
+2. the trained policies replace the old ones; the step's record holds the full-game CCE
+   gap of the meta-game's MECCE and the population's average payoff, as in ``evolve``;
+3. every ``interval`` steps the rater rates the meta-game and each player's
+   lowest-rated quarter is replaced (exploit) by copies of members drawn uniformly from
+   its top-rated quarter, with perturbed values (explore, :func:`metaeval.mutation.perturb_values`).
+
+Members start from perturbed all-zero values (so they differ). Each member's training at
+step t draws from its own generator ``SeedSequence(seed, spawn_key=(t, player, index))``,
+so results do not depend on ``workers``; tie-breaks and exploit/explore draw from the
+loop's generator, which is checkpointed. With ``workers > 1`` members train in parallel
+as Ray tasks.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+import metaeval
+from metaeval import games, rundir
+from metaeval.errors import MetaEvalError
+from metaeval.evaluator import Evaluator
+from metaeval.fileio import atomic_savez
+from metaeval.learners import LEARNERS, Opponents
+from metaeval.loops.evolve import SUPPORT_MASS, _scalars, _versions
+from metaeval.matchmaking import RULES
+from metaeval.meta_solvers import SOLVERS
+from metaeval.mutation import perturb_values
+from metaeval.selection import rank_order
+from metaeval.spiel.tree import game_tree
+
+KIND = "pbt"
+"""The run-directory kind of a PBT run."""
+
+RECORD_SCHEMA = rundir.RecordSchema({
+    "policy_ids": rundir.LIST, "cce_gap": rundir.NUMBER, "cce_gap_per_player": rundir.NUMBERS,
+    "mean_payoff": rundir.NUMBERS, "mecce_payoff": rundir.NUMBERS, "mecce_support": rundir.COUNT,
+    "seconds": rundir.OBJECT,
+})
+"""What every line of a PBT run's ``iterations.jsonl`` holds."""
+
+
+@dataclass(frozen=True)
+class PBTConfig:
+    """Everything that defines a PBT run (written to ``config.json``)."""
+
+    game: str = "kuhn_3p"
+    rater: str = "deviation"
+    learner: str = "qlearning"
+    matchmaking: str = "mecce"
+    steps: int = 30
+    interval: int = 2
+    population: int = 8
+    episodes_per_step: int = 2000
+    discard_fraction: float = 0.25
+    mutation_scale: float = 0.25
+    seed: int = 0
+    workers: int = 1
+    address: str | None = None
+    rater_options: dict = field(default_factory=dict)
+    learner_options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.rater not in metaeval.RATERS:
+            raise MetaEvalError(f"unknown rater {self.rater!r}; choose one of {', '.join(sorted(metaeval.RATERS))}")
+        if self.learner not in LEARNERS:
+            raise MetaEvalError(f"unknown learner {self.learner!r}; choose one of {', '.join(LEARNERS)}")
+        rules = sorted({*RULES, *SOLVERS} - {"conditional"})
+        if self.matchmaking not in rules:
+            raise MetaEvalError(f"unknown matchmaking rule {self.matchmaking!r}; choose one of {', '.join(rules)}")
+        for name in ("steps", "interval", "episodes_per_step", "workers"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise MetaEvalError(f"{name.replace('_', ' ')} must be a positive int, got {value!r}")
+        if self.population < 4:
+            raise MetaEvalError(f"population must be at least 4 per player, got {self.population}")
+        if not 0 < self.discard_fraction < 1:
+            raise MetaEvalError(f"discard fraction must lie strictly between 0 and 1, got {self.discard_fraction}")
+        if not 0 <= self.mutation_scale <= 1:
+            raise MetaEvalError(f"mutation scale must lie in [0, 1], got {self.mutation_scale}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise MetaEvalError(f"seed must be a non-negative integer, got {self.seed!r}")
+        self.make_learner()  # validates the learner's options
+
+    def make_learner(self):
+        try:
+            return LEARNERS[self.learner](**self.learner_options)
+        except TypeError as exc:
+            raise MetaEvalError(f"bad options for learner {self.learner!r}: {exc}") from None
+
+    def result_settings(self) -> dict:
+        """The settings that change results; a resumed run must agree on all of them."""
+        return {k: v for k, v in asdict(self).items() if k not in ("steps", "workers", "address")}
+
+    @property
+    def replace_count(self) -> int:
+        """Members replaced per player at each exploit (at least 1, at most K - 1)."""
+        return min(self.population - 1, max(1, math.floor(self.population * self.discard_fraction)))
+
+
+def member_rng(seed: int, step: int, player: int, index: int) -> np.random.Generator:
+    """The generator of one member's training at one step (independent of the workers)."""
+    return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(step, player, index)))
+
+
+def _train(task: tuple) -> np.ndarray:
+    """One member's training (module level, so that Ray can ship it)."""
+    learner, game_string, player, opponents, episodes, rng, values = task
+    return learner.train(games.load(game_string), player, opponents, episodes, rng, values=values)
+
+
+class PBT:
+    """A PBT run that can be stepped, checkpointed and resumed (see the module docstring).
+
+    Args:
+        config: the run's definition.
+        out: run directory; when given, every step is logged and checkpointed there, and
+            an existing run in it is resumed.
+    """
+
+    def __init__(self, config: PBTConfig, out: Path | str | None = None):
+        self.config = config
+        self.learner = config.make_learner()
+        self.out = None if out is None else Path(out)
+        self.run_dir: rundir.RunDirectory | None = None
+        self.game = games.load(config.game)
+        self.layouts = game_tree(self.game).players
+        initial, loop = np.random.SeedSequence(config.seed).spawn(2)
+        self.rng = np.random.default_rng(loop)
+        self.evaluator = Evaluator(self.game, seed=config.seed, log_dir=self.out)
+        start = np.random.default_rng(initial)
+        self.values = []
+        for p, layout in enumerate(self.layouts):
+            zeros = self.learner.initial_values(self.game, p)
+            self.values.append([perturb_values(layout, zeros, start, config.mutation_scale)
+                                for _ in range(config.population)])
+            for values in self.values[p]:
+                self.evaluator.add(p, self.learner.policy(self.game, p, values))
+        self.step_index = 0
+        self.records: list[dict] = []
+        if self.out is not None:
+            self._open_run_directory()
+
+    # -- run directory ---------------------------------------------------------
+    def _open_run_directory(self):
+        """Check ``self.out`` and resume the run there if its settings agree; writes nothing."""
+        self.run_dir = rundir.RunDirectory.open(
+            self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
+            schema=RECORD_SCHEMA,
+        )
+        if self.run_dir.exists:
+            self._resume()
+
+    def _checkpoint(self):
+        directory = self.out / f"checkpoint-{self.step_index:06d}"
+        if directory.exists():
+            shutil.rmtree(directory)
+        self.evaluator.save(directory)
+        atomic_savez(directory / "values.npz", **{f"values_{p}": np.stack(v) for p, v in enumerate(self.values)})
+        rundir.write_json(self.out / rundir.STATE, {"next_step": self.step_index, "directory": directory.name,
+                                                    "rng": self.rng.bit_generator.state})
+        for old in self.out.glob("checkpoint-*"):
+            if old.name != directory.name:
+                shutil.rmtree(old)
+
+    def _resume(self):
+        path = self.out / rundir.STATE
+        if not path.exists():  # killed before the first checkpoint
+            return
+        state = rundir.read_json(path)
+        try:
+            directory = self.out / state["directory"]
+            self.evaluator = Evaluator.load(directory, workers=1, address=None)
+            self.evaluator.log_dir = self.out
+            with np.load(directory / "values.npz", allow_pickle=False) as data:
+                self.values = [list(data[f"values_{p}"]) for p in range(self.game.num_players())]
+            self.rng.bit_generator.state = state["rng"]
+            self.step_index = int(state["next_step"])
+        except (KeyError, TypeError, ValueError, OSError) as exc:
+            raise MetaEvalError(f"{path} or its checkpoint is damaged ({exc!r}); start a new run directory") from None
+        self.records = self.run_dir.resume(self.step_index)
+
+    # -- the loop ----------------------------------------------------------------
+    def _tasks(self) -> list[tuple]:
+        """One training task per member, against opponents matched on the current population."""
+        ev, config = self.evaluator, self.config
+        tables = [[policy.action_probability_array for policy in player] for player in ev.population.policies]
+        tasks = []
+        for p in range(self.game.num_players()):
+            for index, policy_id in enumerate(ev.ids[p]):
+                distribution = ev.opponents(p, config.matchmaking, member=policy_id)
+                opponents = Opponents.from_distribution(tables, p, distribution)
+                tasks.append((self.learner, str(self.game), p, opponents, config.episodes_per_step,
+                              member_rng(config.seed, self.step_index, p, index), self.values[p][index]))
+        return tasks
+
+    def _run_tasks(self, tasks: list[tuple]) -> list[np.ndarray]:
+        config = self.config
+        if config.workers == 1 and config.address is None:
+            return [_train(task) for task in tasks]
+        import ray
+
+        from metaeval.distributed.session import ensure_ray
+
+        ensure_ray(config.address, num_cpus=config.workers, log_dir=self.out)
+        remote = ray.remote(num_cpus=1)(_train)
+        return ray.get([remote.remote(task) for task in tasks])
+
+    def step(self) -> dict:
+        """One training step, and an exploit/explore round every ``interval`` steps."""
+        config, ev, seconds = self.config, self.evaluator, {}
+        clock = time.perf_counter()
+        trained = self._run_tasks(self._tasks())
+        for p in range(self.game.num_players()):
+            self.values[p] = trained[p * config.population:(p + 1) * config.population]
+            ev.replace(p, list(ev.ids[p]), [self.learner.policy(self.game, p, v) for v in self.values[p]])
+        seconds["train"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        metagame = ev.metagame()
+        sigma = ev.meta_distribution("mecce")
+        gap = ev.gap(sigma)
+        seconds["gap"] = time.perf_counter() - clock
+        record = {
+            "iteration": self.step_index,
+            "policy_ids": [list(map(int, ids)) for ids in ev.ids],
+            "cce_gap": float(gap.total),
+            "cce_gap_per_player": [float(g) for g in gap.per_player],
+            "mean_payoff": [float(metagame.payoffs[p].mean()) for p in range(metagame.num_players)],
+            "mecce_payoff": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
+            "mecce_support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
+        }
+        if (self.step_index + 1) % config.interval == 0:
+            clock = time.perf_counter()
+            record.update(self._exploit_and_explore())
+            seconds["exploit"] = time.perf_counter() - clock
+        seconds["total"] = sum(seconds.values())
+        record["seconds"] = seconds
+
+        self.step_index += 1
+        self.records.append(record)
+        if self.run_dir is not None:
+            self.run_dir.log(record, {"from_step": record["iteration"], "versions": _versions(), "command": sys.argv})
+            self._checkpoint()
+        return record
+
+    def _exploit_and_explore(self) -> dict:
+        """Replace each player's lowest-rated quarter by perturbed copies of its top quarter."""
+        config, ev = self.config, self.evaluator
+        rating = ev.rate(config.rater, **config.rater_options)
+        count = config.replace_count
+        replaced, parents, added, keys = [], [], [], []
+        for p, ratings in enumerate(rating.ratings):
+            order, tie_keys = rank_order(ratings, self.rng)
+            lowest, top = np.sort(order[:count]), order[::-1][:count]
+            chosen = top[self.rng.integers(len(top), size=count)]
+            ids = list(ev.ids[p])
+            for low, parent in zip(lowest, chosen):
+                self.values[p][low] = perturb_values(self.layouts[p], self.values[p][parent], self.rng,
+                                                     config.mutation_scale)
+            replaced.append([ids[i] for i in lowest])
+            parents.append([ids[i] for i in chosen])
+            added.append(ev.replace(p, replaced[-1], [self.learner.policy(self.game, p, self.values[p][i])
+                                                      for i in lowest]))
+            keys.append(tie_keys.tolist())
+        return {"ratings": [r.tolist() for r in rating.ratings], "rater_diagnostics": _scalars(rating.diagnostics),
+                "discarded": replaced, "parents": parents, "added": added, "tie_break_keys": keys}
+
+    def run(self, progress: bool | None = None) -> list[dict]:
+        """Step until ``config.steps`` steps are done; write results and plots."""
+        bar = tqdm(range(self.step_index, self.config.steps), unit="step", leave=False,
+                   desc=f"pbt {self.config.game} {self.config.rater} seed {self.config.seed}",
+                   disable=None if progress is None else not progress)
+        for _ in bar:
+            record = self.step()
+            bar.set_postfix(gap=f"{record['cce_gap']:.3g}")
+        if self.out is not None:
+            self.finish()
+        return self.records
+
+    def finish(self):
+        """Final population, per-step summary table and plots in the run directory."""
+        from metaeval import plots, reports
+
+        self.evaluator.population.save(self.out / "population.npz")
+        reports.summary_frame(self.records).to_csv(self.out / "summary.csv", index=False)
+        plots.plot_run(self.out, self.records, label=f"pbt, {self.config.rater}", seed=self.config.seed,
+                       title=f"{self.config.game}, PBT ({self.config.learner}), {self.config.rater}, "
+                             f"seed {self.config.seed}")
+
+
+def pbt(config: PBTConfig, out=None, progress: bool | None = None) -> list[dict]:
+    """Run (or resume, when ``out`` holds a run) population-based training; returns the records."""
+    return PBT(config, out=out).run(progress=progress)

@@ -1,0 +1,229 @@
+"""PSRO and JPSRO on one Evaluator (Lanctot et al. 2017; Marris et al. 2021).
+
+Each player starts with one policy (uniform by default, as OpenSpiel's JPSRO). Each iteration
+
+    a) builds the meta-game of the population (incrementally),
+    b) turns it into a joint distribution sigma with the meta-solver,
+    c) records the full-game CCE gap of sigma (and, in 2-player zero-sum games, the
+       NashConv and exploitability of the meta-Nash mixture),
+    d) adds every player's oracle policy against sigma (all computed from the same sigma),
+    e) with a cap, removes each player's lowest-rated policies (``prune_by``) down to it.
+
+The run directory follows ``evolve``'s conventions: ``config.json``, one flushed line per
+iteration in ``iterations.jsonl``, checkpoints, resume, ``summary.csv`` and plots.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+import metaeval
+from metaeval import games, rundir, spiel
+from metaeval.errors import MetaEvalError
+from metaeval.evaluator import Evaluator
+from metaeval.loops import checkpoint
+from metaeval.loops.evolve import SUPPORT_MASS, _versions as versions
+from metaeval.meta_solvers import SOLVERS
+from metaeval.oracles import ORACLES
+
+KIND = "psro"
+"""The run-directory kind of a PSRO run."""
+
+RECORD_SCHEMA = rundir.RecordSchema({
+    "sizes": rundir.LIST, "cce_gap": rundir.NUMBER, "cce_gap_per_player": rundir.NUMBERS,
+    "meta_value": rundir.NUMBERS, "support": rundir.COUNT, "added": rundir.LIST, "seconds": rundir.OBJECT,
+})
+"""What every line of a PSRO run's ``iterations.jsonl`` holds."""
+
+
+@dataclass(frozen=True)
+class PSROConfig:
+    """Everything that defines a PSRO run (written to ``config.json``).
+
+    ``oracle="jpsro"`` best-responds to the opponents' joint marginal of sigma (JPSRO's
+    CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
+    coincide. ``cap``: at most this many policies per player, pruned by ``prune_by``.
+    """
+
+    game: str = "kuhn_3p"
+    solver: str = "mgcce"
+    oracle: str = "jpsro"
+    iterations: int = 30
+    seed: int = 0
+    cap: int | None = None
+    prune_by: str = "deviation"
+    initial: str = "uniform"
+    mode: str = "exact"
+    episodes: int = 1000
+    workers: int = 1
+    address: str | None = None
+    solver_options: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        checks = [
+            (self.solver in SOLVERS, f"unknown meta-solver {self.solver!r}; choose one of {', '.join(SOLVERS)}"),
+            (self.oracle in ORACLES, f"unknown oracle {self.oracle!r}; choose one of {', '.join(ORACLES)}"),
+            (self.prune_by in metaeval.RATERS,
+             f"unknown rater {self.prune_by!r} for pruning; choose one of {', '.join(sorted(metaeval.RATERS))}"),
+            (self.initial in spiel.KINDS, f"initial must be one of {', '.join(spiel.KINDS)}, got {self.initial!r}"),
+            (self.cap is None or (isinstance(self.cap, int) and self.cap >= 1),
+             f"cap must be a positive int or None, got {self.cap!r}"),
+            (isinstance(self.iterations, int) and self.iterations >= 1,
+             f"iterations must be at least 1, got {self.iterations!r}"),
+            (isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
+             f"seed must be a non-negative integer, got {self.seed!r}"),
+            (self.mode in ("exact", "sampled"), f"mode must be 'exact' or 'sampled', got {self.mode!r}"),
+            (isinstance(self.workers, int) and self.workers >= 1, f"workers must be at least 1, got {self.workers!r}"),
+            (isinstance(self.episodes, int) and self.episodes >= 2,
+             f"episodes must be at least 2 (for a standard error), got {self.episodes!r}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise MetaEvalError(message)
+
+    def result_settings(self) -> dict:
+        """The settings that change results; a resumed run must agree on all of them."""
+        keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
+        if self.mode == "sampled":
+            keys.append("episodes")
+        return {k: getattr(self, k) for k in keys}
+
+
+class PSRO:
+    """A PSRO run that can be stepped, checkpointed and resumed.
+
+    Args:
+        config: the run's definition.
+        out: run directory; when given, every iteration is logged and checkpointed there,
+            and an existing run in it is resumed.
+        oracle: any ``oracle(evaluator, player, sigma, rng)`` (see :mod:`metaeval.oracles`)
+            instead of ``config.oracle``, e.g. a learner.
+    """
+
+    def __init__(self, config: PSROConfig, out: Path | str | None = None, oracle=None):
+        self.config = config
+        self.out = None if out is None else Path(out)
+        self.run_dir: rundir.RunDirectory | None = None
+        self.oracle = oracle or ORACLES[config.oracle]
+        self.game = games.load(config.game)
+        initial, loop = np.random.SeedSequence(config.seed).spawn(2)
+        self.rng = np.random.default_rng(loop)
+        start = np.random.default_rng(initial)
+        population = spiel.Population(
+            self.game, [[spiel.random_policy(self.game, p, start, config.initial)] for p in range(self.game.num_players())]
+        )
+        self.iteration = 0
+        self.records: list[dict] = []
+        metagame = None
+        if self.out is not None:
+            resumed = self._open_run_directory()
+            if resumed is not None:
+                population, metagame = resumed.population, resumed.metagame
+        self.evaluator = Evaluator(
+            self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
+            address=config.address, seed=config.seed, population=population, metagame=metagame,
+            log_dir=self.out,
+        )
+
+    # -- run directory ---------------------------------------------------------------
+    def _open_run_directory(self):
+        """Check ``self.out`` and resume the run there if its settings agree (writes nothing);
+        returns its checkpoint."""
+        self.run_dir = rundir.RunDirectory.open(
+            self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
+            schema=RECORD_SCHEMA,
+        )
+        resumed = checkpoint.load(self.out) if self.run_dir.exists else None
+        if resumed is not None:
+            self.iteration = resumed.next_iteration
+            self.rng.bit_generator.state = resumed.rng_state
+            self.records = self.run_dir.resume(self.iteration)
+        return resumed
+
+    # -- the loop ------------------------------------------------------------------------
+    def step(self) -> dict:
+        """One iteration: build, solve, measure, add the oracles' policies, prune to the cap."""
+        config, evaluator, seconds = self.config, self.evaluator, {}
+        clock = time.perf_counter()
+        metagame = evaluator.metagame()
+        seconds["build"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        sigma = evaluator.meta_distribution(config.solver, **config.solver_options)
+        seconds["solve"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        gap = evaluator.gap(sigma)
+        nash_conv = evaluator.nash_conv() if evaluator.two_player_zero_sum else None
+        seconds["gap"] = time.perf_counter() - clock
+
+        record = {
+            "iteration": self.iteration,
+            "policy_ids": [list(ids) for ids in evaluator.ids],
+            "sizes": list(evaluator.sizes),
+            "cce_gap": float(gap.total),
+            "cce_gap_per_player": [float(g) for g in gap.per_player],
+            "nash_conv": nash_conv,
+            "exploitability": None if nash_conv is None else nash_conv / 2,
+            "meta_value": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
+            "support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
+        }
+
+        clock = time.perf_counter()
+        policies = [self.oracle(evaluator, p, sigma, self.rng) for p in range(evaluator.num_players)]
+        record["added"] = [[evaluator.add(p, policy)] for p, policy in enumerate(policies)]
+        seconds["oracle"] = time.perf_counter() - clock
+
+        clock = time.perf_counter()
+        pruned, keys, ratings = [[] for _ in policies], [[] for _ in policies], None
+        if config.cap is not None and max(evaluator.sizes) > config.cap:
+            result = evaluator.prune(config.prune_by, keep=config.cap, rng=self.rng)
+            pruned, keys = result.removed, result.tie_break_keys
+            ratings = [r.tolist() for r in result.rating.ratings]
+        record.update(pruned=pruned, prune_ratings=ratings, tie_break_keys=keys)
+        seconds["prune"] = time.perf_counter() - clock
+        seconds["total"] = sum(seconds.values())
+        record["seconds"] = seconds
+
+        self.iteration += 1
+        self.records.append(record)
+        if self.run_dir is not None:
+            self.run_dir.log(record, {"from_iteration": record["iteration"], "versions": versions(), "command": sys.argv})
+            checkpoint.save(self.out, self.iteration, evaluator.population, evaluator.built_metagame, self.rng)
+        return record
+
+    def run(self, progress: bool | None = None) -> list[dict]:
+        """Step until ``config.iterations`` iterations are done; write results and plots."""
+        bar = tqdm(range(self.iteration, self.config.iterations), unit="it", leave=False,
+                   desc=f"{self.config.game} {self.config.oracle} {self.config.solver} seed {self.config.seed}",
+                   disable=None if progress is None else not progress)
+        for _ in bar:
+            record = self.step()
+            bar.set_postfix(gap=f"{record['cce_gap']:.3g}", size=max(record["sizes"]))
+        if self.out is not None:
+            self.finish()
+        return self.records
+
+    def finish(self):
+        """Final population, per-iteration summary table and plots in the run directory."""
+        from metaeval import plots, reports
+
+        self.evaluator.population.save(self.out / "population.npz")
+        reports.psro_frame(self.records).to_csv(self.out / "summary.csv", index=False)
+        plots.plot_psro(self.out, {self.config.solver: self.records}, title=self.title_of(self.config))
+
+    @staticmethod
+    def title_of(config: PSROConfig) -> str:
+        cap = "" if config.cap is None else f", cap {config.cap} by {config.prune_by}"
+        return f"{config.game}, {config.oracle}, {config.solver}, seed {config.seed}{cap}"
+
+
+def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:
+    """Run (or resume, when ``out`` holds a run) PSRO/JPSRO; returns the records."""
+    return PSRO(config, out=out, oracle=oracle).run(progress=progress)

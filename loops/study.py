@@ -1,0 +1,160 @@
+"""The studies behind the README's Results: does the rater matter, and does learning help?
+
+    python -m metaeval.loops.study raters --out runs/study [--games kuhn_3p,sheriff]
+        [--replacements random,mutate,best-response,learned] [--seeds 30] [--iterations 300] [--jobs 2]
+    python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random [--seeds 3] [--steps 20]
+        [--episodes-per-step 500] [--matchmaking mecce]
+
+``raters`` runs ``compare`` (every rater x seed, resumable) for each game and replacement
+in ``OUT/GAME/REPLACEMENT``, then writes ``study.csv`` (final and mean full-game CCE gap
+and final welfare per rater), ``paired.csv`` (each rater minus uniform, seed by seed:
+mean, sign counts, sign-test and Wilcoxon p-values, at every ``--every`` iterations, so
+one sees how the paired statistic evolves with the iteration count), ``timing.csv``
+(median seconds per iteration for each replacement), ``failures.csv`` (comparisons
+stopped by an error, with the error) and one figure per game and replacement with a line
+per rater. Runs with one seed share their initial population
+and their loop's random stream whatever the rater, so the comparison is paired. Running
+the same command again resumes unfinished runs and redraws everything; the numbers are
+a function of the settings alone.
+
+``pbt-vs-random`` runs PBT with Q-learners (rater ``deviation``) and ``evolve`` with
+random replacements (same rater, population and number of iterations) for each seed, and
+draws both CCE gaps in one figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from metaeval import plots, reports, rundir
+from metaeval.errors import MetaEvalError
+from metaeval.loops.compare import compare
+from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
+from metaeval.loops.pbt import PBTConfig, pbt
+
+RATERS = ["uniform", "nash", "alpharank", "deviation", "payoff"]
+TIE = 1e-9
+
+
+def paired_statistics(comparison: pd.DataFrame, every: int, baseline: str = "uniform") -> pd.DataFrame:
+    """Per rater and iteration (every ``every``-th and the last): the rater's CCE gap minus
+    the baseline's, seed by seed, with mean, counts lower/equal/higher, the two-sided sign
+    test's p-value (ties dropped) and the two-sided Wilcoxon signed-rank p-value."""
+    last = comparison.iteration.max()
+    chosen = comparison[(comparison.iteration % every == every - 1) | (comparison.iteration == last)]
+    rows = []
+    for iteration, frame in chosen.groupby("iteration"):
+        gaps = frame.pivot(index="seed", columns="rater", values="cce_gap")
+        for rater in gaps.columns.drop(baseline):
+            diff = (gaps[rater] - gaps[baseline]).to_numpy()
+            lower, higher = int((diff < -TIE).sum()), int((diff > TIE).sum())
+            nonzero = diff[np.abs(diff) > TIE]
+            sign_p = stats.binomtest(lower, lower + higher).pvalue if lower + higher else 1.0
+            wilcoxon_p = stats.wilcoxon(nonzero).pvalue if len(nonzero) else 1.0
+            rows.append({"iteration": int(iteration), "rater": rater, "baseline": baseline,
+                         "mean_difference": float(diff.mean()), "lower": lower,
+                         "equal": len(diff) - lower - higher, "higher": higher,
+                         "sign_test_p": float(sign_p), "wilcoxon_p": float(wilcoxon_p)})
+    return pd.DataFrame(rows)
+
+
+def summary(comparison: pd.DataFrame) -> pd.DataFrame:
+    """Per rater, over seeds: final and mean (over iterations) CCE gap, and the final welfare:
+    the sum over players of the population's average payoff (0 in a zero-sum game; each
+    player's average payoff is in ``comparison.csv`` and ``payoff.png``)."""
+    payoff_columns = [c for c in comparison.columns if c.startswith("mean_payoff_p")]
+    comparison = comparison.assign(welfare=comparison[payoff_columns].sum(axis=1))
+    per_run = comparison.groupby(["rater", "seed"]).agg(
+        final_gap=("cce_gap", "last"), mean_gap=("cce_gap", "mean"), final_welfare=("welfare", "last"))
+    table = per_run.groupby("rater").agg(["mean", "std"])
+    table.columns = [f"{a}_{b}" for a, b in table.columns]
+    return table.assign(seeds=per_run.groupby("rater").size()).reset_index()
+
+
+def raters_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
+                 every: int, jobs: int, learner_episodes: int) -> pd.DataFrame:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    tables, paired, timing, failures = [], [], [], []
+    for replacement in replacements:
+        for game in games:
+            base = EvolveConfig(game=game, iterations=iterations, replace=replacement,
+                                learner_episodes=learner_episodes)
+            label = {"game": game, "replacement": replacement}
+            try:
+                comparison, _ = compare(base, RATERS, list(range(seeds)), out / game / replacement, jobs=jobs,
+                                        progress=False)
+            except MetaEvalError as exc:  # one failed run stops its comparison, not the study
+                failures.append({**label, "error": str(exc)})
+                pd.DataFrame(failures).to_csv(out / "failures.csv", index=False)
+                continue
+            tables.append(summary(comparison).assign(**label))
+            paired.append(paired_statistics(comparison, every).assign(**label))
+            timing.append({**label, "median_seconds_per_iteration": float(comparison.seconds.median()),
+                           "iterations": len(comparison)})
+            # Rewritten after every comparison, so a study stopped part-way keeps its tables.
+            pd.concat(tables, ignore_index=True).to_csv(out / "study.csv", index=False)
+            pd.concat(paired, ignore_index=True).to_csv(out / "paired.csv", index=False)
+            pd.DataFrame(timing).to_csv(out / "timing.csv", index=False)
+    return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episodes_per_step: int,
+                      matchmaking: str, workers: int) -> pd.DataFrame:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    learned = PBTConfig(game="kuhn_3p", rater="deviation", steps=steps, population=population,
+                        episodes_per_step=episodes_per_step, matchmaking=matchmaking, workers=workers)
+    baseline = EvolveConfig(game="kuhn_3p", rater="deviation", iterations=steps, population=population)
+    runs = {"PBT, Q-learning": {}, "evolve, random replacements": {}}
+    for seed in range(seeds):
+        runs["PBT, Q-learning"][seed] = pbt(replace(learned, seed=seed), out=out / "pbt" / f"seed{seed}",
+                                            progress=False)
+        runs["evolve, random replacements"][seed] = evolve(replace(baseline, seed=seed),
+                                                           out=out / "random" / f"seed{seed}", progress=False)
+    comparison = reports.comparison_frame(runs)
+    comparison.to_csv(out / "comparison.csv", index=False)
+    plots.plot_comparison(out, comparison, title=f"kuhn_3p, deviation rater, {population} per player")
+    final = reports.final_gaps(comparison)
+    final.to_csv(out / "final.csv", index=False)
+    return final
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m metaeval.loops.study", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="study", required=True)
+    raters = commands.add_parser("raters")
+    raters.add_argument("--out", type=Path, required=True)
+    raters.add_argument("--games", default="kuhn_3p,sheriff")
+    raters.add_argument("--replacements", default=",".join(REPLACEMENTS))
+    raters.add_argument("--seeds", type=int, default=30)
+    raters.add_argument("--iterations", type=int, default=300)
+    raters.add_argument("--every", type=int, default=25, help="iterations between paired statistics")
+    raters.add_argument("--jobs", type=int, default=2)
+    raters.add_argument("--learner-episodes", type=int, default=2000)
+    versus = commands.add_parser("pbt-vs-random")
+    versus.add_argument("--out", type=Path, required=True)
+    versus.add_argument("--seeds", type=int, default=3)
+    versus.add_argument("--steps", type=int, default=20)
+    versus.add_argument("--population", type=int, default=8)
+    versus.add_argument("--episodes-per-step", type=int, default=500)
+    versus.add_argument("--matchmaking", default="mecce")
+    versus.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    if args.study == "raters":
+        table = raters_study(args.out, args.games.split(","), args.replacements.split(","), args.seeds,
+                             args.iterations, args.every, args.jobs, args.learner_episodes)
+    else:
+        table = pbt_versus_random(args.out, args.seeds, args.steps, args.population, args.episodes_per_step,
+                                  args.matchmaking, args.workers)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+
+if __name__ == "__main__":
+    main()

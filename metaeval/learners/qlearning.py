@@ -1,0 +1,195 @@
+"""Tabular Q-learning (OpenSpiel's ``QLearner``) against opponents drawn from a distribution.
+
+A learner's state is a value table ``[S, A]`` on the player's information-state layout
+(:mod:`metaeval.spiel.tree`), so it can be saved, copied and perturbed like a policy
+table; its policy is greedy in those values (uniform over tied legal actions, hence
+uniform at states never visited), which is what ``QLearner`` plays with exploration off.
+
+Episodes are driven here rather than through ``rl_environment.Environment``: the agent
+is given each information state as the string key the policy tables use (so its values
+map onto the layout), no observation tensors are computed, and chance outcomes and
+opponents' actions come from the caller's seeded generator. ``QLearner`` explores
+through numpy's global generator; the subclass here draws its epsilon-greedy choice
+(same distribution) from the caller's generator instead, through ``_get_action_probs``,
+the hook ``QLearner`` provides for that, so training is reproducible from the seed and
+leaves global state alone. ``python -m bench.learners`` times this driver against
+OpenSpiel's environment loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from open_spiel.python import rl_environment, rl_tools
+from open_spiel.python.algorithms.tabular_qlearner import QLearner
+
+from metaeval import games
+from metaeval.errors import MetaEvalError
+from metaeval.learners.opponents import Opponents
+from metaeval.spiel.policies import check_table, policy_table, tabular_policy
+from metaeval.spiel.tree import game_tree, infostate_key
+
+
+class _Uniforms:
+    """Uniform draws from a generator, fetched in blocks (one numpy call per block)."""
+
+    BLOCK = 4096
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng, self.buffer, self.index = rng, [], 0
+
+    def __call__(self) -> float:
+        if self.index == len(self.buffer):
+            self.buffer, self.index = self.rng.random(self.BLOCK).tolist(), 0
+        self.index += 1
+        return self.buffer[self.index - 1]
+
+    def choice(self, probabilities) -> int:
+        """An index drawn with ``probabilities`` (a sequence of floats summing to 1)."""
+        u, total = self(), 0.0
+        for index, probability in enumerate(probabilities):
+            total += probability
+            if u < total:
+                return index
+        return max(i for i, probability in enumerate(probabilities) if probability > 0)
+
+
+class _SeededQLearner(QLearner):
+    """``QLearner`` whose epsilon-greedy draw comes from ``uniforms``: a uniform legal
+    action with probability epsilon, else a uniform one among the greedy actions."""
+
+    def __init__(self, player, num_actions, uniforms: _Uniforms, **options):
+        super().__init__(player, num_actions, **options)
+        self._uniforms = uniforms
+
+    def _get_action_probs(self, info_state, legal_actions, epsilon):
+        values = self._q_values[info_state]
+        best = max(values[a] for a in legal_actions)
+        greedy = [a for a in legal_actions if values[a] == best]
+        probs = np.zeros(self._num_actions)
+        probs[legal_actions] = epsilon / len(legal_actions)
+        probs[greedy] += (1 - epsilon) / len(greedy)
+        u = self._uniforms()
+        if u < epsilon:
+            return legal_actions[min(int(u / epsilon * len(legal_actions)), len(legal_actions) - 1)], probs
+        return greedy[min(int((u - epsilon) / (1 - epsilon) * len(greedy)), len(greedy) - 1)], probs
+
+
+@dataclass(frozen=True)
+class QLearning:
+    """OpenSpiel's tabular ``QLearner`` with a constant step size and exploration rate
+    (its defaults: 0.1 and epsilon-greedy with epsilon 0.2), undiscounted."""
+
+    step_size: float = 0.1
+    epsilon: float = 0.2
+
+    def __post_init__(self):
+        if not 0 < self.step_size <= 1:
+            raise MetaEvalError(f"step size must lie in (0, 1], got {self.step_size}")
+        if not 0 <= self.epsilon <= 1:
+            raise MetaEvalError(f"epsilon must lie in [0, 1], got {self.epsilon}")
+
+    def initial_values(self, game, player: int) -> np.ndarray:
+        """The all-zero value table of ``player`` (its greedy policy is uniform)."""
+        return np.zeros(game_tree(game).players[player].legal.shape)
+
+    def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
+              values: np.ndarray | None = None) -> np.ndarray:
+        """Values after ``episodes`` episodes of Q-learning from ``values`` (default: zeros);
+        each episode's opponents are one profile drawn from ``opponents``."""
+        game = games.load(game)
+        layout = game_tree(game).players[player]
+        if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 0:
+            raise MetaEvalError(f"episodes must be a non-negative int, got {episodes!r}")
+        values = self.initial_values(game, player) if values is None else np.asarray(values, dtype=np.float64)
+        if values.shape != layout.legal.shape:
+            raise MetaEvalError(f"values of shape {values.shape} do not fit player {player}'s layout {layout.legal.shape}")
+        tables = _opponent_tables(game, player, opponents)
+        uniforms = _Uniforms(rng)
+        agent = _SeededQLearner(player, game.num_distinct_actions(), uniforms, step_size=self.step_size,
+                                epsilon_schedule=rl_tools.ConstantSchedule(self.epsilon))
+        _load_values(agent, layout, values)
+        game_type = game.get_type()
+        lookups = [game_tree(game).players[q].template.state_lookup for q in range(game.num_players())]
+        profile_probabilities = opponents.probabilities.tolist()
+        for _ in range(episodes):
+            profile = tables[uniforms.choice(profile_probabilities)]
+            _episode(game, game_type, player, agent, profile, lookups, uniforms)
+        return _read_values(agent, layout)
+
+    def policy(self, game, player: int, values: np.ndarray):
+        """The greedy policy of ``values``: a read-only ``TabularPolicy`` (ties split evenly)."""
+        layout = game_tree(game).players[player]
+        values = np.where(layout.legal, values, -np.inf)
+        greedy = layout.legal & (values == values.max(axis=1, keepdims=True))
+        return tabular_policy(layout, greedy / greedy.sum(axis=1, keepdims=True))
+
+
+LEARNERS = {"qlearning": QLearning}
+"""Learners by the name the command line uses."""
+
+
+def _opponent_tables(game, player: int, opponents: Opponents) -> list[list]:
+    tree = game_tree(game)
+    converted = {}  # id(policy) -> its table as lists; profiles share policies
+    tables = []
+    for profile in opponents.profiles:
+        if len(profile) != game.num_players():
+            raise MetaEvalError(f"an opponent profile needs {game.num_players()} entries, got {len(profile)}")
+        row = []
+        for q, pi in enumerate(profile):
+            if q != player and id(pi) not in converted:
+                converted[id(pi)] = _table(tree.players[q], pi, q).tolist()
+            row.append(None if q == player else converted[id(pi)])
+        tables.append(row)
+    return tables
+
+
+def _table(layout, policy, player: int) -> np.ndarray:
+    if isinstance(policy, np.ndarray):
+        return check_table(layout, policy, player)
+    return policy_table(layout, policy, player)
+
+
+# QLearner keeps its values in ``_q_values`` (info state -> action -> value) and offers no
+# accessor; these two functions are the only places that touch it.
+def _load_values(agent: QLearner, layout, values: np.ndarray) -> None:
+    for key, row in zip(layout.keys, values):
+        for action in np.flatnonzero(layout.legal[layout.template.state_lookup[key]]):
+            if row[action] != 0.0:
+                agent._q_values[key][int(action)] = float(row[action])
+
+
+def _read_values(agent: QLearner, layout) -> np.ndarray:
+    values = np.zeros(layout.legal.shape)
+    for key, actions in agent._q_values.items():
+        row = layout.template.state_lookup[key]
+        for action, value in actions.items():
+            values[row, action] = value
+    return values
+
+
+def _episode(game, game_type, player: int, agent: QLearner, tables, lookups, uniforms: _Uniforms) -> None:
+    state = game.new_initial_state()
+    reward = 0.0  # accumulated since the learner last acted
+    while not state.is_terminal():
+        if state.is_chance_node():
+            outcomes, probabilities = zip(*state.chance_outcomes())
+            state.apply_action(outcomes[uniforms.choice(probabilities)])
+            continue
+        current = state.current_player()
+        if current == player:
+            key = infostate_key(game_type, state, player)
+            step = rl_environment.TimeStep(
+                observations={"info_state": {player: key}, "legal_actions": {player: state.legal_actions()}},
+                rewards={player: reward}, discounts={player: 1.0}, step_type=rl_environment.StepType.MID)
+            reward = 0.0
+            state.apply_action(agent.step(step).action)
+        else:
+            row = lookups[current][infostate_key(game_type, state, current)]
+            state.apply_action(uniforms.choice(tables[current][row]))
+        reward += state.rewards()[player]
+    agent.step(rl_environment.TimeStep(
+        observations={"info_state": {player: None}, "legal_actions": {player: []}},
+        rewards={player: reward}, discounts={player: 0.0}, step_type=rl_environment.StepType.LAST))

@@ -1,0 +1,23 @@
+"""Oracles that ignore sigma: random policies, and the population loop's hook."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from metaeval import spiel
+
+
+def random(evaluator, player: int, sigma, rng: np.random.Generator):
+    """A random stochastic tabular policy: Dirichlet(1) at every information state (SPEC 3)."""
+    return spiel.random_policy(evaluator.game, player, rng)
+
+
+def from_new_policy(new_policy: Callable) -> Callable:
+    """The oracle of a ``new_policy(game, player, rng) -> policy`` hook (``evolve``'s)."""
+
+    def oracle(evaluator, player: int, sigma, rng: np.random.Generator):
+        return new_policy(evaluator.game, player, rng)
+
+    return oracle

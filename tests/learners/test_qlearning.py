@@ -1,0 +1,111 @@
+import numpy as np
+import pytest
+from open_spiel.python import rl_tools
+from open_spiel.python.algorithms import best_response, expected_game_score
+from open_spiel.python.algorithms.tabular_qlearner import QLearner
+from scipy import stats
+
+from metaeval import MetaEvalError, games, spiel
+from metaeval.learners import Opponents, QLearning
+from metaeval.learners.qlearning import _SeededQLearner, _Uniforms
+
+SEEDS = range(10)
+
+
+@pytest.fixture(scope="module")
+def kuhn2():
+    return games.load("kuhn_2p")
+
+
+@pytest.fixture(scope="module")
+def kuhn3():
+    return games.load("kuhn_3p")
+
+
+def shortfall(game, learner, episodes, seed):
+    """Best-response value against a random opponent minus the learned policy's value,
+    both computed by OpenSpiel (its BestResponsePolicy and expected_game_score)."""
+    opponent = spiel.random_policy(game, 1, np.random.default_rng(100 + seed))
+    values = learner.train(game, 0, Opponents([(None, opponent)], [1.0]), episodes, np.random.default_rng(seed))
+    root = game.new_initial_state()
+    best = best_response.BestResponsePolicy(game, 0, opponent).value(root)
+    achieved = expected_game_score.policy_value(root, [learner.policy(game, 0, values), opponent])[0]
+    return best - achieved
+
+
+def test_more_episodes_give_a_better_response_on_kuhn_2p(kuhn2):
+    learner = QLearning()
+    few = np.array([shortfall(kuhn2, learner, 50, s) for s in SEEDS])
+    many = np.array([shortfall(kuhn2, learner, 2000, s) for s in SEEDS])
+    assert np.all(few >= -1e-12) and np.all(many >= -1e-12)  # nothing beats a best response
+    # Paired over 10 seeds, each with its own random opponent. A constant step size keeps
+    # the values noisy, so the shortfall need not fall in every seed; the one-sided
+    # Wilcoxon signed-rank test must reject "no decrease" and the mean must fall by half.
+    assert many.mean() < 0.5 * few.mean()
+    assert stats.wilcoxon(few, many, alternative="greater", zero_method="zsplit").pvalue < 0.05
+
+
+def test_training_is_reproducible_from_the_seed_and_leaves_numpy_global_state_alone(kuhn3):
+    opponents = Opponents([tuple(spiel.random_policy(kuhn3, q, np.random.default_rng(q)) for q in range(3))], [1.0])
+    before = np.random.get_state()[1].copy()
+    first = QLearning().train(kuhn3, 1, opponents, 200, np.random.default_rng(7))
+    np.testing.assert_array_equal(np.random.get_state()[1], before)
+    np.testing.assert_array_equal(first, QLearning().train(kuhn3, 1, opponents, 200, np.random.default_rng(7)))
+    assert not np.array_equal(first, QLearning().train(kuhn3, 1, opponents, 200, np.random.default_rng(8)))
+    # Training resumes from given values: 100 + 100 episodes from one stream is not a restart.
+    rng = np.random.default_rng(7)
+    half = QLearning().train(kuhn3, 1, opponents, 100, rng)
+    assert not np.array_equal(half, QLearning().train(kuhn3, 1, opponents, 100, rng, values=half))
+
+
+def test_opponents_are_drawn_from_the_distribution(kuhn3):
+    """Player 0 holding the lowest card and betting first loses 2 when both opponents call
+    and wins 2 when both fold: against callers and folders drawn 1:1 the learned value of
+    that bet is near 0 (within 1), against callers alone near -2."""
+    def fixed(player, action):
+        layout = spiel.game_tree(kuhn3).players[player]
+        table = np.zeros(layout.legal.shape)
+        table[:, action] = 1.0
+        return spiel.policies.tabular_policy(layout, table)
+
+    callers = tuple(fixed(q, 1) for q in range(3))
+    folders = tuple(fixed(q, 0) for q in range(3))
+    learner = QLearning(step_size=0.05)
+    row = spiel.game_tree(kuhn3).players[0].template.state_lookup["0"]
+    mixed = learner.train(kuhn3, 0, Opponents([callers, folders], [0.5, 0.5]), 3000, np.random.default_rng(0))
+    called = learner.train(kuhn3, 0, Opponents([callers], [1.0]), 3000, np.random.default_rng(0))
+    assert abs(mixed[row, 1]) < 1.0
+    assert called[row, 1] < -1.5
+
+
+def test_seeded_exploration_has_the_qlearner_distribution():
+    uniforms = _Uniforms(np.random.default_rng(0))
+    agent = _SeededQLearner(0, 4, uniforms, epsilon_schedule=rl_tools.ConstantSchedule(0.3))
+    agent._q_values["s"].update({0: 1.0, 1: 2.0, 2: 2.0, 3: -1.0})
+    reference = QLearner(0, 4)
+    reference._q_values["s"].update(agent._q_values["s"])
+    _, expected = reference._epsilon_greedy("s", [0, 1, 2, 3], 0.3)
+    draws = [agent._get_action_probs("s", [0, 1, 2, 3], 0.3) for _ in range(20000)]
+    np.testing.assert_allclose(draws[0][1], expected)
+    counts = np.bincount([action for action, _ in draws], minlength=4)
+    assert stats.chisquare(counts, 20000 * expected).pvalue > 1e-3
+
+
+def test_greedy_policy_splits_ties_and_is_a_valid_read_only_table(kuhn3):
+    learner = QLearning()
+    layout = spiel.game_tree(kuhn3).players[2]
+    policy = learner.policy(kuhn3, 2, np.zeros(layout.legal.shape))
+    np.testing.assert_allclose(policy.action_probability_array, layout.legal / layout.legal.sum(1, keepdims=True))
+    assert not policy.action_probability_array.flags.writeable
+
+
+def test_bad_input_is_refused(kuhn3):
+    opponent = tuple(spiel.random_policy(kuhn3, q, np.random.default_rng(q)) for q in range(3))
+    with pytest.raises(MetaEvalError, match="step size"):
+        QLearning(step_size=0)
+    with pytest.raises(MetaEvalError, match="probabilit"):
+        Opponents([opponent], [0.5])
+    with pytest.raises(MetaEvalError, match="episodes"):
+        QLearning().train(kuhn3, 0, Opponents([opponent], [1.0]), -1, np.random.default_rng(0))
+    with pytest.raises(MetaEvalError, match="values of shape"):
+        QLearning().train(kuhn3, 0, Opponents([opponent], [1.0]), 1, np.random.default_rng(0), values=np.zeros(3))

@@ -1,0 +1,115 @@
+import json
+
+import numpy as np
+import pyspiel
+import pytest
+from open_spiel.python import policy as policy_lib
+from open_spiel.python.algorithms import exploitability, policy_aggregator
+
+from metaeval import MetaEvalError, cli, games, rundir, spiel
+from metaeval.loops.psro import PSRO, PSROConfig, psro
+from tests.conftest import without_timings
+
+
+def test_psro_with_nash_and_exact_best_responses_solves_kuhn_2p():
+    run = PSRO(PSROConfig(game="kuhn_2p", solver="nash", oracle="psro", iterations=8))
+    records = run.run(progress=False)
+    assert records[0]["exploitability"] == pytest.approx(0.458333333, abs=1e-6)  # uniform vs uniform
+    assert min(r["exploitability"] for r in records) < 0.01
+    # the logged value is OpenSpiel's NashConv of the aggregated meta-Nash mixture
+    game, evaluator = run.game, run.evaluator
+    evaluator.remove(0, [evaluator.ids[0][-1]])  # back to the population of the last record
+    evaluator.remove(1, [evaluator.ids[1][-1]])
+    sigma = evaluator.meta_distribution("nash")
+    mixtures = [sigma.sum(axis=1), sigma.sum(axis=0)]
+    policies = [list(player) for player in evaluator.population.policies]
+    aggregated = policy_aggregator.PolicyAggregator(game).aggregate([0, 1], policies, mixtures)
+    assert records[-1]["nash_conv"] == pytest.approx(exploitability.nash_conv(game, aggregated), abs=1e-9)
+
+
+def test_jpsro_gap_agrees_with_openspiels_cce_dist():
+    run = PSRO(PSROConfig(game="kuhn_3p", solver="mgcce", iterations=3))
+    records = run.run(progress=False)
+    assert [r["sizes"] for r in records] == [[1, 1, 1], [2, 2, 2], [3, 3, 3]]
+    assert records[0]["exploitability"] is None
+    game, evaluator = run.game, run.evaluator
+    for p in range(3):
+        evaluator.remove(p, [evaluator.ids[p][-1]])
+    sigma = evaluator.meta_distribution("mgcce")
+    population = evaluator.population
+    mu = [(sigma[j], policy_lib.python_policy_to_pyspiel_policy(
+        policy_lib.merge_tabular_policies([population.policies[p][j[p]] for p in range(3)], game)))
+        for j in np.ndindex(sigma.shape) if sigma[j] > 0]
+    metagame = evaluator.metagame()
+    expected = 0.0
+    for p in range(3):
+        best = pyspiel.cce_dist(game, mu, p, prob_cut_threshold=0.0).best_response_values[0]
+        expected += max(0.0, best - float(np.sum(sigma * metagame.payoffs[p])))
+    assert records[-1]["cce_gap"] == pytest.approx(expected, abs=1e-7)
+
+
+def test_a_cap_removes_exactly_the_lowest_rated():
+    records = psro(PSROConfig(game="kuhn_3p", solver="deviation", iterations=6, cap=3), progress=False)
+    assert max(max(r["sizes"]) for r in records) == 3
+    pruned_somewhere = False
+    for record in records:
+        if record["prune_ratings"] is None:
+            continue
+        for p in range(3):
+            ids = record["policy_ids"][p] + record["added"][p]
+            ratings = dict(zip(ids, np.round(record["prune_ratings"][p], 9)))
+            removed = record["pruned"][p]
+            assert len(removed) == len(ids) - 3
+            kept = set(ids) - set(removed)
+            if removed:
+                pruned_somewhere = True
+                assert max(ratings[i] for i in removed) <= min(ratings[i] for i in kept)
+    assert pruned_somewhere
+    for before, after in zip(records, records[1:]):
+        for p in range(3):
+            survivors = set(before["policy_ids"][p] + before["added"][p]) - set(before["pruned"][p])
+            assert set(after["policy_ids"][p]) == survivors
+
+
+def test_resume_gives_the_uninterrupted_run(tmp_path):
+    config = PSROConfig(game="kuhn_3p", solver="mecce", iterations=4, cap=2, prune_by="uniform", seed=3)
+    whole = psro(config, out=tmp_path / "whole", progress=False)
+    psro(PSROConfig(**{**config.__dict__, "iterations": 2}), out=tmp_path / "parts", progress=False)
+    resumed = psro(config, out=tmp_path / "parts", progress=False)
+    assert without_timings(resumed) == without_timings(whole)
+    assert rundir.read_records(tmp_path / "parts") == json.loads(json.dumps(resumed))
+    for name in ["config.json", "summary.csv", "population.npz", "cce_gap.png"]:
+        assert (tmp_path / "parts" / name).stat().st_size > 0
+    with pytest.raises(MetaEvalError, match="different solver"):
+        psro(PSROConfig(**{**config.__dict__, "solver": "uniform"}), out=tmp_path / "parts")
+
+
+def test_any_oracle_of_the_shared_signature_can_be_plugged_in():
+    calls = []
+
+    def oracle(evaluator, player, sigma, rng):
+        calls.append((player, sigma.shape))
+        return spiel.random_policy(evaluator.game, player, rng)
+
+    psro(PSROConfig(game="kuhn_2p", solver="uniform", iterations=2), oracle=oracle, progress=False)
+    assert calls == [(0, (1, 1)), (1, (1, 1)), (0, (2, 2)), (1, (2, 2))]
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("solver", "gini", "unknown meta-solver"), ("oracle", "dqn", "unknown oracle"),
+    ("prune_by", "best", "unknown rater"), ("cap", 0, "cap must be"), ("initial", "zeros", "initial must be"),
+])
+def test_bad_settings_are_clear_errors(field, value, message):
+    with pytest.raises(MetaEvalError, match=message):
+        PSROConfig(**{field: value})
+
+
+def test_cli_runs_psro_and_reports_bad_input_in_one_line(tmp_path, capsys):
+    assert cli.main(["psro", "--game", "kuhn_2p", "--solver", "nash", "--iterations", "2",
+                     "--out", str(tmp_path)]) == 0
+    assert "final CCE gap" in capsys.readouterr().out
+    assert cli.main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "exploitability.png").exists()
+    assert cli.main(["psro", "--solver", "gini", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("metaeval: error: unknown meta-solver 'gini'") and "\n" not in err

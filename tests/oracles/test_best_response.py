@@ -1,0 +1,77 @@
+import numpy as np
+import pyspiel
+import pytest
+from open_spiel.python import policy as policy_lib
+from open_spiel.python.algorithms import best_response as openspiel_best_response
+from open_spiel.python.algorithms import policy_aggregator
+
+import metaeval
+from metaeval import games, oracles, spiel
+from metaeval.meta_solvers import marginals
+
+
+def evaluator_with(game, per_player, seed):
+    rng = np.random.default_rng(seed)
+    evaluator = metaeval.Evaluator(game)
+    for p in range(game.num_players()):
+        for _ in range(per_player):
+            evaluator.add(p, spiel.random_policy(game, p, rng))
+    return evaluator
+
+
+def value_against(game, player, response, opponents_joint):
+    """E u_player when ``player`` plays ``response`` and the others a correlated mixture
+    ``[(probability, [policies per player])]``, by OpenSpiel's expected_returns."""
+    total = 0.0
+    for probability, joint in opponents_joint:
+        profile = list(joint)
+        profile[player] = response
+        pyspiel_profile = [policy_lib.python_policy_to_pyspiel_policy(pi) for pi in profile]
+        joint_policy = pyspiel.to_joint_tabular_policy(pyspiel_profile, True)
+        total += probability * pyspiel.expected_returns(game.new_initial_state(), joint_policy, -1, True)[player]
+    return total
+
+
+def test_jpsro_oracle_is_a_best_response_to_the_opponents_joint_marginal():
+    game = games.load("kuhn_3p")
+    evaluator = evaluator_with(game, 2, seed=0)
+    sigma = np.random.default_rng(1).dirichlet(np.ones(8)).reshape(2, 2, 2)
+    population = evaluator.population
+    joints = [(sigma[j], [population.policies[p][j[p]] for p in range(3)]) for j in np.ndindex(sigma.shape)]
+    for player in range(3):
+        response = oracles.jpsro(evaluator, player, sigma, np.random.default_rng(0))
+        mu = [(probability, policy_lib.python_policy_to_pyspiel_policy(
+               policy_lib.merge_tabular_policies([j[q] for q in range(3)], game)))
+              for probability, j in joints]
+        reference = pyspiel.cce_dist(game, mu, player, prob_cut_threshold=0.0)
+        ours = value_against(game, player, response, joints)
+        assert ours == pytest.approx(reference.best_response_values[0], abs=1e-9)
+
+
+def test_psro_oracle_is_a_best_response_to_the_product_of_marginals():
+    game = games.load("kuhn_3p")
+    evaluator = evaluator_with(game, 2, seed=2)
+    sigma = np.random.default_rng(3).dirichlet(np.ones(8)).reshape(2, 2, 2)  # correlated
+    population = evaluator.population
+    mixtures = marginals(sigma)
+    aggregated = policy_aggregator.PolicyAggregator(game).aggregate(
+        range(3), [list(player) for player in population.policies], mixtures)
+    for player in range(3):
+        response = oracles.psro(evaluator, player, sigma, np.random.default_rng(0))
+        reference = openspiel_best_response.BestResponsePolicy(game, player, aggregated)
+        value = reference.value(game.new_initial_state())
+        independent = [(np.prod([mixtures[q][j[q]] for q in range(3) if q != player]),
+                        [population.policies[q][j[q]] for q in range(3)])
+                       for j in np.ndindex(sigma.shape) if j[player] == 0]
+        assert value_against(game, player, response, independent) == pytest.approx(value, abs=1e-9)
+
+
+def test_random_and_hook_oracles_have_the_same_shape():
+    game = games.load("kuhn_2p")
+    evaluator = evaluator_with(game, 1, seed=4)
+    sigma = np.ones((1, 1))
+    drawn = oracles.random(evaluator, 1, sigma, np.random.default_rng(7))
+    hooked = oracles.from_new_policy(lambda g, p, rng: spiel.random_policy(g, p, rng))(
+        evaluator, 1, sigma, np.random.default_rng(7))
+    np.testing.assert_array_equal(drawn.action_probability_array, hooked.action_probability_array)
+    assert evaluator.add(1, drawn) == 1
