@@ -90,13 +90,13 @@ def _config(args, **overrides):
 
 
 def _load_table_or_game(path: Path):
-    from metaeval.data import tables
+    from metaeval import data
     from metaeval.game import MetaGame
 
     if not path.exists():
         raise MetaEvalError(f"no such file: {path}")
     if path.suffix == ".csv":
-        return tables.agent_vs_task(tables.read_scores(path))
+        return data.agent_vs_task(data.read_scores(path))
     if path.suffix in (".npz", ".npy"):
         return MetaGame.load(path)
     raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
