@@ -62,12 +62,16 @@ def _by_score(scores: np.ndarray) -> list[int]:
 
 
 def maximal_lottery(margins: np.ndarray) -> np.ndarray:
-    """The maximum-entropy lottery x with x^T M >= 0 (the game M has value 0)."""
+    """The maximum-entropy lottery x with x^T M >= 0 (the game M has value 0); a strong
+    Condorcet winner is the only maximal lottery, returned without a solve."""
     from metaeval.ratings.nash_zero_sum import max_entropy_maximin
 
     margins = np.asarray(margins, dtype=np.float64)
     if len(margins) == 1 or not margins.any():
         return np.full(len(margins), 1.0 / len(margins))
+    beats_all = (margins > 0).sum(axis=1) == len(margins) - 1
+    if beats_all.any():
+        return beats_all.astype(np.float64)
     return max_entropy_maximin(margins, 0.0)
 
 
