@@ -26,8 +26,16 @@ REGRET_TOLERANCE = 1e-6
 """Largest accepted max regret of the selected equilibrium, per unit of payoff range."""
 
 
-def nash(game: MetaGame) -> Rating:
-    """Rate every strategy by its payoff against the selected equilibrium, minus its value."""
+def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
+    """Rate every strategy by its payoff against the selected equilibrium, minus its value.
+
+    ``target="affinity"`` selects the equilibrium with the clone-invariant affinity-entropy
+    target instead (Liu et al. 2025; metaeval.ratings.affinity).
+    """
+    if target != "uniform":
+        from metaeval.ratings.affinity import nash_with_target
+
+        return nash_with_target(game, target, kernel_variance)
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"nash needs a MetaGame, got {type(game).__name__}")
     if game.num_players < 2:
