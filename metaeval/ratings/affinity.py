@@ -13,8 +13,9 @@ exact clones (D_ab = 0, to 1e-12 of the payoff scale), else 0, and t_i puts 1/c 
 the c clone sets, split evenly inside a set.
 
 - ``payoff(game, target="affinity")``: the CCE of maximum entropy relative to t = x_i t_i,
-  max H(sigma) + sum_a sigma(a) log t(a) subject to the CCE constraints, an exponential
-  cone program (CVXPY + Clarabel); ratings are its deviation gains.
+  max H(sigma) + sum_a sigma(a) log t(a) subject to the CCE constraints; ratings are its
+  deviation gains. An exponential-cone program (CVXPY + Clarabel), or, for the hard
+  kernel when clones pay every player alike, the MECCE of the de-cloned game.
 - ``nash(game, target="affinity")``: the equilibrium the nash rater selects (LLE, or the
   maximum-entropy NE in 2-player zero-sum games) with target t. For the hard kernel it
   is exact: along the logit path x_i(a) is proportional to t_i(a) exp(u_i(a, x_-i) / tau),
@@ -127,18 +128,49 @@ def max_relative_entropy_cce(game: MetaGame, target: np.ndarray) -> np.ndarray:
     return (joint / joint.sum()).reshape(game.shape)
 
 
+def _split_evenly(reduced_sigma: np.ndarray, labels: list[np.ndarray]) -> np.ndarray:
+    """A joint over the de-cloned game spread evenly over the clones of every joint."""
+    sigma = reduced_sigma[np.ix_(*labels)]
+    for p, label in enumerate(labels):
+        shape = [1] * len(labels)
+        shape[p] = len(label)
+        sigma = sigma / np.bincount(label)[label].reshape(shape)
+    return sigma
+
+
+def _full_clones(game: MetaGame, reduced: MetaGame, labels: list[np.ndarray]) -> bool:
+    """Whether every clone set pays every player the same (so the de-cloned game loses nothing)."""
+    expanded = reduced.payoffs[(slice(None), *np.ix_(*labels))]
+    scale = max(float(np.abs(game.payoffs).max()), np.finfo(float).tiny)
+    return bool(np.allclose(expanded, game.payoffs, rtol=0, atol=CLONE_TOLERANCE * scale))
+
+
 def payoff_with_target(game: MetaGame, target: str, kernel_variance: float | None = None) -> Rating:
-    """Payoff ratings against the CCE of maximum entropy relative to the affinity target."""
+    """Payoff ratings against the CCE of maximum entropy relative to the affinity target.
+
+    With the hard kernel and clone sets that pay every player alike, KL(sigma || t) is
+    the KL of the clone sets' total mass to the uniform joint plus that of the splits
+    inside them, and the CCE constraints see the totals only: the answer is the MECCE of
+    the de-cloned game (metaeval.mecce, dual Newton) spread evenly over the clones.
+    Otherwise the exponential-cone program is solved.
+    """
+    from metaeval.ratings.payoff import payoff
+
     _check_target(target)
     marginals = [affinity_target(game, p, kernel_variance) for p in range(game.num_players)]
-    joint = np.ones(())
-    for t in marginals:
-        joint = np.multiply.outer(joint, t)
-    sigma = max_relative_entropy_cce(game, joint)
+    reduced, labels = decloned(game)
+    if kernel_variance is None and _full_clones(game, reduced, labels):
+        sigma, solver = _split_evenly(payoff(reduced).distribution, labels), "MECCE of the de-cloned game"
+    else:
+        joint = np.ones(())
+        for t in marginals:
+            joint = np.multiply.outer(joint, t)
+        sigma, solver = max_relative_entropy_cce(game, joint), "exponential-cone program (Clarabel)"
     ratings = deviation_gains(game, sigma)
     diagnostics = {
         "target": target,
         "kernel_variance": kernel_variance,
+        "solver": solver,
         "target_marginals": marginals,
         "cce_violation": max(0.0, float(max(r.max() for r in ratings))),
     }
