@@ -109,3 +109,18 @@ def test_decloned_shortcut_agrees_with_the_exponential_cone_program():
     np.testing.assert_allclose(rating.distribution, direct, atol=1e-7)
     for r, s in zip(rating.ratings, affinity.deviation_gains(game, direct)):
         np.testing.assert_allclose(r, s, atol=1e-9)
+
+
+def test_king_of_the_hill_lle_ends_with_the_king_on_c():
+    """u_king(p, i, j) = clip(S[p, i] - S[p, j], -2, 2) / 2: the traced logit branch ends with
+    the king on model C, an exact equilibrium, with or without copies of prompt 1."""
+    scores = np.array([[3, 2, 1, 0], [0, 3, 2, 1], [1, 1, 3, 2]], dtype=float)
+    for copies in (0, 5):
+        s = np.vstack([scores, np.repeat(scores[1:2], copies, axis=0)])
+        king = np.moveaxis(np.clip(s[:, :, None] - s[:, None, :], -2, 2) / 2, 0, -1)
+        rebel = np.where(np.eye(4, dtype=bool)[:, :, None], -1.0, -king)
+        game = metaeval.MetaGame(np.stack([king, rebel, np.abs(king)]))
+        rating = metaeval.rate(game, "nash", target="affinity")
+        np.testing.assert_allclose(rating.ratings[0], [-0.75, -0.5, 0, -0.5], atol=1e-6)
+        np.testing.assert_allclose(rating.distribution[0], [0, 0, 1, 0], atol=1e-6)
+        assert rating.diagnostics["max_regret"] < 1e-9
