@@ -134,6 +134,15 @@ def build_parser() -> argparse.ArgumentParser:
     rate.add_argument("--rater", default="deviation")
     rate.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE")
     _memory_argument(rate)
+    table = rate.add_argument_group("score tables (.csv)")
+    table.add_argument("--game", choices=["2p", "3p"], default="2p",
+                       help="agent vs task (2p) or agent vs agent vs task (3p)")
+    table.add_argument("--layout", choices=["rows", "columns", "long"], default="rows",
+                       help="agents as rows, as columns, or a long table (agent, game, score)")
+    table.add_argument("--normalise", choices=["minmax", "rank", "none"], default="minmax")
+    table.add_argument("--missing", choices=["error", "drop_tasks", "drop_agents"], default="error")
+    table.add_argument("--plot", type=Path, default=None,
+                       help="bar chart of the agents' ratings (default: FILE_GAME_RATER.png beside the table)")
 
     plot = commands.add_parser("plot", help="(re)draw the figures of a run or comparison directory")
     plot.add_argument("run_dir", type=Path)
@@ -153,17 +162,41 @@ def _config(args, **overrides):
     return EvolveConfig(**fields)
 
 
-def _load_table_or_game(path: Path):
-    from metaeval.data import tables
+def _table_game(args):
+    """The 2p or 3p game of a score table, built as the table options say."""
+    from metaeval import data
+
+    if args.layout == "long":
+        table, _ = data.read_long(args.file)
+    else:
+        table = data.read_scores(args.file, agents=args.layout)
+    build = data.agent_vs_task if args.game == "2p" else data.agent_vs_agent_vs_task
+    return build(table, normalise=args.normalise, missing=args.missing)
+
+
+def _rate_file(args) -> None:
+    """Rate a saved game (every player's ratings) or a score table (the agents, ranked, and a chart)."""
+    import metaeval
     from metaeval.game import MetaGame
 
+    path = args.file
     if not path.exists():
         raise MetaEvalError(f"no such file: {path}")
-    if path.suffix == ".csv":
-        return tables.agent_vs_task(tables.read_scores(path))
     if path.suffix in (".npz", ".npy"):
-        return MetaGame.load(path)
-    raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
+        rating = metaeval.rate(MetaGame.load(path), args.rater, **dict(args.option))
+        print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        return
+    if path.suffix != ".csv":
+        raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
+    from metaeval import plots
+
+    rating = metaeval.rate(_table_game(args), args.rater, **dict(args.option))
+    frame = rating.to_frame()
+    agents = frame[frame.player == rating.game.player_names[0]].sort_values(["rank", "strategy"])
+    agents = agents.rename(columns={"strategy": "agent"})[["rank", "agent", "rating"]]
+    print(agents.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    plot = args.plot or path.with_name(f"{path.stem}_{args.game}_{args.rater}.png")
+    print(f"plot: {plots.plot_rating_bars(plot, rating)}")
 
 
 @contextlib.contextmanager
@@ -249,10 +282,7 @@ def _run(args) -> int:
         print(f"{len(records)} steps; final CCE gap {records[-1]['cce_gap']:.6g}; results in {args.out}")
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
     elif args.command == "rate":
-        import metaeval
-
-        rating = metaeval.rate(_load_table_or_game(args.file), args.rater, **dict(args.option))
-        print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        _rate_file(args)
     elif args.command == "plot":
         from metaeval import plots, rundir
         from metaeval.loops import compare, evolve

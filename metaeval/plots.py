@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from metaeval.reports import comparison_frame  # noqa: E402
@@ -108,3 +109,49 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
         plt.close(fig)
         written.append(out / name)
     return written
+def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None = None,
+                     top: int = 8) -> Path:
+    """Horizontal bars of ``player``'s ratings, best on top, written atomically to ``path``.
+
+    For ratings against an equilibrium (metaeval.contributions) each bar is split into
+    the contributions of the ``top`` opponent strategies (tasks) with the largest total
+    |contribution| and one segment for all others; a black tick marks the rating.
+    """
+    from metaeval.contributions import EQUILIBRIUM_RATERS, contributions
+    from metaeval.fileio import atomic_write
+
+    game = rating.game
+    values = rating.ratings[player]
+    order = np.argsort(values, kind="stable")  # barh draws bottom-up: best on top
+    names = [game.strategy_names[player][i] for i in order]
+    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.38 * len(names)))
+    if rating.method in EQUILIBRIUM_RATERS:
+        opponent = game.num_players - 1 if opponent is None else opponent
+        shares = contributions(rating, player, opponent)[order]
+        biggest = np.argsort(-np.abs(shares).sum(axis=0), kind="stable")[:top]
+        segments = [(game.strategy_names[opponent][j], shares[:, j]) for j in biggest]
+        rest = np.delete(shares, biggest, axis=1).sum(axis=1)
+        if shares.shape[1] > len(biggest):
+            segments.append((f"{shares.shape[1] - len(biggest)} other {game.player_names[opponent]}s", rest))
+        colors = list(plt.cm.tab10.colors) + [(0.75, 0.75, 0.75)]
+        negative, positive = np.zeros(len(names)), np.zeros(len(names))
+        for k, (label, share) in enumerate(segments):
+            color = colors[k] if k < len(biggest) else colors[-1]
+            left = np.where(share < 0, negative, positive)
+            ax.barh(names, share, left=left, color=color, label=label, height=0.7)
+            negative += np.minimum(share, 0.0)
+            positive += np.maximum(share, 0.0)
+        ax.scatter(values[order], names, marker="|", s=250, color="black", zorder=3, label="rating")
+        ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        ax.set_title(f"{rating.method} ratings of {game.player_names[player]}, split by "
+                     f"{game.player_names[opponent]}", fontsize=9)
+    else:
+        ax.barh(names, values[order], color=plt.cm.tab10.colors[0], height=0.7)
+        ax.set_title(f"{rating.method} ratings of {game.player_names[player]}", fontsize=9)
+    ax.axvline(0.0, color="black", lw=0.6)
+    ax.set_xlabel("rating")
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    atomic_write(path, lambda handle: fig.savefig(handle, dpi=130, format="png"))
+    plt.close(fig)
+    return Path(path)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import metaeval
+from metaeval import data
 from tests.conftest import without_timings
 from metaeval import rundir
 from metaeval.cli import main
@@ -52,8 +53,26 @@ def test_rate_saved_game_and_csv_table(tmp_path, capsys):
     (tmp_path / "scores.csv").write_text("agent,t1,t2\na,1,0\nb,0,1\nc,0,0\n")
     assert main(["rate", str(tmp_path / "scores.csv"), "--rater", "uniform"]) == 0
     out = capsys.readouterr().out
-    lines = {line.split()[1]: float(line.split()[2]) for line in out.splitlines()[1:]}
-    assert lines["a"] == pytest.approx(0.5) and lines["c"] == pytest.approx(0.0)
+    lines = {line.split()[1]: float(line.split()[2]) for line in out.splitlines()[1:-1]}
+    assert lines == {"a": pytest.approx(0.5), "b": pytest.approx(0.5), "c": pytest.approx(0.0)}
+    assert (tmp_path / "scores_2p_uniform.png").stat().st_size > 0
+
+
+def test_rate_a_table_as_a_three_player_game(tmp_path, capsys):
+    """Agents ranked by their deviation ratings, and the chart of per-task contributions."""
+    (tmp_path / "scores.csv").write_text("# a source line\ngame,x,y,z\ng1,3,2,1\ng2,1,3,2\ng3,2,1,3\ng4,3,1,2\n")
+    plot = tmp_path / "chart.png"
+    assert main(["rate", str(tmp_path / "scores.csv"), "--layout", "columns", "--game", "3p",
+                 "--rater", "deviation", "--plot", str(plot)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["rank", "agent", "rating"] and out[-1] == f"plot: {plot}"
+    expected = metaeval.rate(data.agent_vs_agent_vs_task(data.read_scores(tmp_path / "scores.csv", agents="columns")),
+                             "deviation").ratings[0]
+    ranked = [line.split() for line in out[1:-1]]
+    assert [float(r[2]) for r in ranked] == pytest.approx(sorted(expected, reverse=True), abs=1e-6)
+    assert plot.stat().st_size > 0 and not list(tmp_path.glob(".*.tmp"))
+    assert main(["rate", str(tmp_path / "scores.csv"), "--game", "4p"]) == 2
+    assert "invalid choice: '4p'" in capsys.readouterr().err
 
 
 def test_evolve_then_plot(tmp_path, capsys):

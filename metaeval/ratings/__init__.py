@@ -13,6 +13,7 @@ from metaeval.ratings.elo import elo
 from metaeval.ratings.nash import nash
 from metaeval.ratings.payoff import payoff
 from metaeval.ratings.uniform import uniform
+from metaeval.ratings.voting import VOTING_RATERS
 
 RATERS = {
     "uniform": uniform,
@@ -21,6 +22,7 @@ RATERS = {
     "alpharank": alpharank,
     "deviation": deviation,
     "payoff": payoff,
+    **VOTING_RATERS,
 }
 
 

@@ -42,13 +42,19 @@ def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
     return (centred / spread if spread > 0 else centred), spread
 
 
-def nash(game: MetaGame) -> Rating:
+def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its payoff against the selected equilibrium, minus its value.
 
     The solvers see :func:`well_scaled` payoffs, so the ratings of ``a * game + b`` are
     ``a`` times those of ``game``; the max regret is accepted up to REGRET_TOLERANCE times
-    the payoff range.
+    the payoff range. ``target="affinity"`` selects the equilibrium with the
+    clone-invariant affinity-entropy target instead (Liu et al. 2025;
+    metaeval.ratings.affinity).
     """
+    if target != "uniform":
+        from metaeval.ratings.affinity import nash_with_target
+
+        return nash_with_target(game, target, kernel_variance)
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"nash needs a MetaGame, got {type(game).__name__}")
     if game.num_players < 2:

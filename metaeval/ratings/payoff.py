@@ -14,14 +14,20 @@ from metaeval.mecce import max_entropy
 from metaeval.ratings.base import Rating
 
 
-def payoff(game: MetaGame) -> Rating:
+def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its CCE deviation gain against the MECCE.
 
     The Rating's ``distribution`` is the MECCE; diagnostics hold ``newton_steps``,
     ``entropy`` (nats), ``cce_violation`` (max(0, largest gain), payoff units),
     ``kkt_residual`` (relative to the largest payoff difference) and how often each
     safeguard of :func:`metaeval.mecce.max_entropy` fired (``safeguard_*``).
+    ``target="affinity"`` uses the CCE of maximum entropy relative to the clone-invariant
+    affinity-entropy target instead (Liu et al. 2025; metaeval.ratings.affinity).
     """
+    if target != "uniform":
+        from metaeval.ratings.affinity import payoff_with_target
+
+        return payoff_with_target(game, target, kernel_variance)
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"payoff ratings need a MetaGame, got {type(game).__name__}")
     solution = max_entropy(cce_constraints(game))

@@ -1,0 +1,86 @@
+"""Social-choice raters (Lanctot et al. 2023): every player's strategies are elected by
+the profile ``Profile.from_game(game, player, seed)``: each joint strategy of the other
+players votes by decreasing payoff (for an agent-vs-task game: each task ranks the
+agents by score), ties broken by the seeded order, the same for every method.
+
+A strategy's rating is the method's score; the method's own ranking is in the
+diagnostics (for ranked pairs the scores need not decrease along it).
+"""
+
+from __future__ import annotations
+
+from metaeval import social_choice
+from metaeval.data.profiles import Profile
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+from metaeval.ratings.base import Rating
+
+
+def _elect_every_player(game: MetaGame, method: str, seed: int, **options) -> Rating:
+    if not isinstance(game, MetaGame):
+        raise MetaEvalError(f"{method} needs a MetaGame, got {type(game).__name__}")
+    elections = []
+    for p in range(game.num_players):
+        try:
+            elections.append(social_choice.elect(Profile.from_game(game, p, seed), method, **options))
+        except MetaEvalError as exc:
+            raise MetaEvalError(f"{method}, player {game.player_names[p]!r}: {exc}") from None
+    lotteries = [e.lottery for e in elections]
+    diagnostics = {
+        "tie_seed": seed,
+        "ranking": [e.ranked_names() for e in elections],
+        "details": [e.details for e in elections],
+    }
+    return Rating(method, game, [e.scores for e in elections],
+                  distribution=None if lotteries[0] is None else lotteries, diagnostics=diagnostics)
+
+
+def maximal_lotteries(game: MetaGame, seed: int = 0) -> Rating:
+    """Probability under the maximum-entropy maximal lottery."""
+    return _elect_every_player(game, "maximal_lotteries", seed)
+
+
+def iterative_maximal_lotteries(game: MetaGame, seed: int = 0) -> Rating:
+    """Levels of iterated maximal lotteries plus the probability within the level."""
+    return _elect_every_player(game, "iterative_maximal_lotteries", seed)
+
+
+def kemeny_young(game: MetaGame, seed: int = 0,
+                 max_alternatives: int = social_choice.KEMENY_MAX_ALTERNATIVES) -> Rating:
+    """Kemeny-Young scores; refused for a player with more than ``max_alternatives`` strategies."""
+    return _elect_every_player(game, "kemeny_young", seed, max_alternatives=max_alternatives)
+
+
+def stv(game: MetaGame, seed: int = 0, num_winners: int | None = None) -> Rating:
+    """Single transferable vote (``num_winners`` defaults to half the strategies)."""
+    return _elect_every_player(game, "stv", seed, num_winners=num_winners)
+
+
+def approval(game: MetaGame, seed: int = 0, k: int = 1) -> Rating:
+    """k-approval: the number of votes ranking a strategy in the top k."""
+    return _elect_every_player(game, "approval", seed, k=k)
+
+
+def borda(game: MetaGame, seed: int = 0) -> Rating:
+    return _elect_every_player(game, "borda", seed)
+
+
+def plurality(game: MetaGame, seed: int = 0) -> Rating:
+    return _elect_every_player(game, "plurality", seed)
+
+
+def copeland(game: MetaGame, seed: int = 0) -> Rating:
+    return _elect_every_player(game, "copeland", seed)
+
+
+def schulze(game: MetaGame, seed: int = 0) -> Rating:
+    return _elect_every_player(game, "schulze", seed)
+
+
+def ranked_pairs(game: MetaGame, seed: int = 0) -> Rating:
+    return _elect_every_player(game, "ranked_pairs", seed)
+
+
+VOTING_RATERS = {
+    name: globals()[name] for name in social_choice.METHODS
+}
