@@ -35,57 +35,82 @@ def bradley_terry(wins, prior: float = 0.0) -> np.ndarray:
         raise MetaEvalError("wins must be finite and non-negative")
     if not prior >= 0 or not np.isfinite(prior):
         raise MetaEvalError(f"prior must be a finite number >= 0, got {prior}")
-    k = len(wins)
-    np.fill_diagonal(wins, 0.0)
-    wins += (prior / 2) * (1 - np.eye(k))
-    if k > 1:
+    wins = with_prior(wins, prior)
+    if len(wins) > 1:
         connected, _ = csgraph.connected_components(wins > 0, directed=True, connection="strong")
         if connected > 1:
             raise MetaEvalError(
                 "Bradley-Terry ratings do not exist: some strategies never lose (or never win) "
                 "against another group; pass prior > 0 to regularise"
             )
-    games = wins + wins.T
-    theta = _newton(wins, games)
-    return SCALE * (theta - theta.mean())
+    return SCALE * fit_batch(wins[None])[0]
 
 
-def _newton(wins: np.ndarray, games: np.ndarray, iterations: int = 200) -> np.ndarray:
-    """Maximise the (concave) log-likelihood in natural-log units, gauge-penalised to mean 0.
+def with_prior(wins: np.ndarray, prior: float) -> np.ndarray:
+    """``wins`` (or a stack of them) with a zero diagonal and ``prior / 2`` virtual wins per ordered pair."""
+    k = wins.shape[-1]
+    return np.where(np.eye(k, dtype=bool), 0.0, wins + prior / 2)
 
-    Hand-written Newton rather than ``scipy.optimize.minimize``: its trust-region methods
-    stop near a gradient of 1e-10 because they need a measurable drop in the objective,
-    which rounding hides; here a step is also accepted when it shrinks the gradient.
+
+def fit_batch(wins: np.ndarray, start: np.ndarray | None = None, iterations: int = 200) -> np.ndarray:
+    """Bradley-Terry MLEs in natural-log units, mean 0, of a stack of win matrices ``[B, k, k]``.
+
+    Every matrix must have a zero diagonal and a strongly connected "has beaten" graph
+    (``bradley_terry`` checks that).  ``start`` (``[B, k]`` or ``[k]``) warm-starts the
+    iteration, e.g. bootstrap rounds from the full-data estimate.
     """
-    k = len(wins)
+    games = wins + np.swapaxes(wins, 1, 2)
+    theta = np.zeros(wins.shape[:2]) if start is None else np.broadcast_to(start, wins.shape[:2]).copy()
+    return _newton(wins, games, theta, iterations)
 
-    def objective(theta):
-        diff = theta[:, None] - theta[None, :]
-        mean = theta.mean()
-        value = -np.sum(wins * log_expit(diff)) + 0.5 * k * mean**2
-        gradient = -(wins - games * expit(diff)).sum(axis=1) + mean  # expected minus actual wins
-        return value, gradient
 
-    def hessian(theta):
-        diff = theta[:, None] - theta[None, :]
-        weight = games * expit(diff) * expit(-diff)
-        return np.diag(weight.sum(axis=1)) - weight + 1.0 / k  # + 1/k: the gauge penalty
+def _objective(theta, wins, games):
+    """Negative log-likelihood gauge-penalised to mean 0, its gradient, and P(i beats j)."""
+    k = theta.shape[1]
+    diff = theta[:, :, None] - theta[:, None, :]
+    mean = theta.mean(axis=1)
+    value = -np.einsum("bij,bij->b", wins, log_expit(diff)) + 0.5 * k * mean**2
+    probability = expit(diff)
+    gradient = -(wins - games * probability).sum(axis=2) + mean[:, None]  # expected minus actual wins
+    return value, gradient, probability
 
-    tolerance = 1e-12 * max(1.0, games.max())
-    theta = np.zeros(k)
-    value, gradient = objective(theta)
+
+def _newton(wins, games, theta, iterations):
+    """Damped Newton on every problem of the batch at once (batched LU solves).
+
+    Hand-written rather than ``scipy.optimize.minimize``: its trust-region methods stop
+    near a gradient of 1e-10 because they need a measurable drop in the objective, which
+    rounding hides; here a step is also accepted when it shrinks the gradient.  Batching
+    the bootstrap rounds turns their thousand small solves into a few large array passes.
+    """
+    k = theta.shape[1]
+    tolerance = 1e-12 * np.maximum(1.0, games.max(axis=(1, 2)))
+    value, gradient, probability = _objective(theta, wins, games)
     for _ in range(iterations):
-        if np.abs(gradient).max() <= tolerance:
-            return theta
-        step = np.linalg.solve(hessian(theta), -gradient)
-        length = 1.0
-        while True:
-            new_value, new_gradient = objective(theta + length * step)
-            decreased = new_value <= value + 1e-4 * length * (gradient @ step)
-            if decreased or np.abs(new_gradient).max() < np.abs(gradient).max() or length < 1e-10:
-                break
-            length /= 2
-        theta, value, gradient = theta + length * step, new_value, new_gradient
+        todo = np.flatnonzero(np.abs(gradient).max(axis=1) > tolerance)
+        if len(todo) == 0:
+            return theta - theta.mean(axis=1, keepdims=True)
+        w, g, p = wins[todo], games[todo], probability[todo]
+        weight = g * p * (1 - p)
+        hessian = -weight + 1.0 / k  # + 1/k: the gauge penalty
+        hessian[:, np.arange(k), np.arange(k)] += weight.sum(axis=2)
+        step = np.linalg.solve(hessian, -gradient[todo][:, :, None])[:, :, 0]
+        slope = np.einsum("bi,bi->b", gradient[todo], step)
+        length = np.ones(len(todo))
+        pending = np.arange(len(todo))
+        new_theta, new_value, new_gradient, new_p = theta[todo].copy(), value[todo].copy(), gradient[todo].copy(), p.copy()
+        while len(pending):
+            trial = theta[todo[pending]] + length[pending, None] * step[pending]
+            v, gr, pr = _objective(trial, w[pending], g[pending])
+            new_theta[pending], new_value[pending], new_gradient[pending], new_p[pending] = trial, v, gr, pr
+            accepted = (
+                (v <= value[todo[pending]] + 1e-4 * length[pending] * slope[pending])
+                | (np.abs(gr).max(axis=1) < np.abs(gradient[todo[pending]]).max(axis=1))
+                | (length[pending] < 1e-10)
+            )
+            pending = pending[~accepted]
+            length[pending] /= 2
+        theta[todo], value[todo], gradient[todo], probability[todo] = new_theta, new_value, new_gradient, new_p
     raise MetaEvalError(
         f"Bradley-Terry fit did not converge: gradient {np.abs(gradient).max():.3g} after {iterations} Newton steps"
     )
