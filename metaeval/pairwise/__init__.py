@@ -1,0 +1,6 @@
+"""Pairwise evaluation data: battles, Bradley-Terry with intervals, YRWR, product of experts."""
+
+from metaeval.pairwise.battles import components, count_battles, read_battles, to_metagame
+from metaeval.pairwise.bradley_terry import bradley_terry
+
+__all__ = ["bradley_terry", "components", "count_battles", "read_battles", "to_metagame"]
