@@ -2,5 +2,9 @@
 
 from metaeval.pairwise.battles import components, count_battles, read_battles, to_metagame
 from metaeval.pairwise.bradley_terry import bradley_terry
+from metaeval.pairwise.yrwr import local_yrwr, owner_order_ranks, yrwr
 
-__all__ = ["bradley_terry", "components", "count_battles", "read_battles", "to_metagame"]
+__all__ = [
+    "bradley_terry", "components", "count_battles", "local_yrwr", "owner_order_ranks", "read_battles",
+    "to_metagame", "yrwr",
+]
