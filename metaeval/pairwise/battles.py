@@ -179,12 +179,16 @@ def to_metagame(battles) -> MetaGame:
     ``elo`` rater refits exactly these battles, and ``stderr`` the binomial standard error.
     """
     counts = battles if isinstance(battles, BattleCounts) else count_battles(battles)
-    wins = counts.wins()
+    return game_from_wins(counts.wins(), counts.models)
+
+
+def game_from_wins(wins: np.ndarray, models) -> MetaGame:
+    """:func:`to_metagame` of a win matrix ``wins[i, j]`` (i's wins over j) with model names."""
     games = wins + wins.T
     rate = np.divide(wins, games, out=np.full_like(wins, 0.5), where=games > 0)
     np.fill_diagonal(rate, 0.5)
     stderr = np.sqrt(np.divide(rate * (1 - rate), games, out=np.zeros_like(rate), where=games > 0))
-    names = [list(counts.models)] * 2
+    names = [list(models)] * 2
     return MetaGame(
         np.stack([rate, rate.T]), strategy_names=names, player_names=["model", "opponent"],
         counts=games / 2, stderr=np.stack([stderr, stderr.T]),

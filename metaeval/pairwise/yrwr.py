@@ -33,17 +33,36 @@ def yrwr(scores: pd.Series, owner_rankings: Mapping[str, Sequence[str]], interva
     scores = _checked_scores(scores)
     lists = _checked_rankings(owner_rankings, scores.index)
     lower, upper = _checked_intervals(intervals, scores.index)
+    if lower is None:
+        groups = [scores.index.get_indexer(models) for models in lists.values()]
+        return pd.Series(running_minimum(scores.to_numpy(), groups), index=scores.index)
     corrected = scores.copy()
     for models in lists.values():
         raw = scores[models].to_numpy()
-        if lower is None:
-            corrected[models] = np.minimum.accumulate(raw)
-        else:
-            lo, hi = lower[models].to_numpy(), upper[models].to_numpy()
-            overlap = (lo[:, None] <= hi[None, :]) & (lo[None, :] <= hi[:, None])
-            above = np.tril(overlap, k=-1)  # above[i, j]: j is listed before i and overlaps it
-            corrected[models] = np.minimum(raw, np.where(above, raw[None, :], np.inf).min(axis=1))
+        lo, hi = lower[models].to_numpy(), upper[models].to_numpy()
+        overlap = (lo[:, None] <= hi[None, :]) & (lo[None, :] <= hi[:, None])
+        above = np.tril(overlap, k=-1)  # above[i, j]: j is listed before i and overlaps it
+        corrected[models] = np.minimum(raw, np.where(above, raw[None, :], np.inf).min(axis=1))
     return corrected
+
+
+def running_minimum(values: np.ndarray, groups) -> np.ndarray:
+    """YRWR on arrays: ``values[..., k]`` (any leading axes), each group an index array
+    listing one owner's models best first."""
+    values = np.array(values, dtype=np.float64)
+    for group in groups:
+        values[..., group] = np.minimum.accumulate(values[..., group], axis=-1)
+    return values
+
+
+def ranks_by(values: np.ndarray, position: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Ranks (1 = best) along the last axis: by value, then ``position``, then ``noise``."""
+    values = np.asarray(values, dtype=np.float64)
+    position = np.broadcast_to(position, values.shape)
+    order = np.lexsort((np.broadcast_to(noise, values.shape), position, -values), axis=-1)
+    ranks = np.empty(values.shape, dtype=np.int64)
+    np.put_along_axis(ranks, order, np.arange(1, values.shape[-1] + 1), axis=-1)
+    return ranks
 
 
 def local_yrwr(scores, owner_rankings, leaderboards: Mapping[str, Sequence[str]]) -> dict[str, pd.Series]:
@@ -71,14 +90,11 @@ def owner_order_ranks(scores: pd.Series, owner_rankings: Mapping[str, Sequence[s
     YRWR-capped copy never passes the model above it), then at random (by ``rng``) or,
     without one, by index order."""
     scores = _checked_scores(scores)
-    position = pd.Series(0, index=scores.index, dtype=np.int64)
+    position = np.zeros(len(scores), dtype=np.int64)
     for models in _checked_rankings(owner_rankings, scores.index).values():
-        position[models] = np.arange(len(models))
-    noise = np.zeros(len(scores)) if rng is None else rng.random(len(scores))
-    order = np.lexsort((np.arange(len(scores)), noise, position.to_numpy(), -scores.to_numpy()))
-    ranks = np.empty(len(scores), dtype=np.int64)
-    ranks[order] = np.arange(1, len(scores) + 1)
-    return pd.Series(ranks, index=scores.index)
+        position[scores.index.get_indexer(models)] = np.arange(len(models))
+    noise = np.arange(len(scores)) if rng is None else rng.random(len(scores))
+    return pd.Series(ranks_by(scores.to_numpy(), position, noise), index=scores.index)
 
 
 def correct_rating(rating, owner_rankings):
