@@ -121,13 +121,20 @@ class BattleCounts:
 def count_battles(battles) -> BattleCounts:
     """Aggregate a battle table (DataFrame or CSV path) into :class:`BattleCounts`."""
     table = read_battles(battles)
-    models = tuple(sorted(set(table["model_a"]) | set(table["model_b"])))
-    index = {m: i for i, m in enumerate(models)}
+    both = pd.concat([table["model_a"], table["model_b"]], ignore_index=True)
+    codes, names = pd.factorize(both)  # hashing, not Python iteration over a million strings
+    order = np.argsort(np.asarray(names, dtype=object))
+    relabel = np.empty(len(names), dtype=np.int64)
+    relabel[order] = np.arange(len(names))
+    models = tuple(str(names[i]) for i in order)
+    codes = relabel[codes]
+    outcome_codes, outcome_names = pd.factorize(table["winner"])
+    outcome = np.array([WINNERS[w] for w in outcome_names], dtype=np.int64)[outcome_codes]
     cells = pd.DataFrame(
         {
-            "a": table["model_a"].map(index).to_numpy(),
-            "b": table["model_b"].map(index).to_numpy(),
-            "outcome": table["winner"].map(WINNERS).to_numpy(),
+            "a": codes[: len(table)],
+            "b": codes[len(table) :],
+            "outcome": outcome,
             "weight": table["weight"].to_numpy(dtype=np.float64) if "weight" in table else 1.0,
         }
     )
