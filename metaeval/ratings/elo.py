@@ -64,15 +64,18 @@ def fit_batch(wins: np.ndarray, start: np.ndarray | None = None, iterations: int
     return _newton(wins, games, theta, iterations)
 
 
-def _objective(theta, wins, games):
-    """Negative log-likelihood gauge-penalised to mean 0, its gradient, and P(i beats j)."""
+def _gradient(theta, wins, games):
+    """Gradient of the gauge-penalised negative log-likelihood, and P(i beats j)."""
+    probability = expit(theta[:, :, None] - theta[:, None, :])
+    gradient = -(wins - games * probability).sum(axis=2) + theta.mean(axis=1)[:, None]  # expected minus actual wins
+    return gradient, probability
+
+
+def _value(theta, wins):
+    """Negative log-likelihood plus the gauge penalty k/2 mean(theta)^2."""
     k = theta.shape[1]
     diff = theta[:, :, None] - theta[:, None, :]
-    mean = theta.mean(axis=1)
-    value = -np.einsum("bij,bij->b", wins, log_expit(diff)) + 0.5 * k * mean**2
-    probability = expit(diff)
-    gradient = -(wins - games * probability).sum(axis=2) + mean[:, None]  # expected minus actual wins
-    return value, gradient, probability
+    return -np.einsum("bij,bij->b", wins, log_expit(diff)) + 0.5 * k * theta.mean(axis=1) ** 2
 
 
 def _newton(wins, games, theta, iterations):
@@ -80,12 +83,13 @@ def _newton(wins, games, theta, iterations):
 
     Hand-written rather than ``scipy.optimize.minimize``: its trust-region methods stop
     near a gradient of 1e-10 because they need a measurable drop in the objective, which
-    rounding hides; here a step is also accepted when it shrinks the gradient.  Batching
-    the bootstrap rounds turns their thousand small solves into a few large array passes.
+    rounding hides; here a step is accepted when it shrinks the gradient, or else passes
+    an Armijo test (the likelihood is computed only then).  Batching the bootstrap rounds
+    turns their thousand small solves into a few large array passes.
     """
     k = theta.shape[1]
     tolerance = 1e-12 * np.maximum(1.0, games.max(axis=(1, 2)))
-    value, gradient, probability = _objective(theta, wins, games)
+    gradient, probability = _gradient(theta, wins, games)
     for _ in range(iterations):
         todo = np.flatnonzero(np.abs(gradient).max(axis=1) > tolerance)
         if len(todo) == 0:
@@ -96,21 +100,25 @@ def _newton(wins, games, theta, iterations):
         hessian[:, np.arange(k), np.arange(k)] += weight.sum(axis=2)
         step = np.linalg.solve(hessian, -gradient[todo][:, :, None])[:, :, 0]
         slope = np.einsum("bi,bi->b", gradient[todo], step)
+        old_size = np.abs(gradient[todo]).max(axis=1)
         length = np.ones(len(todo))
         pending = np.arange(len(todo))
-        new_theta, new_value, new_gradient, new_p = theta[todo].copy(), value[todo].copy(), gradient[todo].copy(), p.copy()
+        value = None
         while len(pending):
-            trial = theta[todo[pending]] + length[pending, None] * step[pending]
-            v, gr, pr = _objective(trial, w[pending], g[pending])
-            new_theta[pending], new_value[pending], new_gradient[pending], new_p[pending] = trial, v, gr, pr
-            accepted = (
-                (v <= value[todo[pending]] + 1e-4 * length[pending] * slope[pending])
-                | (np.abs(gr).max(axis=1) < np.abs(gradient[todo[pending]]).max(axis=1))
-                | (length[pending] < 1e-10)
-            )
+            rows = todo[pending]
+            trial = theta[rows] + length[pending, None] * step[pending]
+            trial_gradient, trial_p = _gradient(trial, w[pending], g[pending])
+            accepted = (np.abs(trial_gradient).max(axis=1) < old_size[pending]) | (length[pending] < 1e-10)
+            if not accepted.all():
+                if value is None:
+                    value = _value(theta[todo], w)
+                armijo = _value(trial, w[pending]) <= value[pending] + 1e-4 * length[pending] * slope[pending]
+                accepted |= armijo
+            done = pending[accepted]
+            theta[todo[done]] = trial[accepted]
+            gradient[todo[done]], probability[todo[done]] = trial_gradient[accepted], trial_p[accepted]
             pending = pending[~accepted]
             length[pending] /= 2
-        theta[todo], value[todo], gradient[todo], probability[todo] = new_theta, new_value, new_gradient, new_p
     raise MetaEvalError(
         f"Bradley-Terry fit did not converge: gradient {np.abs(gradient).max():.3g} after {iterations} Newton steps"
     )
