@@ -72,6 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     rate.add_argument("--rater", default="deviation")
     rate.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE")
 
+    battles = commands.add_parser("battles", help="Bradley-Terry leaderboard of a battle CSV (model_a, model_b, winner)")
+    battles.add_argument("file", type=Path)
+    battles.add_argument("--bootstrap", type=int, default=1000, help="bootstrap rounds (0: no intervals)")
+    battles.add_argument("--seed", type=int, default=0)
+    battles.add_argument("--prior", type=float, default=0.0, help="virtual games per pair (disconnected data)")
+
     plot = commands.add_parser("plot", help="(re)draw the figures of a run or comparison directory")
     plot.add_argument("run_dir", type=Path)
     return parser
@@ -130,6 +136,13 @@ def run(args) -> int:
 
         rating = metaeval.rate(_load_table_or_game(args.file), args.rater, **dict(args.option))
         print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    elif args.command == "battles":
+        from metaeval.pairwise import bradley_terry
+
+        if not args.file.exists():
+            raise MetaEvalError(f"no such file: {args.file}")
+        frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior)
+        print(frame.to_string(float_format=lambda x: f"{x:.1f}"))
     elif args.command == "plot":
         from metaeval import plots, rundir
         from metaeval.loops.compare import load_comparison, write_comparison
