@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench results clean
+.PHONY: demo test bench bench-pairwise results clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.nash
 	$(BIN)/python -m bench.spiel
 	$(BIN)/python -m bench.distributed
+
+# Pairwise benchmarks (the arena reference refits a logistic regression on a million battles: minutes).
+bench-pairwise: $(STAMP)
+	$(BIN)/python -m bench.pairwise
+	$(BIN)/python -m bench.poe
+	$(BIN)/python -m bench.clones
 
 # The README's results: 5 seeds x 100 iterations x 4 raters on kuhn_3p and sheriff.
 results: $(STAMP)
