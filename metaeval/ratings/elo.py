@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csgraph
 from scipy.special import expit, log_expit
+from threadpoolctl import threadpool_limits
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -61,7 +62,10 @@ def fit_batch(wins: np.ndarray, start: np.ndarray | None = None, iterations: int
     """
     games = wins + np.swapaxes(wins, 1, 2)
     theta = np.zeros(wins.shape[:2]) if start is None else np.broadcast_to(start, wins.shape[:2]).copy()
-    return _newton(wins, games, theta, iterations)
+    # One BLAS thread: on many small solves, BLAS threads spend more time synchronising
+    # than computing (30x slower on a loaded 2-core machine).
+    with threadpool_limits(1, user_api="blas"):
+        return _newton(wins, games, theta, iterations)
 
 
 def _gradient(theta, wins, games):
