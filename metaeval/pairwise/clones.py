@@ -20,7 +20,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.pairwise.battles import game_from_wins
 from metaeval.pairwise.bradley_terry import strongly_connected
 from metaeval.pairwise.yrwr import ranks_by, running_minimum
-from metaeval.ratings.elo import fit_batch, with_prior
+from metaeval.ratings.elo import fit_batch
 
 
 @dataclass(frozen=True)
