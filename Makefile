@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test cluster-test bench stress results pbt-results study study-small clean
+.PHONY: demo test cluster-test bench bench-pairwise stress results pbt-results study study-small clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,12 @@ bench: $(STAMP)
 # Every rater on the stress corpus (generated into runs/ on first use; about an hour on 2 cores).
 stress: $(STAMP)
 	$(BIN)/python -m bench.stress --corpus runs/stress_corpus.npz
+
+# Pairwise benchmarks (the arena reference refits a logistic regression on a million battles: minutes).
+bench-pairwise: $(STAMP)
+	$(BIN)/python -m bench.pairwise
+	$(BIN)/python -m bench.poe
+	$(BIN)/python -m bench.clones
 
 # The README's results: 5 seeds x 100 iterations x 4 raters on kuhn_3p and sheriff.
 results: $(STAMP)

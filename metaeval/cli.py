@@ -144,6 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     table.add_argument("--plot", type=Path, default=None,
                        help="bar chart of the agents' ratings (default: FILE_GAME_RATER.png beside the table)")
 
+    battles = commands.add_parser("battles", help="Bradley-Terry leaderboard of a battle CSV (model_a, model_b, winner)")
+    battles.add_argument("file", type=Path)
+    battles.add_argument("--bootstrap", type=int, default=1000, help="bootstrap rounds (0: no intervals)")
+    battles.add_argument("--seed", type=int, default=0)
+    battles.add_argument("--prior", type=float, default=0.0, help="virtual games per pair (disconnected data)")
+
     plot = commands.add_parser("plot", help="(re)draw the figures of a run or comparison directory")
     plot.add_argument("run_dir", type=Path)
     return parser
@@ -283,6 +289,13 @@ def _run(args) -> int:
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
     elif args.command == "rate":
         _rate_file(args)
+    elif args.command == "battles":
+        from metaeval.pairwise import bradley_terry
+
+        if not args.file.exists():
+            raise MetaEvalError(f"no such file: {args.file}")
+        frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior)
+        print(frame.to_string(float_format=lambda x: f"{x:.1f}"))
     elif args.command == "plot":
         from metaeval import plots, rundir
         from metaeval.loops import compare, evolve

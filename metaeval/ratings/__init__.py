@@ -26,11 +26,26 @@ RATERS = {
 }
 
 
-def rate(game: MetaGame, method: str, **options) -> Rating:
-    """Rate every strategy of ``game`` with the rater registered as ``method``."""
+def rate(game: MetaGame, method: str, correction: str | None = None, owner_rankings=None, **options) -> Rating:
+    """Rate every strategy of ``game`` with the rater registered as ``method``.
+
+    ``correction="yrwr"`` with ``owner_rankings`` (owner -> its strategies by name, best
+    first) post-processes every player's ratings by You-Rank-We-Rank
+    (``metaeval.pairwise.yrwr``); the owners are the keys of that mapping.
+    """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"rate() needs a MetaGame, got {type(game).__name__}")
-    return check_options(method, options)(game, **options)
+    rater = check_options(method, options)
+    if correction not in (None, "yrwr"):
+        raise MetaEvalError(f"unknown correction {correction!r}; the one correction is 'yrwr'")
+    if (correction is None) != (owner_rankings is None):
+        raise MetaEvalError("correction='yrwr' and owner_rankings go together")
+    rating = rater(game, **options)
+    if correction is None:
+        return rating
+    from metaeval.pairwise.yrwr import correct_rating
+
+    return correct_rating(rating, owner_rankings)
 
 
 def check_options(method: str, options: dict):
