@@ -8,6 +8,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.alpharank import alpharank
 from metaeval.ratings.base import Rating
+from metaeval.ratings.bootstrap import with_intervals
 from metaeval.ratings.deviation import deviation
 from metaeval.ratings.elo import elo
 from metaeval.ratings.nash import nash
@@ -24,8 +25,24 @@ RATERS = {
 }
 
 
-def rate(game: MetaGame, method: str, **options) -> Rating:
-    """Rate every strategy of ``game`` with the rater registered as ``method``."""
+def rate(
+    game: MetaGame,
+    method: str,
+    bootstrap: int = 0,
+    seed: int = 0,
+    level: float = 0.95,
+    samples=None,
+    workers: int = 1,
+    address: str | None = None,
+    **options,
+) -> Rating:
+    """Rate every strategy of ``game`` with the rater registered as ``method``.
+
+    With ``bootstrap=B`` the game is resampled B times (from its ``stderr``, or from
+    ``samples`` of episode returns), re-rated, on ``workers`` Ray actors when more than
+    one, and the Rating gains ``intervals`` at ``level``, ``p_top`` and CI-aware ranks;
+    see :mod:`metaeval.ratings.bootstrap`. Other keywords are the rater's options.
+    """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"rate() needs a MetaGame, got {type(game).__name__}")
     try:
@@ -41,6 +58,11 @@ def rate(game: MetaGame, method: str, **options) -> Rating:
             f"rater {method!r} has no option(s) {', '.join(unknown)}; "
             f"it accepts {', '.join(list(accepted)[1:]) or 'none'}"
         )
+    if bootstrap:
+        return with_intervals(game, rater, options, bootstrap, seed=seed, level=level,
+                              samples=samples, workers=workers, address=address)
+    if samples is not None or workers != 1 or address is not None:
+        raise MetaEvalError("samples, workers and address apply only with bootstrap=B (B >= 2)")
     return rater(game, **options)
 
 
