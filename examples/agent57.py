@@ -43,7 +43,7 @@ def agent_vs_task(path=TABLE, agents=AGENTS) -> metaeval.MetaGame:
     )
 
 
-def rate_with_intervals(game: metaeval.MetaGame, raters=("deviation", "payoff"), bootstrap: int = 200,
+def rate_with_intervals(game: metaeval.MetaGame, raters=("deviation", "uniform"), bootstrap: int = 200,
                         seed: int = 0, workers: int = 1, out: Path | None = None) -> pd.DataFrame:
     """Rate ``game`` with each rater and a bootstrap; the agents' rows, and a figure in ``out``."""
     import matplotlib.pyplot as plt
