@@ -1,4 +1,5 @@
-"""Figures of population runs: CCE gap and average payoff against iteration.
+"""Figures of population runs (CCE gap and average payoff against iteration) and of
+ratings with their bootstrap intervals.
 
 The layout follows Figure 3 of Marris et al. (2025): the full-game CCE gap on a
 log scale, one line per rater with a band over seeds, and the population's
@@ -155,3 +156,41 @@ def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None =
     atomic_write(path, lambda handle: fig.savefig(handle, dpi=130, format="png"))
     plt.close(fig)
     return Path(path)
+def plot_intervals(rating, path=None, player: int = 0, title: str = "", ax=None):
+    """One player's ratings with their bootstrap intervals, best at the top, each
+    labelled with its probability of being rated top; returns the figure.
+
+    ``rating`` comes from ``metaeval.rate(..., bootstrap=B)``; the figure is written to
+    ``path`` when one is given.
+    """
+    from metaeval.errors import MetaEvalError
+
+    if rating.intervals is None:
+        raise MetaEvalError("plot_intervals needs a rating with intervals: rate with bootstrap=B")
+    values, bounds, p_top = rating.ratings[player], rating.intervals[player], rating.p_top[player]
+    order = np.argsort(values, kind="stable")
+    names = [rating.game.strategy_names[player][i] for i in order]
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(5.6, 0.8 + 0.32 * len(order)))
+    else:
+        fig = ax.figure
+    y = np.arange(len(order))
+    error = np.abs(bounds[order] - values[order, None]).T
+    ax.errorbar(values[order], y, xerr=error, fmt="o", ms=4, capsize=3, color="tab:blue")
+    for row, i in zip(y, order):
+        ax.annotate(f"P(top) {p_top[i]:.2f}", (bounds[i, 1], row), xytext=(6, -3),
+                    textcoords="offset points", fontsize=7)
+    ax.set_yticks(y, names)
+    level = rating.diagnostics.get("bootstrap", {}).get("level", 0.95)
+    replicates = rating.diagnostics.get("bootstrap", {}).get("replicates")
+    ax.set_xlabel(f"{rating.method} rating ({level:.0%} interval, {replicates} bootstrap replicates)")
+    ax.set_title(title or rating.game.player_names[player], fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+    ax.margins(x=0.25)
+    if path is not None:
+        fig.tight_layout()
+        fig.savefig(path, dpi=130)
+        if own:
+            plt.close(fig)
+    return fig

@@ -8,6 +8,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.alpharank import alpharank
 from metaeval.ratings.base import Rating
+from metaeval.ratings.bootstrap import with_intervals
 from metaeval.ratings.deviation import deviation
 from metaeval.ratings.elo import elo
 from metaeval.ratings.nash import nash
@@ -26,12 +27,28 @@ RATERS = {
 }
 
 
-def rate(game: MetaGame, method: str, correction: str | None = None, owner_rankings=None, **options) -> Rating:
+def rate(
+    game: MetaGame,
+    method: str,
+    bootstrap: int = 0,
+    seed: int = 0,
+    level: float = 0.95,
+    samples=None,
+    workers: int = 1,
+    address: str | None = None,
+    correction: str | None = None,
+    owner_rankings=None,
+    **options,
+) -> Rating:
     """Rate every strategy of ``game`` with the rater registered as ``method``.
 
-    ``correction="yrwr"`` with ``owner_rankings`` (owner -> its strategies by name, best
-    first) post-processes every player's ratings by You-Rank-We-Rank
-    (``metaeval.pairwise.yrwr``); the owners are the keys of that mapping.
+    With ``bootstrap=B`` the game is resampled B times (from its ``stderr``, or from
+    ``samples`` of episode returns), re-rated, on ``workers`` Ray actors when more than
+    one, and the Rating gains ``intervals`` at ``level``, ``p_top`` and CI-aware ranks;
+    see :mod:`metaeval.ratings.bootstrap`. ``correction="yrwr"`` with ``owner_rankings``
+    (owner -> its strategies by name, best first) post-processes every player's ratings
+    by You-Rank-We-Rank (``metaeval.pairwise.yrwr``); the owners are the keys of that
+    mapping. Other keywords are the rater's options.
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"rate() needs a MetaGame, got {type(game).__name__}")
@@ -40,6 +57,13 @@ def rate(game: MetaGame, method: str, correction: str | None = None, owner_ranki
         raise MetaEvalError(f"unknown correction {correction!r}; the one correction is 'yrwr'")
     if (correction is None) != (owner_rankings is None):
         raise MetaEvalError("correction='yrwr' and owner_rankings go together")
+    if bootstrap:
+        if correction is not None:
+            raise MetaEvalError("a correction applies to point ratings; use it without bootstrap")
+        return with_intervals(game, rater, options, bootstrap, seed=seed, level=level,
+                              samples=samples, workers=workers, address=address)
+    if samples is not None or workers != 1 or address is not None:
+        raise MetaEvalError("samples, workers and address apply only with bootstrap=B (B >= 2)")
     rating = rater(game, **options)
     if correction is None:
         return rating

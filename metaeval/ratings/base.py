@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 
 
@@ -20,7 +21,13 @@ class Rating:
         ratings: one 1-D array per player, ``ratings[p][i]`` for strategy i.
         distribution: the joint distribution ``[K_1..K_N]`` or per-player marginals
             the ratings were computed against, or None.
-        diagnostics: solver facts (rounds, residuals, regret, timings, ...).
+        diagnostics: solver facts (rounds, residuals, regret, timings, ...); a
+            bootstrap adds its settings under ``"bootstrap"``.
+        intervals: with ``rate(..., bootstrap=B)``, one ``[K_p, 2]`` array of lower and
+            upper bounds per player (95% percentile intervals by default).
+        p_top: with a bootstrap, per player the share of replicates in which each
+            strategy has the player's highest rating.
+        replicates: with a bootstrap, per player the ``[B, K_p]`` replicate ratings.
     """
 
     method: str
@@ -28,24 +35,35 @@ class Rating:
     ratings: list[np.ndarray]
     distribution: np.ndarray | list[np.ndarray] | None = None
     diagnostics: dict = field(default_factory=dict)
+    intervals: list[np.ndarray] | None = None
+    p_top: list[np.ndarray] | None = None
+    replicates: list[np.ndarray] | None = None
 
     def ranking(self, player: int = 0) -> list[str]:
         """Strategy names of ``player`` from best to worst (stable for ties)."""
         order = np.argsort(-self.ratings[player], kind="stable")
         return [self.game.strategy_names[player][i] for i in order]
 
+    def ci_ranks(self) -> list[np.ndarray]:
+        """Per player, 1 + the number of strategies whose interval lies wholly above this one's."""
+        if self.intervals is None:
+            raise MetaEvalError("CI-aware ranks need intervals: rate with bootstrap=B")
+        return [1 + (b[None, :, 0] > b[:, None, 1]).sum(axis=1) for b in self.intervals]
+
     def to_frame(self) -> pd.DataFrame:
-        """Long table: player, strategy, rating, rank (1 = best, ties share the best rank)."""
+        """Long table: player, strategy, rating, rank (1 = best, ties share the best rank);
+        with a bootstrap also low, high, p_top and ci_rank."""
+        columns = ["player", "strategy", "rating", "rank"]
+        if self.intervals is not None:
+            columns += ["low", "high", "p_top", "ci_rank"]
+            ci_ranks = self.ci_ranks()
         rows = []
         for p, values in enumerate(self.ratings):
             ranks = pd.Series(-values).rank(method="min").astype(int).to_numpy()
             for i, value in enumerate(values):
-                rows.append(
-                    {
-                        "player": self.game.player_names[p],
-                        "strategy": self.game.strategy_names[p][i],
-                        "rating": float(value),
-                        "rank": int(ranks[i]),
-                    }
-                )
-        return pd.DataFrame(rows, columns=["player", "strategy", "rating", "rank"])
+                row = [self.game.player_names[p], self.game.strategy_names[p][i], float(value), int(ranks[i])]
+                if self.intervals is not None:
+                    low, high = self.intervals[p][i]
+                    row += [float(low), float(high), float(self.p_top[p][i]), int(ci_ranks[p][i])]
+                rows.append(row)
+        return pd.DataFrame(rows, columns=columns)

@@ -1,0 +1,231 @@
+"""Ratings under uncertainty: bootstrap intervals, probability of being top, CI-aware ranks.
+
+A replicate redraws the payoff tensor and rates it again; B replicates give, per
+strategy, a percentile interval (Efron & Tibshirani 1993, ch. 13), the share of
+replicates in which it has its player's highest rating (``p_top``), and a CI-aware
+rank: 1 + the number of the player's strategies whose interval lies entirely above
+its own (the rule of Chatbot Arena's leaderboard).
+
+Two ways to redraw the tensor:
+
+- **parametric** (from ``MetaGame.stderr``): ``G* = G + stderr * Z`` with Z standard
+  normal per entry, keeping the structure raters rely on. In a constant-sum game the
+  last player's noise is minus the sum of the others' (so the sum stays constant);
+  in a symmetric 2-player game player 1's noise is player 0's transposed, and
+  antisymmetric (scaled by 1/sqrt 2) when the game is also constant-sum; a
+  win-probability game (symmetric, constant sum 1, payoffs in [0, 1]) is clipped to
+  [0, 1].
+- **non-parametric** (from stored episodes): ``samples`` of shape ``[S, N, K_1, ...,
+  K_N]``, ``samples[s, :, a]`` the players' returns in episode s of joint a; a joint
+  with fewer than S episodes is padded at the end with NaN. A replicate redraws each
+  joint's episodes with replacement (whole episodes, so per-episode structure such
+  as a zero sum is kept) and averages them. The samples must average to the game's
+  payoffs.
+
+Replicate b is drawn from ``SeedSequence(seed).spawn(B)[b]``, so results do not
+depend on how replicates are split among Ray actors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+from metaeval.ratings.base import Rating
+
+#: Replicates per task sent to an actor (and per progress-bar step in-process).
+CHUNK = 8
+#: Ratings within this much (times the spread of a player's replicates) tie for top.
+TOP_TIE = 1e-9
+
+
+class Resampler:
+    """Draws payoff tensors around ``game`` (see the module docstring).
+
+    Args:
+        game: the rated game, with ``stderr`` unless ``samples`` is given.
+        samples: optional episode returns ``[S, N, K_1, ..., K_N]``.
+    """
+
+    def __init__(self, game: MetaGame, samples=None):
+        self.game = game
+        if samples is not None:
+            self.samples, self.episodes = _check_samples(game, samples)
+            self.kind = "non-parametric (episodes)"
+        elif game.stderr is not None:
+            self.samples = None
+            self.kind = "parametric (stderr)"
+            self.constant_sum = game.is_zero_sum()
+            self.symmetric = game.num_players == 2 and game.is_symmetric()
+            payoffs = game.payoffs
+            self.win_probability = (
+                self.symmetric and self.constant_sum
+                and np.allclose(payoffs.sum(axis=0), 1.0) and payoffs.min() >= 0 and payoffs.max() <= 1
+            )
+        else:
+            raise MetaEvalError(
+                "bootstrap needs per-entry standard errors (MetaGame.stderr) or samples of episode returns"
+            )
+
+    def draw(self, rng: np.random.Generator) -> np.ndarray:
+        """One resampled payoff tensor ``[N, K_1, ..., K_N]``."""
+        if self.samples is not None:
+            return self._redraw_episodes(rng)
+        game = self.game
+        stderr, payoffs = game.stderr, game.payoffs
+        if self.symmetric:
+            z = rng.standard_normal(game.shape)
+            if self.constant_sum:
+                z = (z - z.T) / np.sqrt(2.0)
+            row = payoffs[0] + stderr[0] * z
+            if self.win_probability:
+                row = np.clip(row, 0.0, 1.0)
+            return np.stack([row, row.T])
+        noise = stderr * rng.standard_normal(payoffs.shape)
+        if self.constant_sum:
+            noise[-1] = -noise[:-1].sum(axis=0)
+        return payoffs + noise
+
+    def _redraw_episodes(self, rng: np.random.Generator) -> np.ndarray:
+        size = self.samples.shape[0]
+        picks = np.floor(rng.random((size, *self.game.shape)) * self.episodes).astype(np.int64)
+        drawn = np.take_along_axis(self.samples, picks[:, None], axis=0)
+        valid = (np.arange(size).reshape(-1, *[1] * self.game.num_players) < self.episodes)[:, None]
+        return np.where(valid, drawn, 0.0).sum(axis=0) / self.episodes
+
+
+def _check_samples(game: MetaGame, samples) -> tuple[np.ndarray, np.ndarray]:
+    """The samples as float64, and the number of episodes of each joint ``[K_1, ..., K_N]``."""
+    samples = np.asarray(samples, dtype=np.float64)
+    expected = (game.num_players, *game.shape)
+    if samples.ndim != game.num_players + 2 or samples.shape[1:] != expected:
+        raise MetaEvalError(f"samples must have shape [S, {', '.join(map(str, expected))}], got {samples.shape}")
+    present = ~np.isnan(samples)
+    if np.any(present.any(axis=1) != present.all(axis=1)):
+        raise MetaEvalError("samples: an episode must give a return to every player or be all NaN (padding)")
+    if not np.all(np.isfinite(samples[present])):
+        raise MetaEvalError("samples must be finite (NaN marks padding only)")
+    episode_present = present[:, 0]
+    episodes = episode_present.sum(axis=0)
+    if np.any(episodes < 1):
+        raise MetaEvalError("samples: every joint needs at least one episode")
+    padded_first = np.cumsum(episode_present, axis=0) != np.arange(1, len(samples) + 1).reshape(
+        -1, *[1] * game.num_players
+    )
+    if np.any(padded_first & episode_present):
+        raise MetaEvalError("samples: NaN padding must come after a joint's episodes")
+    means = np.where(present, samples, 0.0).sum(axis=0) / episodes
+    scale = max(1.0, float(np.abs(game.payoffs).max()))
+    if not np.allclose(means, game.payoffs, rtol=0, atol=1e-9 * scale):
+        worst = float(np.abs(means - game.payoffs).max())
+        raise MetaEvalError(f"samples do not average to the game's payoffs (largest difference {worst:.3g})")
+    return samples, episodes
+
+
+def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds) -> np.ndarray:
+    """Ratings of the replicates drawn from ``seeds``: ``[len(seeds), sum_p K_p]``."""
+    resampler = Resampler(game, samples)
+    rows = []
+    for seed in seeds:
+        drawn = MetaGame(resampler.draw(np.random.default_rng(seed)), game.strategy_names, game.player_names)
+        try:
+            rating = rater(drawn, **options)
+        except MetaEvalError as exc:
+            raise MetaEvalError(f"bootstrap replicate {seed.spawn_key[-1]}: {exc}") from None
+        rows.append(np.concatenate(rating.ratings))
+    return np.array(rows).reshape(len(rows), sum(game.shape))
+
+
+def summarise(replicates: list[np.ndarray], level: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Percentile intervals ``[K_p, 2]`` and top probabilities ``[K_p]`` from replicates ``[B, K_p]``."""
+    tail = (1.0 - level) / 2.0
+    intervals, p_top = [], []
+    for values in replicates:
+        intervals.append(np.quantile(values, [tail, 1.0 - tail], axis=0).T)
+        tolerance = TOP_TIE * max(1.0, float(np.ptp(values)))
+        top = values >= values.max(axis=1, keepdims=True) - tolerance
+        p_top.append((top / top.sum(axis=1, keepdims=True)).mean(axis=0))
+    return intervals, p_top
+
+
+def with_intervals(
+    game: MetaGame,
+    rater,
+    options: dict,
+    replicates: int,
+    seed: int = 0,
+    level: float = 0.95,
+    samples=None,
+    workers: int = 1,
+    address: str | None = None,
+    progress=None,
+) -> Rating:
+    """``rater(game, **options)`` with ``intervals``, ``p_top`` and ``replicates`` from a
+    bootstrap of ``game``.
+
+    Args:
+        game: the game to rate, with ``stderr`` unless ``samples`` are given.
+        rater: the rater function, run on the game and on every replicate with ``options``.
+        replicates: B >= 2.
+        seed: non-negative int; same seed, same intervals.
+        level: interval coverage in (0, 1).
+        samples: episode returns for the non-parametric bootstrap (module docstring).
+        workers: Ray actors rating replicates; 1 rates them in-process unless an
+            ``address`` is given.
+        address: an existing Ray cluster (default ``$RAY_ADDRESS``, else embedded Ray).
+        progress: None (bar on a terminal), True or False.
+    """
+    _check_arguments(replicates, seed, level, workers)
+    resampler = Resampler(game, samples)  # validates before any work starts
+    rating = rater(game, **options)
+    start = time.perf_counter()
+    children = np.random.SeedSequence(seed).spawn(replicates)
+    chunks = [children[i : i + CHUNK] for i in range(0, replicates, CHUNK)]
+    task = functools.partial(replicate_ratings, game, rater, dict(options), resampler.samples)
+    from metaeval.distributed.session import resolve_address
+
+    address = resolve_address(address)
+    if workers > 1 or address is not None:
+        from metaeval.distributed.replicates import map_on_actors
+
+        results = map_on_actors(task, chunks, workers, address, progress)
+        used = workers
+    else:
+        bar = tqdm(total=replicates, unit="replicate", desc="bootstrap", leave=False,
+                   disable=None if progress is None else not progress)
+        results = []
+        for chunk in chunks:
+            results.append(task(chunk))
+            bar.update(len(chunk))
+        bar.close()
+        used = 0
+    values = np.concatenate(results)
+    per_player = np.split(values, np.cumsum(game.shape)[:-1], axis=1)
+    intervals, p_top = summarise(per_player, level)
+    diagnostics = dict(rating.diagnostics)
+    diagnostics["bootstrap"] = {
+        "replicates": replicates,
+        "seed": seed,
+        "level": level,
+        "resampling": resampler.kind,
+        "interval": "percentile",
+        "workers": used,
+        "seconds": time.perf_counter() - start,
+    }
+    return dataclasses.replace(
+        rating, intervals=intervals, p_top=p_top, replicates=per_player, diagnostics=diagnostics
+    )
+
+
+def _check_arguments(replicates, seed, level, workers) -> None:
+    for name, value, least in (("bootstrap", replicates, 2), ("seed", seed, 0), ("workers", workers, 1)):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
+            raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
+    if not isinstance(level, (int, float)) or isinstance(level, bool) or not 0.0 < level < 1.0:
+        raise MetaEvalError(f"level must be a number strictly between 0 and 1, got {level!r}")
