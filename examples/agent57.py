@@ -15,32 +15,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 import metaeval
+from metaeval import data
 from metaeval.plots import plot_intervals
 
-TABLE = Path(__file__).parent / "data" / "atari_agent57.csv"
 AGENTS = ["agent57", "r2d2(bandit)", "muzero", "ngu", "r2d2(retrace)", "r2d2"]
 
 
-def agent_vs_task(path=TABLE, agents=AGENTS) -> metaeval.MetaGame:
-    """The long table (game, agent, score, std; a source line first) as a 2-player
-    zero-sum game with per-entry standard errors."""
-    table = pd.read_csv(path, skiprows=1)
-    scores = table.pivot(index="agent", columns="game", values="score").loc[agents]
-    spread = table.pivot(index="agent", columns="game", values="std").loc[agents].fillna(0.0)
-    low, high = scores.min(), scores.max()
-    span = (high - low).where(high > low, 1.0)
-    normalised = ((scores - low) / span).to_numpy()
-    stderr = (spread / span).to_numpy()
-    return metaeval.MetaGame(
-        np.stack([normalised, -normalised]),
-        strategy_names=[agents, list(scores.columns)],
-        player_names=["agent", "task"],
-        stderr=np.stack([stderr, stderr]),
-    )
+def agent_vs_task(agents=AGENTS) -> metaeval.MetaGame:
+    """The published table (shipped as ``atari_agent57``) as a 2-player zero-sum game of
+    the six agents with per-entry standard errors (metaeval.data.agent_vs_task)."""
+    scores, spreads = data.load_table("atari_agent57", spread=True)
+    return data.agent_vs_task(scores.loc[agents], stderr=spreads.loc[agents])
 
 
 def rate_with_intervals(game: metaeval.MetaGame, raters=("deviation", "uniform"), bootstrap: int = 200,
