@@ -57,6 +57,8 @@ from metaeval.reduction import reduce_cce
 DUAL_TOLERANCE = 1e-9
 
 CHECK_TOLERANCE = 1e-7
+MASS_FLOOR = 1e-12
+"""LP masses at or below this are round-off (far below the feasibility tolerance): zero."""
 """Largest accepted |delta_i(sigma*) - rating_i| over all deviations, relative."""
 PRICING_TOLERANCE = 1e-9
 """A joint outside the LP enters when its reduced cost is below -PRICING_TOLERANCE (in
@@ -261,7 +263,7 @@ class _Safeguards:
 
     def checked_masses(self, masses: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, float]:
         """sigma reproducing every rating to CHECK_TOLERANCE, and its largest miss."""
-        masses = np.clip(masses, 0.0, None)
+        masses = np.where(masses > MASS_FLOOR, masses, 0.0)
         masses /= masses.sum()
         miss = float(np.abs(self.matrix @ masses - values).max())
         if miss <= CHECK_TOLERANCE:

@@ -17,7 +17,7 @@ def test_every_method_is_registered():
 @pytest.mark.parametrize("method", social_choice.METHODS)
 def test_rating_a_table_game_elects_the_agents_by_the_tasks_votes(method):
     game = data.agent_vs_task(TABLE)
-    rating = metaeval.rate(game, method, seed=2)
+    rating = metaeval.rate(game, method, tie_seed=2)
     election = social_choice.elect(data.Profile.from_table(TABLE, seed=2), method)
     np.testing.assert_array_equal(rating.ratings[0], election.scores)
     assert rating.diagnostics["ranking"][0] == election.ranked_names()
