@@ -13,8 +13,3 @@ from tests import regression
 @pytest.mark.xfail(strict=True, raises=metaeval.MetaEvalError, reason="MECCE dual stalls at 5.6e-7")
 def test_kuhn_seed5_mecce():
     mecce(regression.load("kuhn_3p_seed5_iteration92"))
-
-
-@pytest.mark.xfail(strict=True, raises=metaeval.MetaEvalError, reason="deviation round 8 infeasible")
-def test_kuhn_seed24_deviation():
-    metaeval.rate(regression.load("kuhn_3p_seed24_iteration209"), "deviation")

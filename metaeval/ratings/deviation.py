@@ -29,6 +29,8 @@ nearly tied (the frozen face is then thin and ill-conditioned):
   1e-10 (up to 1e-7 of the largest payoff difference, :func:`metaeval.lp.solve`);
 - ``largest_gain_freezes``: a round whose duals name no active constraint freezes the
   largest gain (see :func:`constraints_to_freeze`);
+- ``column_generation_retries`` (in :func:`deviation`): if the LPs over every joint still
+  fail, the game is rated by column generation over its own joints instead;
 - ``final_resolves``: the last LP's sigma must reproduce every frozen value to
   CHECK_TOLERANCE; if it does not, sigma is recomputed by an LP minimising the largest
   |gain - value|, and the result checked again (a clear error if it still fails).
@@ -385,18 +387,26 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         raise MetaEvalError(f"deviation ratings need a MetaGame, got {type(game).__name__}")
     if column_generation is None:
         column_generation = game.num_joints > COLUMN_GENERATION_JOINTS
-    diagnostics = {"column_generation": bool(column_generation)}
+    diagnostics = {"safeguard_column_generation_retries": 0}
     if not column_generation:
-        reduced = reduce_cce(game, symmetry=symmetry, merge_duplicates=merge_duplicates)
-        result = strictest_cce(StoredColumns(reduced.matrix))
-        sigma = reduced.expand(result.masses, game.shape)
-        flat = reduced.scale * result.values[reduced.row_of]
-        diagnostics["player_classes"] = reduced.classes
-    else:
+        try:
+            reduced = reduce_cce(game, symmetry=symmetry, merge_duplicates=merge_duplicates)
+            result = strictest_cce(StoredColumns(reduced.matrix))
+            sigma = reduced.expand(result.masses, game.shape)
+            flat = reduced.scale * result.values[reduced.row_of]
+            diagnostics["player_classes"] = reduced.classes
+        except MetaEvalError:
+            # Last safeguard: the same Algorithm 1 on a differently built LP sequence (the
+            # game's own joints, no folding or merging, grown from one joint by pricing),
+            # whose round-off differs; a failure there is the error reported.
+            diagnostics["safeguard_column_generation_retries"] = 1
+            column_generation = True
+    if column_generation:
         source = GameColumns(game)
         result = strictest_cce(source, joints=[source.least_tempted_joint()])
         sigma = result.masses.reshape(game.shape)
         flat = source.scale * result.values
+    diagnostics["column_generation"] = bool(column_generation)
     ratings = np.split(flat, np.cumsum(game.shape)[:-1])
     gains = np.concatenate(deviation_gains(game, sigma))
     diagnostics.update({

@@ -378,6 +378,17 @@ def test_sheriff_seed_4_regression_game():
         assert_ratings_close([r / scale for r in changed], ratings, atol=1e-8)
 
 
+def test_kuhn_seed_24_regression_game_is_rated_by_column_generation():
+    """The LPs over every joint fail on this evolved, nearly tied meta-game; the column
+    generation retry rates it, and the ratings are Algorithm 1's (dual-free reference)."""
+    game = regression.load("kuhn_3p_seed24_iteration209")
+    rating = metaeval.rate(game, "deviation")
+    d = rating.diagnostics
+    assert d["safeguard_column_generation_retries"] == 1 and d["column_generation"]
+    ratings = rated(game)
+    assert_ratings_close(ratings, reference_ratings(game), atol=1e-7)
+
+
 def test_diagnostics():
     game = MetaGame(np.random.default_rng(3).uniform(-1, 1, size=(3, 4, 3, 5)))
     rating = metaeval.rate(game, "deviation")
@@ -386,7 +397,7 @@ def test_diagnostics():
     assert d["simplex_iterations"] > 0 and safeguards_fired(d) == 0
     assert {k for k in d if k.startswith("safeguard_")} == {
         "safeguard_cold_resolves", "safeguard_looser_tolerances", "safeguard_largest_gain_freezes",
-        "safeguard_final_resolves"}
+        "safeguard_final_resolves", "safeguard_column_generation_retries"}
     assert (d["lp_rows"], d["lp_columns"]) == (12, 60)
     assert d["max_violation"] <= 1e-9
     assert rating.distribution.shape == game.shape

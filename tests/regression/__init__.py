@@ -16,6 +16,11 @@ GAMES = {
         "meta-game of iteration 178 (payoffs 2.3 to 14.9), where round 9 of the deviation LPs "
         "was reported infeasible"
     ),
+    "kuhn_3p_seed24_iteration209": (
+        "metaeval compare --game kuhn_3p --raters deviation --seeds 30 --iterations 300, seed 24, "
+        "iteration 209: round 8 of the LPs over every joint is infeasible even afresh at a "
+        "tolerance of 1e-7; column generation rates it"
+    ),
 }
 
 # Still failing: kept so that the fix has its test (tests/test_open_regressions.py).
@@ -24,10 +29,6 @@ OPEN = {
         "metaeval compare --game kuhn_3p --raters deviation --seeds 30 --iterations 300, seed 5, "
         "iteration 92: the loop's MECCE stalls at a KKT residual of 5.6e-7, also after the "
         "exponential-cone restart"
-    ),
-    "kuhn_3p_seed24_iteration209": (
-        "the same comparison, seed 24, iteration 209: round 8 of the deviation LPs is "
-        "infeasible even afresh at a tolerance of 1e-7"
     ),
 }
 
