@@ -120,6 +120,20 @@ class EvolveConfig:
         return min(self.population - 1, max(1, math.floor(self.population * self.discard_fraction)))
 
 
+def mecce_fields(metagame, sigma, gap) -> dict:
+    """A loop record's equilibrium fields: the full-game CCE gap of the meta-game's MECCE
+    ``sigma`` (total, per player), the population's mean payoff and sigma's payoff per
+    player, and sigma's support size."""
+    players = range(metagame.num_players)
+    return {
+        "cce_gap": float(gap.total),
+        "cce_gap_per_player": [float(g) for g in gap.per_player],
+        "mean_payoff": [float(metagame.payoffs[p].mean()) for p in players],
+        "mecce_payoff": [float(np.sum(sigma * metagame.payoffs[p])) for p in players],
+        "mecce_support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
+    }
+
+
 def random_new_policy(game, player: int, rng: np.random.Generator):
     """The default replacement: a random stochastic tabular policy (SPEC 3)."""
     return spiel.random_policy(game, player, rng)
@@ -271,11 +285,7 @@ class Evolution:
             "iteration": self.iteration,
             "policy_ids": [list(map(int, ids)) for ids in evaluator.ids],
             "ratings": [r.tolist() for r in rating.ratings],
-            "cce_gap": float(gap.total),
-            "cce_gap_per_player": [float(g) for g in gap.per_player],
-            "mean_payoff": [float(metagame.payoffs[p].mean()) for p in range(metagame.num_players)],
-            "mecce_payoff": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
-            "mecce_support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
+            **mecce_fields(metagame, sigma, gap),
             "rater_diagnostics": _scalars(rating.diagnostics),
         }
 

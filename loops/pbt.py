@@ -37,7 +37,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.evaluator import Evaluator
 from metaeval.fileio import atomic_savez
 from metaeval.learners import LEARNERS, Opponents
-from metaeval.loops.evolve import SUPPORT_MASS, _scalars, _versions
+from metaeval.loops.evolve import _scalars, _versions, mecce_fields
 from metaeval.matchmaking import RULES
 from metaeval.meta_solvers import SOLVERS
 from metaeval.mutation import perturb_values
@@ -239,11 +239,7 @@ class PBT:
         record = {
             "iteration": self.step_index,
             "policy_ids": [list(map(int, ids)) for ids in ev.ids],
-            "cce_gap": float(gap.total),
-            "cce_gap_per_player": [float(g) for g in gap.per_player],
-            "mean_payoff": [float(metagame.payoffs[p].mean()) for p in range(metagame.num_players)],
-            "mecce_payoff": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
-            "mecce_support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
+            **mecce_fields(metagame, sigma, gap),
         }
         if (self.step_index + 1) % config.interval == 0:
             clock = time.perf_counter()
