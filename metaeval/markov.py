@@ -34,7 +34,10 @@ internal rate); a linear solve loses about eps / (smallest coupling it resolves)
 ~1e-15 on alpha-Rank chains at any alpha, and at most ~1e-7 on adversarial chains whose
 rates are spread evenly over hundreds of orders of magnitude.  Linear systems are
 M-matrices: dense LU up to ``DENSE_MAX`` unknowns, otherwise BiCGSTAB with Jacobi
-preconditioning (GMRES if BiCGSTAB stalls), every answer checked by its backward error.  A sparse LU is not used because these transition graphs
+preconditioning (GMRES if BiCGSTAB stalls), every answer checked by its backward error.
+Every system is a principal submatrix of ``D - N`` (N the rates, or their transpose),
+applied without copying N (:class:`_MMatrix`), and state ids are int32 when they fit: a
+64^3 alpha-Rank chain has 5e7 transitions.  A sparse LU is not used because these transition graphs
 (Hamming graphs: states differing in one coordinate are adjacent) have no small
 separators, so the factors fill in almost completely; power iteration is not used because
 its step count grows like the inverse of the smallest relevant rate.
@@ -64,8 +67,7 @@ def stationary_distribution(num_states: int, source, target, log_rate) -> tuple[
     chain ``P = I + Q / (largest exit rate)`` and ``info["levels"]`` the aggregation depth.
     Raises MetaEvalError if the chain is reducible or a solve does not converge.
     """
-    source = np.asarray(source, dtype=np.int64)
-    target = np.asarray(target, dtype=np.int64)
+    source, target = (_ids(x) for x in (source, target))
     log_rate = np.asarray(log_rate, dtype=np.float64)
     if not (source.shape == target.shape == log_rate.shape and source.ndim == 1):
         raise MetaEvalError("source, target and log_rate must be 1-D arrays of one length")
@@ -73,6 +75,8 @@ def stationary_distribution(num_states: int, source, target, log_rate) -> tuple[
         raise MetaEvalError(f"num_states must be a positive integer, got {num_states!r}")
     if len(source) and (min(source.min(), target.min()) < 0 or max(source.max(), target.max()) >= num_states):
         raise MetaEvalError(f"transitions must join states 0..{num_states - 1}")
+    index = np.int32 if num_states < 2**31 else np.int64
+    source, target = source.astype(index, copy=False), target.astype(index, copy=False)
     if np.any(source == target):
         raise MetaEvalError("self-transitions are implicit; remove edges with source == target")
     if np.any(np.isnan(log_rate)) or np.any(log_rate == np.inf):
@@ -82,6 +86,11 @@ def stationary_distribution(num_states: int, source, target, log_rate) -> tuple[
     if not residual <= RESIDUAL_TOL:
         raise MetaEvalError(f"stationary distribution: residual ||pi P - pi|| = {residual:.3g} is too large")
     return pi, {"residual": residual, "levels": levels}
+
+
+def _ids(states) -> np.ndarray:
+    states = np.asarray(states)
+    return states if states.dtype.kind in "iu" else states.astype(np.int64)
 
 
 def _residual(pi, source, target, log_rate) -> float:
@@ -95,11 +104,11 @@ def _residual(pi, source, target, log_rate) -> float:
 
 def _solve_chain(n, source, target, log_rate, depth=0) -> tuple[np.ndarray, int]:
     keep = np.isfinite(log_rate)
-    source, target, log_rate = source[keep], target[keep], log_rate[keep]
+    if not keep.all():
+        source, target, log_rate = source[keep], target[keep], log_rate[keep]
     if n == 1:
         return np.ones(1), 0
-    graph = sp.csr_matrix((np.ones(len(source)), (source, target)), shape=(n, n))
-    if csgraph.connected_components(graph, directed=True, connection="strong")[0] > 1:
+    if _num_components(n, source, target) > 1:
         if depth == 0:
             raise MetaEvalError(f"the Markov chain is reducible: its {n} states do not all communicate")
         raise MetaEvalError(
@@ -113,6 +122,12 @@ def _solve_chain(n, source, target, log_rate, depth=0) -> tuple[np.ndarray, int]
         log_pi = _anchored(n, source, target, log_rate, np.arange(n), in_class, needed=None)
         return np.exp(log_pi), 1
     return _aggregate(n, source, target, log_rate, classes, depth)
+
+
+def _num_components(n, source, target) -> int:
+    """Strongly connected components of the transition graph."""
+    graph = sp.csr_matrix((np.ones(len(source)), (source, target)), shape=(n, n))
+    return csgraph.connected_components(graph, directed=True, connection="strong")[0]
 
 
 def _sink_classes(n, source, target, strong) -> np.ndarray:
@@ -140,39 +155,33 @@ def _anchored(n, source, target, log_rate, states, anchor_candidates, needed) ->
     size = len(states)
     if size == 1:
         return np.zeros(1)
-    local = np.full(n, -1)
-    local[states] = np.arange(size)
-    inside = (local[source] >= 0) & (local[target] >= 0)
-    rows, cols, log_values = local[source[inside]], local[target[inside]], log_rate[inside]
-    out_rate = np.bincount(rows, np.exp(log_values), size)
-    in_rate = np.bincount(cols, np.exp(log_values), size)
-    candidates = local[anchor_candidates]
+    if size == n:  # states is every state, in order (a single class): no copies
+        rows, cols, log_values, candidates = source, target, log_rate, anchor_candidates
+    else:
+        local = np.full(n, -1, dtype=source.dtype)
+        local[states] = np.arange(size)
+        inside = (local[source] >= 0) & (local[target] >= 0)
+        rows, cols, log_values = local[source[inside]], local[target[inside]], log_rate[inside]
+        candidates = local[anchor_candidates]
+    rate = np.exp(log_values)
+    out_rate = np.bincount(rows, rate, size)
+    in_rate = np.bincount(cols, rate, size)
     ratio = np.full(len(candidates), np.inf)  # a state with no exits holds all the mass
     with np.errstate(over="ignore"):
         np.divide(in_rate[candidates], out_rate[candidates], out=ratio, where=out_rate[candidates] > 0)
     anchor = int(candidates[np.argmax(ratio)])
-    others = np.flatnonzero(np.arange(size) != anchor)
-    position = np.full(size, -1)
-    position[others] = np.arange(size - 1)
-    from_anchor = rows == anchor
-    log_inflow = np.full(size - 1, -np.inf)
-    np.logaddexp.at(log_inflow, position[cols[from_anchor]], log_values[from_anchor])
     # Unknown x_v balances sum_u x_u q(u -> v): the off-diagonal part is Q transposed.
-    among = (rows != anchor) & (cols != anchor)
-    log_x = _tiered_solve(
-        out_rate[others],
-        position[cols[among]],
-        position[rows[among]],
-        log_values[among],
-        log_inflow,
-        None if needed is None else needed[others],
-    )
-    log_pi = np.insert(log_x, anchor, 0.0)
+    matrix = _MMatrix(out_rate, sp.csr_matrix((rate, (cols, rows)), shape=(size, size)))
+    del rate
+    known = np.full(size, np.nan)
+    known[anchor] = 0.0
+    log_pi = _tiered_solve(matrix, cols, rows, log_values, np.full(size, -np.inf), needed, known)
     return log_pi - np.logaddexp.reduce(log_pi)
 
 
-def _tiered_solve(diagonal, rows, cols, log_values, log_rhs, needed) -> np.ndarray:
-    """log x with (diag(diagonal) - N) x = b, N[rows, cols] = exp(log_values) >= 0, b = exp(log_rhs).
+def _tiered_solve(matrix, rows, cols, log_values, log_rhs, needed, known=None) -> np.ndarray:
+    """log x with ``matrix @ x = b``, b = exp(log_rhs), for ``matrix = diag(d) - N`` (an _MMatrix),
+    N[rows, cols] = exp(log_values) >= 0; ``known`` gives log x where fixed, NaN elsewhere.
 
     A linear solve is accurate to about TIER relative to the largest unknown.  Unknowns
     below that which are ``needed`` are re-solved in tiers: the reliable ones are fixed,
@@ -180,28 +189,73 @@ def _tiered_solve(diagonal, rows, cols, log_values, log_rhs, needed) -> np.ndarr
     its own scale, until every needed unknown is reliable.  All flows are positive, so no
     tier loses what the one before fixed.  ``needed=None`` stops after the first solve.
     """
-    size = len(diagonal)
-    matrix = (sp.diags(diagonal) - sp.csr_matrix((np.exp(log_values), (rows, cols)), shape=(size, size))).tocsr()
-    log_x = np.full(size, -np.inf)
-    free = np.arange(size)
-    log_b = np.array(log_rhs, dtype=np.float64)
+    size = matrix.shape[0]
+    log_x = np.full(size, np.nan) if known is None else known.copy()
+    free = np.flatnonzero(np.isnan(log_x))
     for _ in range(MAX_TIERS):
+        log_b = np.array(log_rhs, dtype=np.float64)
+        if len(free) < size:
+            is_free = np.zeros(size, dtype=bool)
+            is_free[free] = True
+            to_fixed = is_free[rows] & ~is_free[cols]
+            np.logaddexp.at(log_b, rows[to_fixed], log_values[to_fixed] + log_x[cols[to_fixed]])
         shift = log_b[free].max() if len(free) else -np.inf
         if not np.isfinite(shift):
-            return log_x  # the remaining unknowns are exactly zero
-        y = np.maximum(_solve(matrix[free][:, free], np.exp(log_b[free] - shift)), 0.0)
+            log_x[free] = -np.inf  # the remaining unknowns are exactly zero
+            return log_x
+        y = np.maximum(_solve(matrix.principal(free), np.exp(log_b[free] - shift)), 0.0)
         with np.errstate(divide="ignore"):
             log_x[free] = np.log(y) + shift
-        unreliable = y < TIER * y.max()
-        free = free[unreliable]
+        free = free[y < TIER * y.max()]
         if needed is None or not np.any(needed[free]):
             return log_x
-        is_free = np.zeros(size, dtype=bool)
-        is_free[free] = True
-        to_fixed = is_free[rows] & ~is_free[cols]
-        log_b[free] = log_rhs[free]
-        np.logaddexp.at(log_b, rows[to_fixed], log_values[to_fixed] + log_x[cols[to_fixed]])
     raise MetaEvalError("stationary distribution: tiered solve did not settle")
+
+
+class _MMatrix:
+    """``diag(d) - N`` restricted to the unknowns ``keep`` (all when None); N >= 0 is sparse
+    with a zero diagonal.
+
+    Principal submatrices are views, never copies of N: (N_KK x)_K = (N x~)_K where x~ is x
+    on K and 0 elsewhere.
+    """
+
+    def __init__(self, diagonal, off, keep=None):
+        self.full_diagonal, self.off, self.keep = diagonal, off, keep
+        size = len(diagonal) if keep is None else len(keep)
+        self.shape = (size, size)
+
+    def diagonal(self) -> np.ndarray:
+        return self.full_diagonal if self.keep is None else self.full_diagonal[self.keep]
+
+    def principal(self, index) -> "_MMatrix":
+        if len(index) == self.shape[0]:
+            return self
+        return _MMatrix(self.full_diagonal, self.off, index if self.keep is None else self.keep[index])
+
+    def off_product(self, x) -> np.ndarray:
+        """N_KK @ x."""
+        if self.keep is None:
+            return self.off @ x
+        spread = np.zeros((self.off.shape[1], *x.shape[1:]))
+        spread[self.keep] = x
+        return (self.off @ spread)[self.keep]
+
+    def __matmul__(self, x) -> np.ndarray:
+        return _scale_rows(self.diagonal(), x) - self.off_product(x)
+
+    def absolute_product(self, x) -> np.ndarray:
+        """|matrix| @ |x|, which is diag(d) |x| + N |x| because N >= 0."""
+        x = np.abs(x)
+        return _scale_rows(np.abs(self.diagonal()), x) + self.off_product(x)
+
+    def toarray(self) -> np.ndarray:
+        off = self.off if self.keep is None else self.off[self.keep][:, self.keep]
+        return np.diag(self.diagonal()) - off.toarray()
+
+
+def _scale_rows(d, x):
+    return d * x if x.ndim == 1 else d[:, None] * x
 
 
 def _aggregate(n, source, target, log_rate, classes, depth) -> tuple[np.ndarray, int]:
@@ -218,17 +272,18 @@ def _aggregate(n, source, target, log_rate, classes, depth) -> tuple[np.ndarray,
         log_within[members] = _anchored(n, source, target, log_rate, members, members, gateway[members])
 
     transient = np.flatnonzero(~in_class)
-    local = np.full(n, -1)
+    local = np.full(n, -1, dtype=source.dtype)
     local[transient] = np.arange(len(transient))
     log_absorb = np.full((n, num_classes), -np.inf)  # log P(first class reached is j | start s)
     log_absorb[in_class, classes[in_class]] = 0.0
     if len(transient):
         out_rate, rows, cols, log_values, log_into = _transient_system(n, source, target, log_rate, classes, local)
+        absorb = _MMatrix(out_rate, sp.csr_matrix((np.exp(log_values), (rows, cols)), shape=(len(transient),) * 2))
         entered = np.zeros(len(transient), dtype=bool)
         entered[local[target[exits & ~in_class[target]]]] = True
         for j in range(num_classes):
             log_absorb[transient, j] = np.minimum(
-                _tiered_solve(out_rate, rows, cols, log_values, log_into[:, j], entered), 0.0
+                _tiered_solve(absorb, rows, cols, log_values, log_into[:, j], entered), 0.0
             )
 
     # Class-to-class rates: sum over exits s -> t of pi_i(s) q(s, t) H[t, j], in log space.
@@ -252,7 +307,7 @@ def _aggregate(n, source, target, log_rate, classes, depth) -> tuple[np.ndarray,
         # Transient masses from the balance pi_T (D - Q)_TT = pi_C Q_CT (absolute accuracy).
         feed = in_class[source] & ~in_class[target]
         inflow = np.bincount(local[target[feed]], pi[source[feed]] * np.exp(log_rate[feed]), len(transient))
-        drain_t = (sp.diags(out_rate) - sp.csr_matrix((np.exp(log_values), (cols, rows)), shape=(len(transient),) * 2)).tocsr()
+        drain_t = _MMatrix(out_rate, absorb.off.T)
         pi[transient] = np.maximum(_solve(drain_t, inflow), 0.0)
     return pi / pi.sum(), levels + 1
 
@@ -269,7 +324,7 @@ def _transient_system(n, source, target, log_rate, classes, local):
     return out_rate, local[source[within]], local[target[within]], log_rate[within], log_into
 
 
-def _solve(matrix: sp.csr_matrix, rhs: np.ndarray) -> np.ndarray:
+def _solve(matrix: _MMatrix, rhs: np.ndarray) -> np.ndarray:
     """x with ``matrix @ x = rhs`` for a nonsingular M-matrix; rhs may have several columns.
 
     Each column is scaled to unit maximum first, so right-hand sides far below the
@@ -290,10 +345,11 @@ def _solve(matrix: sp.csr_matrix, rhs: np.ndarray) -> np.ndarray:
 def _krylov(matrix, rhs):
     diagonal = matrix.diagonal()
     jacobi = spla.LinearOperator(matrix.shape, lambda v: v / diagonal, dtype=np.float64)
-    x, info = spla.bicgstab(matrix, rhs, M=jacobi, rtol=1e-13, atol=0.0, maxiter=1000)
+    operator = spla.LinearOperator(matrix.shape, matrix.__matmul__, dtype=np.float64)
+    x, info = spla.bicgstab(operator, rhs, M=jacobi, rtol=1e-13, atol=0.0, maxiter=1000)
     if info != 0 or not _backward_error_ok(matrix, x, rhs):
         x, info = spla.gmres(
-            matrix, rhs, M=jacobi, rtol=1e-13, atol=0.0, restart=100, maxiter=50,
+            operator, rhs, M=jacobi, rtol=1e-13, atol=0.0, restart=100, maxiter=50,
             callback_type="pr_norm",
         )
     _check_backward_error(matrix, x, rhs)
@@ -301,7 +357,7 @@ def _krylov(matrix, rhs):
 
 
 def _backward_error_ok(matrix, x, rhs) -> bool:
-    scale = np.abs(abs(matrix) @ np.abs(x)).sum() + np.abs(rhs).sum()
+    scale = matrix.absolute_product(x).sum() + np.abs(rhs).sum()
     return bool(np.all(np.isfinite(x))) and np.abs(matrix @ x - rhs).sum() <= _BACKWARD_TOL * scale
 
 

@@ -80,3 +80,21 @@ def test_single_state_and_errors():
         stationary_distribution(2, [0, 1], [0, 0], [0.0, 0.0])
     with pytest.raises(MetaEvalError, match="finite or -inf"):
         stationary_distribution(2, [0, 1], [1, 0], [np.nan, 0.0])
+
+
+def test_principal_submatrices_match_the_dense_matrix():
+    # The solves apply D - N on nested subsets of unknowns without copying N.
+    rng = np.random.default_rng(4)
+    off = np.where(rng.random((9, 9)) < 0.4, rng.random((9, 9)), 0.0)
+    np.fill_diagonal(off, 0.0)
+    diagonal = rng.random(9) + 1.0
+    dense = np.diag(diagonal) - off
+    outer = np.array([0, 2, 3, 5, 6, 8])
+    inner = np.array([1, 2, 4])  # positions within outer: states 2, 3, 6
+    matrix = markov._MMatrix(diagonal, markov.sp.csr_matrix(off)).principal(outer).principal(inner)
+    expected = dense[np.ix_(outer[inner], outer[inner])]
+    np.testing.assert_allclose(matrix.toarray(), expected, rtol=1e-15)
+    x = rng.standard_normal((3, 2))
+    np.testing.assert_allclose(matrix @ x, expected @ x, rtol=1e-14)
+    np.testing.assert_allclose(matrix.absolute_product(x), np.abs(expected) @ np.abs(x), rtol=1e-14)
+    assert matrix.principal(np.arange(3)) is matrix
