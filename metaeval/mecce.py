@@ -11,6 +11,13 @@ Two steps. An LP finds the largest support of any feasible sigma, on which the o
 strictly positive, so finite optimal multipliers exist there. Then a projected Newton
 method minimises f over the multipliers of that restricted problem.
 
+On evolved, nearly tied populations the optimum can sit at the end of a long, almost flat
+valley: sigma puts ~1e-20 on joints that alone give the valley its curvature, the Hessian's
+smallest eigenvalues drown in rounding, and Newton stops with a small gradient far from the
+optimum (a kuhn_3p meta-game: KKT residual 5.6e-7, f 5e-3 above its minimum). A damped
+(Levenberg-Marquardt) Newton continues from there: its steps (H + mu I) d = -g follow the
+gradient along directions whose curvature is lost and Newton's elsewhere.
+
 Why Newton written out here rather than SciPy's L-BFGS-B: the dual has only sum_p K_p
 variables, so an exact Newton step costs one small linear solve and converges
 quadratically to a KKT residual ~1e-13. L-BFGS-B's line search compares values of f and
@@ -36,6 +43,9 @@ FAILURE_TOLERANCE = 1e-9
 MAX_ITERATIONS = 200
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 60
+# Damping of the Levenberg-Marquardt safeguard, relative to the Hessian's largest eigenvalue.
+_DAMPING_START = 1e-6
+_DAMPING_RANGE = (1e-30, 1e10)
 # Eigenvalues of the centred Gram matrix below this fraction of its scale count as zero
 # (singular values of the centred M below 1e-6 of its scale).
 _RANK_RTOL = 1e-12
@@ -48,6 +58,9 @@ class MaxEntropy:
     distribution: np.ndarray
     iterations: int
     kkt_residual: float  # largest projected-gradient entry, in units of max|M|
+    # f at the final multipliers: by weak duality no sigma meeting the constraints has a
+    # larger entropy, so entropy(distribution) close to it certifies the maximum.
+    dual_bound: float
     safeguards: dict  # how often each fallback of max_entropy fired
 
 
@@ -114,8 +127,7 @@ def _newton_direction(matrix: np.ndarray, gram: np.ndarray, point: _Point, bases
 
     ``bases`` caches _linear_directions per free set, which rarely changes."""
     lam, gradient = point.lam, point.gradient
-    near_zero = lam <= min(1e-3, float(np.abs(lam - np.maximum(lam - gradient, 0.0)).max()))
-    free = ~(near_zero & (gradient > 0))
+    near_zero, free = _free_multipliers(point)
     direction = -lam * ~free
     rows = matrix[free]
     key = free.tobytes()
@@ -198,6 +210,46 @@ def _newton(matrix: np.ndarray, start: np.ndarray) -> tuple[_Point, int]:
     return point, iterations
 
 
+def _free_multipliers(point: _Point) -> tuple[np.ndarray, np.ndarray]:
+    """(near zero, free): the multipliers near zero whose gradient pushes them there are
+    held at zero, the others are free (the projection of Bertsekas 1982)."""
+    lam, gradient = point.lam, point.gradient
+    near_zero = lam <= min(1e-3, float(np.abs(lam - np.maximum(lam - gradient, 0.0)).max()))
+    return near_zero, ~(near_zero & (gradient > 0))
+
+
+def _damped_newton(matrix: np.ndarray, point: _Point) -> tuple[_Point, int]:
+    """Levenberg-Marquardt from ``point``: d = -(H + mu I)^-1 g on the free multipliers
+    (held ones go to zero), mu divided by 10 after a step that lowers f (or, with f flat to
+    rounding, the KKT residual) and multiplied by 10 after one that does not. The Hessian is
+    the centred covariance sum_a sigma_a (m_a - mean)(m_a - mean)^T, free of the
+    cancellation of E[m m^T] - mean mean^T."""
+    iterations, damping = 0, None
+    while point.residual > GRADIENT_TOLERANCE and iterations < MAX_ITERATIONS:
+        iterations += 1
+        free = _free_multipliers(point)[1]
+        centred = matrix[free] - (matrix[free] @ point.sigma)[:, None]
+        curvature, basis = np.linalg.eigh((centred * point.sigma) @ centred.T)
+        curvature = np.maximum(curvature, 0.0)
+        scale = float(curvature.max(initial=0.0)) or 1.0
+        if damping is None:
+            damping = _DAMPING_START * scale
+        along = basis.T @ point.gradient[free]
+        noise = 16 * np.finfo(float).eps * (1.0 + abs(point.value) + float(point.lam.sum()))
+        while True:
+            direction = -point.lam * ~free
+            direction[free] = -basis @ (along / (curvature + damping))
+            candidate = _evaluate(matrix, np.maximum(point.lam + direction, 0.0))
+            lower = candidate.value < point.value - noise
+            if lower or (candidate.value <= point.value + noise and candidate.residual < point.residual):
+                point, damping = candidate, max(damping / 10, _DAMPING_RANGE[0] * scale)
+                break
+            damping *= 10
+            if damping > _DAMPING_RANGE[1] * scale:
+                return point, iterations
+    return point, iterations
+
+
 def _exponential_cone_multipliers(matrix: np.ndarray) -> np.ndarray | None:
     """The multipliers of ``M sigma <= 0`` in the primal program, solved by Clarabel
     (CVXPY): an interior-point start near the dual optimum; None if it fails."""
@@ -219,10 +271,12 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (SPEC 2.2).
 
     ``matrix`` is rescaled to unit max |entry| internally, so every tolerance is relative
-    to the largest payoff difference. Safeguard, counted in ``safeguards``: should Newton
-    from zero stall above FAILURE_TOLERANCE, it restarts from the multipliers of the primal
-    exponential-cone program, solved by Clarabel (``exponential_cone_starts``). Raises
-    MetaEvalError if the KKT residual is still above FAILURE_TOLERANCE.
+    to the largest payoff difference. Safeguards, counted in ``safeguards``: should Newton
+    from zero stop above GRADIENT_TOLERANCE, damped Newton continues from where it stopped
+    (``damped_newton_continuations``); should that still be above FAILURE_TOLERANCE, Newton
+    restarts from the multipliers of the primal exponential-cone program, solved by
+    Clarabel (``exponential_cone_starts``). Raises MetaEvalError if the KKT residual is
+    still above FAILURE_TOLERANCE.
     """
     matrix = np.asarray(matrix, dtype=np.float64)
     scale = float(np.abs(matrix).max(initial=0.0)) or 1.0
@@ -234,9 +288,13 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     # positive exactly on the largest support; there finite optimal multipliers exist (the
     # constraints are linear and the entropy is differentiable at sigma > 0), whereas on
     # all joints they would run to infinity to drive excluded joints' mass to zero.
-    safeguards = {"exponential_cone_starts": 0}
+    safeguards = {"damped_newton_continuations": 0, "exponential_cone_starts": 0}
     restricted = _constraint_rows(matrix[:, support])
     point, iterations = _newton(restricted, np.zeros(restricted.shape[0]))
+    if point.residual > GRADIENT_TOLERANCE:
+        safeguards["damped_newton_continuations"] += 1
+        point, steps = _damped_newton(restricted, point)
+        iterations += steps
     if point.residual > FAILURE_TOLERANCE:
         safeguards["exponential_cone_starts"] += 1
         start = _exponential_cone_multipliers(restricted)
@@ -254,7 +312,7 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
         )
     distribution = np.zeros(support.size)
     distribution[support] = point.sigma
-    return MaxEntropy(distribution, iterations, point.residual, safeguards)
+    return MaxEntropy(distribution, iterations, point.residual, point.value, safeguards)
 
 
 def _constraint_rows(matrix: np.ndarray) -> np.ndarray:

@@ -10,6 +10,7 @@ from metaeval import MetaEvalError, MetaGame
 from metaeval.equilibria import cce_constraints, deviation_gains, mecce
 from metaeval import mecce as mecce_module
 from metaeval.mecce import largest_support, max_entropy
+from tests import regression
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
 
 
@@ -121,13 +122,42 @@ def test_infeasible_system_is_a_clear_error():
 def test_stalled_newton_restarts_from_the_exponential_cone_multipliers(monkeypatch):
     game = MetaGame(np.random.default_rng(7).uniform(-1, 1, size=(3, 3, 3, 2)))
     expected = max_entropy(cce_constraints(game))
-    assert expected.safeguards == {"exponential_cone_starts": 0}
+    assert expected.safeguards == {"damped_newton_continuations": 0, "exponential_cone_starts": 0}
     newton = mecce_module._newton
-    # Newton from zero "stalls" at once; from any other start it runs as usual.
+    # Newton from zero and damped Newton "stall" at once; from any other start Newton runs.
     monkeypatch.setattr(mecce_module, "_newton", lambda m, start: (
         (mecce_module._evaluate(m, start), 0) if not start.any() else newton(m, start)))
+    monkeypatch.setattr(mecce_module, "_damped_newton", lambda m, point: (point, 0))
     solution = max_entropy(cce_constraints(game))
-    assert solution.safeguards["exponential_cone_starts"] == 1
+    assert solution.safeguards == {"damped_newton_continuations": 1, "exponential_cone_starts": 1}
     assert solution.kkt_residual <= mecce_module.FAILURE_TOLERANCE
     np.testing.assert_allclose(solution.distribution, expected.distribution, atol=1e-9)
 
+
+
+def test_nearly_flat_valley_is_followed_to_the_maximum():
+    """The kuhn_3p seed-5 game: Newton stops at KKT 5.6e-7, 5e-3 above the dual minimum,
+    because the joints that curve the valley carry ~1e-20 mass; damped Newton goes on.
+    Certified by weak duality: a feasible sigma whose entropy meets the dual bound."""
+    game = regression.load("kuhn_3p_seed5_iteration92")
+    constraints = cce_constraints(game)
+    solution = max_entropy(constraints)
+    assert solution.safeguards["damped_newton_continuations"] == 1
+    assert solution.safeguards["exponential_cone_starts"] == 0
+    sigma = solution.distribution
+    assert (constraints @ sigma).max() <= 1e-12 * np.abs(constraints).max()
+    assert entropy(sigma) == pytest.approx(solution.dual_bound, abs=1e-10)
+    assert solution.dual_bound < 0.4212  # the point where plain Newton stopped has f = 0.42514
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_damped_newton_alone_reaches_the_newton_optimum(monkeypatch, seed):
+    shape = (3, 3, 3, 2) if seed % 2 else (2, 4, 3)
+    game = MetaGame(np.random.default_rng(seed).integers(-2, 3, size=shape).astype(float))
+    expected = max_entropy(cce_constraints(game))
+    # Newton from zero "stalls" at once, so damped Newton does all the work.
+    monkeypatch.setattr(mecce_module, "_newton", lambda m, start: (mecce_module._evaluate(m, start), 0))
+    solution = max_entropy(cce_constraints(game))
+    assert solution.safeguards["exponential_cone_starts"] == 0
+    assert solution.kkt_residual <= mecce_module.GRADIENT_TOLERANCE
+    np.testing.assert_allclose(solution.distribution, expected.distribution, atol=1e-9)

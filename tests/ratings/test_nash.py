@@ -49,10 +49,10 @@ def test_agent_vs_task_matches_openspiel(seed, agents, tasks):
     np.testing.assert_allclose(rating.distribution[1], y.ravel(), atol=1e-4)
 
 
-def test_degenerate_game_polished_to_exact_maximiser():
+def test_degenerate_game_gives_the_exact_maximiser():
     """Integer payoffs leave a face of equilibria and entropy is flat at its maximum, so
-    interior-point answers (OpenSpiel's included) are off by ~1e-5 here; ours is polished
-    to the exact maximiser x = y = (1/2, 0, 0, 1/2, 0, 0, 0)."""
+    interior-point answers (OpenSpiel's included) are off by ~1e-5 here; the dual Newton
+    method on the face's largest support gives x = y = (1/2, 0, 0, 1/2, 0, 0, 0)."""
     row = np.array(
         [[0, -1, 0, 0, 1, 0, 1], [1, 0, 0, -1, 0, -2, 1], [0, 0, 0, -1, 0, -2, -2],
          [0, 1, 1, 0, 2, 1, 1], [-1, 0, 0, -2, 0, 0, -1], [0, 2, 2, -1, 0, 0, 1],
@@ -167,9 +167,9 @@ def test_a_path_following_failure_is_a_metaeval_error(monkeypatch):
         metaeval.rate(game, "nash")
 
 
-def test_an_inaccurate_entropy_program_is_kept_once_polished():
+def test_a_game_where_the_interior_point_solver_is_inaccurate():
     """From the stress corpus: Clarabel ends 'optimal_inaccurate' on this zero-sum game;
-    the polish confirms the maximiser (rows 0 and 4 are copies and share 0.4)."""
+    the maximiser has rows 0 and 4, copies, sharing 0.4."""
     row = np.array([[-1, 2], [0, 0], [1, -2], [1, -2], [-1, 2], [2, 0], [0, 0], [0, -1]], dtype=float)
     rating = metaeval.rate(metaeval.MetaGame.from_matrix(row), "nash")
     np.testing.assert_allclose(rating.distribution[0], [0.2, 0, 0, 0, 0.2, 0.6, 0, 0], atol=1e-9)
