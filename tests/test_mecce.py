@@ -161,3 +161,31 @@ def test_damped_newton_alone_reaches_the_newton_optimum(monkeypatch, seed):
     assert solution.safeguards["exponential_cone_starts"] == 0
     assert solution.kkt_residual <= mecce_module.GRADIENT_TOLERANCE
     np.testing.assert_allclose(solution.distribution, expected.distribution, atol=1e-9)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(any_game)
+def test_newton_on_every_joint_first_gives_the_support_lp_answer(game):
+    # Large games try Newton on every joint before the largest-support LP; forcing that
+    # route on small games, many with joints outside every CCE, must not change sigma.
+    expected = max_entropy(cce_constraints(game)).distribution
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(mecce_module, "NEWTON_FIRST_JOINTS", 0)
+        np.testing.assert_allclose(max_entropy(cce_constraints(game)).distribution, expected, atol=1e-9)
+
+
+def test_support_lp_runs_only_when_some_joint_loses_its_mass(monkeypatch):
+    monkeypatch.setattr(mecce_module, "NEWTON_FIRST_JOINTS", 0)
+    calls = []
+    support_lp = mecce_module.largest_support
+    monkeypatch.setattr(mecce_module, "largest_support", lambda m: calls.append(m.shape) or support_lp(m))
+    mixed = MetaGame(np.random.default_rng(0).uniform(-1, 1, size=(3, 8, 8, 8)))
+    assert max_entropy(cce_constraints(mixed)).distribution.min() > 0
+    assert calls == []
+    sigma = max_entropy(cce_constraints(dominant_strategy_game())).distribution
+    assert len(calls) == 1 and np.count_nonzero(sigma) == 1
+
+
+def test_constraint_rows_drop_zero_and_repeated_rows_keeping_order():
+    m = np.array([[1.0, -0.0], [0.0, 0.0], [2.0, 1.0], [1.0, 0.0], [-0.0, 0.0], [2.0, 1.0]])
+    np.testing.assert_array_equal(mecce_module._constraint_rows(m), [[1.0, 0.0], [2.0, 1.0]])
