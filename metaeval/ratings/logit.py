@@ -12,15 +12,23 @@ equilibrium conditions over its support S:
 
 whose solution near the traced point is the branch's limit.  The refined point is kept
 only if its strategies are probabilities and its regret is below the traced one's.
+
+Above PATH_JOINTS joints the branch is traced here instead (:func:`trace_logit_branch`),
+by pygambit's predictor-corrector method but with each step's Jacobian built from a few
+tensor contractions. On random 3-player games pygambit takes 30 s of CPU at 32^3 (92 ms
+a step) and over 120 s at 64^3; this tracer 0.5 s and 6 s, ending at the same point.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.linalg
+from threadpoolctl import threadpool_limits
 
 from metaeval.errors import MetaEvalError
 
 TRACE_REGRET = 1e-8
+PATH_JOINTS = 2048
 SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
 # Supports can also be read off the payoffs: the strategies within this gap of a best
 # response (payoffs of range 1). Where a strategy is dominated only by a margin far below
@@ -30,6 +38,24 @@ BEST_RESPONSE_GAPS = (1e-12, 1e-10)
 
 def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
     """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``."""
+    if payoffs[0].size > PATH_JOINTS:
+        strategies = trace_logit_branch(payoffs, TRACE_REGRET)
+    else:
+        strategies = _gambit_logit(payoffs)
+    best = strategies, max_regret(payoffs, strategies)
+    supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
+    supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
+    for support in supports:
+        refined = _refine(payoffs, strategies, support)
+        if refined is not None:
+            regret = max_regret(payoffs, refined)
+            if regret < best[1]:
+                best = refined, regret
+    return best[0]
+
+
+def _gambit_logit(payoffs: np.ndarray) -> list[np.ndarray]:
+    """pygambit's end point of the principal branch, at max regret TRACE_REGRET x range."""
     # Imported here: pygambit is only needed for this solver.
     import pygambit
 
@@ -41,19 +67,126 @@ def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
     if not traced:
         raise MetaEvalError("logit path following (pygambit) returned no equilibrium")
     profile = traced[0]
-    strategies = [
-        np.array([float(profile[s]) for s in player.strategies]) for player in game.players
-    ]
-    best = strategies, max_regret(payoffs, strategies)
-    supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
-    supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
-    for support in supports:
-        refined = _refine(payoffs, strategies, support)
-        if refined is not None:
-            regret = max_regret(payoffs, refined)
-            if regret < best[1]:
-                best = refined, regret
-    return best[0]
+    return [np.array([float(profile[s]) for s in player.strategies]) for player in game.players]
+
+
+# Step control of the predictor-corrector, as pygambit's (Allgower & Georg 1990, ch. 6): a
+# corrector step longer than _MAX_DISTANCE, or contracting by less than _MAX_CONTRACTION,
+# rejects the predictor step, which then shrinks by _MAX_ACCELERATION; accepted steps grow
+# by at most that factor. The corrector is a chord method (the predicted point's Jacobian
+# throughout), whose contraction test keeps steps short where the curve bends.
+_FIRST_STEP, _MAX_ACCELERATION = 0.03, 1.1
+_MAX_DISTANCE, _MAX_CONTRACTION, _ETA = 0.4, 0.6, 0.1
+_CORRECTOR_TOLERANCE, _MIN_STEP, _MAX_CORRECTOR_STEPS, _MAX_STEPS = 1e-4, 1e-8, 100, 100_000
+
+
+def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
+    """The principal logit-QRE branch from lambda = 0, followed until the max regret is at
+    most ``target`` times the payoff range.
+
+    Unknowns v = (y, lambda) with y = log x; per player p (strategy 0 as reference):
+
+        y_p(i) - y_p(0) - lambda (G_p(i, x_-p) - G_p(0, x_-p)) = 0   for i > 0,
+        sum_i exp(y_p(i)) - 1 = 0,
+
+    sum_p K_p equations H(v) = 0 in one more unknown: a curve, followed by arclength. A
+    step predicts v + h t along the tangent t, then corrects by chord-Newton steps on
+    [H; t . dv = 0] with the Jacobian J of the predicted point, whose factors also give
+    the new tangent (J t' = 0, t . t' > 0). The sign of det [J; t] must stay that of the
+    start: a flip means the step crossed onto another branch, and it is retried shorter
+    (pygambit rejects such steps too). J's blocks are the payoffs contracted with the
+    other players' strategies. The small dense solves run on one BLAS thread: threaded
+    LAPACK on 200 x 200 matrices is up to 100 times slower on a busy 2-core machine.
+    """
+    sizes = payoffs.shape[1:]
+    offsets = np.cumsum([0, *sizes])
+    goal = target * float(np.ptp(payoffs))
+    v = np.concatenate([np.full(k, -np.log(k)) for k in sizes] + [[0.0]])
+    x = [np.exp(v[offsets[p] : offsets[p + 1]]) for p in range(len(sizes))]
+    with threadpool_limits(1, user_api="blas"):
+        tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets)[:2]
+        step = _FIRST_STEP
+        for _ in range(_MAX_STEPS):
+            if max_regret(payoffs, x) <= goal:
+                return x
+            point, new_tangent, slow_down = _step(payoffs, v + step * tangent, tangent, orientation, offsets)
+            if point is None:
+                step /= _MAX_ACCELERATION
+                if step < _MIN_STEP:
+                    raise MetaEvalError("the logit path of this game could not be followed (step below 1e-8)")
+                continue
+            v, tangent = point, new_tangent
+            x = [np.exp(v[offsets[p] : offsets[p + 1]]) for p in range(len(sizes))]
+            step /= min(slow_down, _MAX_ACCELERATION)
+    raise MetaEvalError(f"the logit path of this game did not end within {_MAX_STEPS} steps")
+
+
+def _tangent(payoffs, v, previous, offsets):
+    """(t, sign of det [J; t], the LU factors of [J; previous], H(v)): t is the unit
+    tangent at v with t . previous > 0."""
+    residual, jacobian = _branch_equations(payoffs, v, offsets)
+    jacobian[-1] = previous
+    factors = scipy.linalg.lu_factor(jacobian)
+    t = scipy.linalg.lu_solve(factors, np.eye(len(v))[-1])
+    lu, pivots = factors
+    # det [J; t] has the sign of det [J; previous] because t is a positive multiple of the
+    # cofactor vector (J t = 0, t . previous > 0).
+    swaps = np.count_nonzero(pivots != np.arange(len(pivots)))
+    sign = int(np.prod(np.sign(np.diag(lu)))) * (-1) ** swaps
+    return t / np.linalg.norm(t), sign, factors, residual
+
+
+def _step(payoffs, v, tangent, orientation, offsets):
+    """Chord-Newton from the predicted point v to the curve, moving orthogonally to
+    ``tangent``: (point, its tangent, how much to shrink the next step), or (None, None, _)
+    when the step is rejected."""
+    new_tangent, sign, factors, residual = _tangent(payoffs, v, tangent, offsets)
+    slow_down, previous = 1.0 / _MAX_ACCELERATION, None
+    if sign != orientation:
+        return None, None, slow_down
+    for _ in range(_MAX_CORRECTOR_STEPS):
+        delta = scipy.linalg.lu_solve(factors, -np.append(residual, 0.0))
+        distance = float(np.linalg.norm(delta))
+        if not distance < _MAX_DISTANCE:
+            return None, None, slow_down
+        slow_down = max(slow_down, np.sqrt(distance / _MAX_DISTANCE) * _MAX_ACCELERATION)
+        if previous is not None:
+            contraction = distance / (previous + _CORRECTOR_TOLERANCE * _ETA)
+            if contraction > _MAX_CONTRACTION:
+                return None, None, slow_down
+            slow_down = max(slow_down, np.sqrt(contraction / _MAX_CONTRACTION) * _MAX_ACCELERATION)
+        v, previous = v + delta, distance
+        if distance <= _CORRECTOR_TOLERANCE:
+            return v, new_tangent, slow_down
+        residual = _branch_equations(payoffs, v, offsets, jacobian=False)[0]
+    return None, None, slow_down
+
+
+def _branch_equations(payoffs, v, offsets, jacobian=True):
+    """Residuals of :func:`trace_logit_branch`'s equations at v and their Jacobian in v
+    (with a spare zero last row, making it square; None if not ``jacobian``)."""
+    n = offsets[-1]
+    y, lam = v[:n], v[n]
+    x = [np.exp(y[offsets[p] : offsets[p + 1]]) for p in range(len(offsets) - 1)]
+    residual = np.empty(n)
+    derivatives = np.zeros((n + 1, n + 1)) if jacobian else None
+    for p in range(len(x)):
+        first, stop = offsets[p], offsets[p + 1]
+        rest = slice(first + 1, stop)
+        values = payoff_against(payoffs, x, p)
+        residual[first] = x[p].sum() - 1.0
+        residual[rest] = y[rest] - y[first] - lam * (values[1:] - values[0])
+        if not jacobian:
+            continue
+        derivatives[first, first:stop] = x[p]
+        derivatives[rest, rest] = np.eye(stop - first - 1)
+        derivatives[rest, first] = -1.0
+        derivatives[rest, n] = -(values[1:] - values[0])
+        for q in range(len(x)):
+            if q != p:
+                cross = _cross_payoffs(payoffs[p], x, p, q)  # d G_p(i, x_-p) / d x_q(j)
+                derivatives[rest, offsets[q] : offsets[q + 1]] = -lam * (cross[1:] - cross[0]) * x[q]
+    return residual, derivatives
 
 
 def payoff_against(payoffs: np.ndarray, strategies, player: int) -> np.ndarray:
