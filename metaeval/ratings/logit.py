@@ -102,7 +102,7 @@ def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
     offsets = np.cumsum([0, *sizes])
     goal = target * float(np.ptp(payoffs))
     v = np.concatenate([np.full(k, -np.log(k)) for k in sizes] + [[0.0]])
-    x = [np.exp(v[offsets[p] : offsets[p + 1]]) for p in range(len(sizes))]
+    x = _strategies(v, offsets)
     with threadpool_limits(1, user_api="blas"):
         tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets)[:2]
         step = _FIRST_STEP
@@ -116,7 +116,7 @@ def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
                     raise MetaEvalError("the logit path of this game could not be followed (step below 1e-8)")
                 continue
             v, tangent = point, new_tangent
-            x = [np.exp(v[offsets[p] : offsets[p + 1]]) for p in range(len(sizes))]
+            x = _strategies(v, offsets)
             step /= min(slow_down, _MAX_ACCELERATION)
     raise MetaEvalError(f"the logit path of this game did not end within {_MAX_STEPS} steps")
 
@@ -167,7 +167,7 @@ def _branch_equations(payoffs, v, offsets, jacobian=True):
     (with a spare zero last row, making it square; None if not ``jacobian``)."""
     n = offsets[-1]
     y, lam = v[:n], v[n]
-    x = [np.exp(y[offsets[p] : offsets[p + 1]]) for p in range(len(offsets) - 1)]
+    x = _strategies(v, offsets)
     residual = np.empty(n)
     derivatives = np.zeros((n + 1, n + 1)) if jacobian else None
     for p in range(len(x)):
@@ -187,6 +187,11 @@ def _branch_equations(payoffs, v, offsets, jacobian=True):
                 cross = _cross_payoffs(payoffs[p], x, p, q)  # d G_p(i, x_-p) / d x_q(j)
                 derivatives[rest, offsets[q] : offsets[q + 1]] = -lam * (cross[1:] - cross[0]) * x[q]
     return residual, derivatives
+
+
+def _strategies(v, offsets) -> list[np.ndarray]:
+    """x_p = exp(y_p) from the branch unknowns v = (y, lambda)."""
+    return [np.exp(v[offsets[p] : offsets[p + 1]]) for p in range(len(offsets) - 1)]
 
 
 def payoff_against(payoffs: np.ndarray, strategies, player: int) -> np.ndarray:
