@@ -49,6 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.sparse import csgraph
+from threadpoolctl import threadpool_limits
 
 from metaeval.errors import MetaEvalError
 
@@ -126,15 +127,23 @@ def _solve_chain(n, source, target, log_rate, depth=0) -> tuple[np.ndarray, int]
 
 def _num_components(n, source, target) -> int:
     """Strongly connected components of the transition graph."""
-    graph = sp.csr_matrix((np.ones(len(source)), (source, target)), shape=(n, n))
+    graph = _csr(n, source, target, np.ones(len(source)))
     return csgraph.connected_components(graph, directed=True, connection="strong")[0]
+
+
+def _csr(n, rows, cols, values) -> sp.csr_matrix:
+    """The n x n matrix with ``values`` at (rows, cols), repeated entries adding up. When
+    rows are sorted (alpha-Rank's transitions are) it is built directly, without the sort
+    and copies of SciPy's COO conversion: seconds and a gigabyte on 5e7 transitions."""
+    if np.any(rows[1:] < rows[:-1]):
+        return sp.csr_matrix((values, (rows, cols)), shape=(n, n))
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    return sp.csr_matrix((values, cols, indptr), shape=(n, n))
 
 
 def _sink_classes(n, source, target, strong) -> np.ndarray:
     """Class index per state for the closed components of the strong graph, -1 elsewhere."""
-    graph = sp.csr_matrix(
-        (np.ones(int(strong.sum())), (source[strong], target[strong])), shape=(n, n)
-    )
+    graph = _csr(n, source[strong], target[strong], np.ones(int(strong.sum())))
     _, component = csgraph.connected_components(graph, directed=True, connection="strong")
     leaves = component[source[strong]] != component[target[strong]]
     closed = np.ones(component.max() + 1, dtype=bool)
@@ -170,8 +179,10 @@ def _anchored(n, source, target, log_rate, states, anchor_candidates, needed) ->
     with np.errstate(over="ignore"):
         np.divide(in_rate[candidates], out_rate[candidates], out=ratio, where=out_rate[candidates] > 0)
     anchor = int(candidates[np.argmax(ratio)])
-    # Unknown x_v balances sum_u x_u q(u -> v): the off-diagonal part is Q transposed.
-    matrix = _MMatrix(out_rate, sp.csr_matrix((rate, (cols, rows)), shape=(size, size)))
+    # Unknown x_v balances sum_u x_u q(u -> v): the off-diagonal part is Q transposed,
+    # stored by rows so that each Krylov product gathers (1.7x faster on 5e7 transitions
+    # than the scattering product of the transposed view, repaying the conversion).
+    matrix = _MMatrix(out_rate, _csr(size, rows, cols, rate).T.tocsr())
     del rate
     known = np.full(size, np.nan)
     known[anchor] = 0.0
@@ -278,7 +289,7 @@ def _aggregate(n, source, target, log_rate, classes, depth) -> tuple[np.ndarray,
     log_absorb[in_class, classes[in_class]] = 0.0
     if len(transient):
         out_rate, rows, cols, log_values, log_into = _transient_system(n, source, target, log_rate, classes, local)
-        absorb = _MMatrix(out_rate, sp.csr_matrix((np.exp(log_values), (rows, cols)), shape=(len(transient),) * 2))
+        absorb = _MMatrix(out_rate, _csr(len(transient), rows, cols, np.exp(log_values)))
         entered = np.zeros(len(transient), dtype=bool)
         entered[local[target[exits & ~in_class[target]]]] = True
         for j in range(num_classes):
@@ -307,7 +318,7 @@ def _aggregate(n, source, target, log_rate, classes, depth) -> tuple[np.ndarray,
         # Transient masses from the balance pi_T (D - Q)_TT = pi_C Q_CT (absolute accuracy).
         feed = in_class[source] & ~in_class[target]
         inflow = np.bincount(local[target[feed]], pi[source[feed]] * np.exp(log_rate[feed]), len(transient))
-        drain_t = _MMatrix(out_rate, absorb.off.T)
+        drain_t = _MMatrix(out_rate, absorb.off.T.tocsr())
         pi[transient] = np.maximum(_solve(drain_t, inflow), 0.0)
     return pi / pi.sum(), levels + 1
 
@@ -338,7 +349,10 @@ def _solve(matrix: _MMatrix, rhs: np.ndarray) -> np.ndarray:
         solution = np.linalg.solve(matrix.toarray(), columns)
         _check_backward_error(matrix, solution, columns)
     else:
-        solution = np.column_stack([_krylov(matrix, b) for b in columns.T])
+        # Krylov methods make many BLAS-1 calls on long vectors; threaded, each took
+        # milliseconds on a busy 2-core machine.
+        with threadpool_limits(1, user_api="blas"):
+            solution = np.column_stack([_krylov(matrix, b) for b in columns.T])
     return (solution * scale).reshape(rhs.shape)
 
 

@@ -166,27 +166,28 @@ def log_fixation(gain: np.ndarray, alpha: float, population_size: int) -> np.nda
 def _joint_profiles(game: MetaGame):
     """Every unilateral switch between joint profiles (C order ids, as OpenSpiel's).
 
-    Player by player, over the other players' profile and then (from, to) pairs; ids are
-    int32 when they fit, and nothing larger than the output is formed (5e7 switches at 64^3).
+    Sorted by source profile (then player, then new strategy), so the solver builds its
+    sparse matrices without sorting; ids are int32 when they fit, and nothing larger than
+    a player's share of the output is formed (5e7 switches at 64^3).
     """
     n = game.num_joints
     index = np.int32 if n < 2**31 else np.int64
-    ids = np.arange(n, dtype=index).reshape(game.shape)
-    total = n * sum(k - 1 for k in game.shape)
-    source, target = np.empty(total, dtype=index), np.empty(total, dtype=index)
-    gain = np.empty(total)
-    start = 0
-    for p, k in enumerate(game.shape):
-        payoff = np.moveaxis(game.payoffs[p], p, -1).reshape(-1, k)  # [a_-p, a_p]
-        profile = np.moveaxis(ids, p, -1).reshape(-1, k)
-        before, after = np.nonzero(~np.eye(k, dtype=bool))  # (from a_p, to a'_p) pairs
-        stop = start + n * (k - 1)
-        shape = (len(payoff), len(before))
-        source[start:stop].reshape(shape)[...] = profile[:, before]
-        target[start:stop].reshape(shape)[...] = profile[:, after]
-        np.subtract(payoff[:, after], payoff[:, before], out=gain[start:stop].reshape(shape))
-        start = stop
-    return n, source, target, gain
+    ids = np.arange(n, dtype=index)
+    degree = sum(k - 1 for k in game.shape)
+    source = np.repeat(ids, degree)
+    target, gain = np.empty((n, degree), dtype=index), np.empty((n, degree))
+    strides = np.cumprod((1, *game.shape[:0:-1]))[::-1]
+    column = 0
+    for p, (k, stride) in enumerate(zip(game.shape, strides)):
+        own = (ids // index(stride)) % index(k)  # a_p of every profile
+        others = np.array([[b for b in range(k) if b != a] for a in range(k)], dtype=index).reshape(k, k - 1)
+        block = slice(column, column + k - 1)
+        # a with a_p replaced by each a'_p != a_p: a + (a'_p - a_p) * stride_p.
+        target[:, block] = ids[:, None] + (others[own] - own[:, None]) * index(stride)
+        payoff = game.payoffs[p].ravel()
+        np.subtract(payoff[target[:, block]], payoff[:, None], out=gain[:, block])
+        column += k - 1
+    return n, source, target.ravel(), gain.ravel()
 
 
 def _single_population(game: MetaGame):
