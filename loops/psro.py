@@ -15,6 +15,7 @@ iteration in ``iterations.jsonl``, checkpoints, resume, ``summary.csv`` and plot
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,7 +31,7 @@ from metaeval.evaluator import Evaluator
 from metaeval.loops import checkpoint
 from metaeval.loops.evolve import SUPPORT_MASS, _versions as versions
 from metaeval.meta_solvers import SOLVERS
-from metaeval.oracles import ORACLES
+from metaeval.oracles import ORACLES, TIE_BREAKS
 
 KIND = "psro"
 """The run-directory kind of a PSRO run."""
@@ -48,12 +49,15 @@ class PSROConfig:
 
     ``oracle="jpsro"`` best-responds to the opponents' joint marginal of sigma (JPSRO's
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
-    coincide. ``cap``: at most this many policies per player, pruned by ``prune_by``.
+    coincide. ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
+    (:func:`metaeval.oracles.jpsro`; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
+    most this many policies per player, pruned by ``prune_by``.
     """
 
     game: str = "kuhn_3p"
     solver: str = "mgcce"
     oracle: str = "jpsro"
+    tie_break: str = "first"
     iterations: int = 30
     seed: int = 0
     cap: int | None = None
@@ -69,6 +73,10 @@ class PSROConfig:
         checks = [
             (self.solver in SOLVERS, f"unknown meta-solver {self.solver!r}; choose one of {', '.join(SOLVERS)}"),
             (self.oracle in ORACLES, f"unknown oracle {self.oracle!r}; choose one of {', '.join(ORACLES)}"),
+            (self.tie_break in TIE_BREAKS,
+             f"unknown tie_break {self.tie_break!r}; choose one of {', '.join(TIE_BREAKS)}"),
+            (self.tie_break == "first" or self.oracle == "jpsro",
+             f"tie_break {self.tie_break!r} applies to the jpsro oracle, not {self.oracle!r}"),
             (self.prune_by in metaeval.RATERS,
              f"unknown rater {self.prune_by!r} for pruning; choose one of {', '.join(sorted(metaeval.RATERS))}"),
             (self.initial in spiel.KINDS, f"initial must be one of {', '.join(spiel.KINDS)}, got {self.initial!r}"),
@@ -92,6 +100,8 @@ class PSROConfig:
         keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
         if self.mode == "sampled":
             keys.append("episodes")
+        if self.tie_break != "first":  # runs stored before the option keep resuming
+            keys.append("tie_break")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -111,6 +121,8 @@ class PSRO:
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
         self.oracle = oracle or ORACLES[config.oracle]
+        if oracle is None and config.tie_break != "first":
+            self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)
         self.game = games.load(config.game)
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
@@ -221,7 +233,8 @@ class PSRO:
     @staticmethod
     def title_of(config: PSROConfig) -> str:
         cap = "" if config.cap is None else f", cap {config.cap} by {config.prune_by}"
-        return f"{config.game}, {config.oracle}, {config.solver}, seed {config.seed}{cap}"
+        ties = "" if config.tie_break == "first" else f", {config.tie_break} ties"
+        return f"{config.game}, {config.oracle}{ties}, {config.solver}, seed {config.seed}{cap}"
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:

@@ -292,6 +292,12 @@ class Evaluator:
             self._gap_cache = (key, spiel.cce_gap(self.game, population, sigma, evaluator=self._exact))
         return self._gap_cache[1]
 
+    def openspiel_best_response(self, player: int, sigma) -> policy_lib.TabularPolicy:
+        """The best response OpenSpiel's JPSRO would add for ``player`` against sigma
+        (:func:`metaeval.spiel.openspiel_best_response`)."""
+        self._check_player(player)
+        return spiel.openspiel_best_response(self.game, self.population, sigma, player, evaluator=self._exact)
+
     @property
     def built_metagame(self) -> MetaGame | None:
         """The last meta-game built (of this or an earlier population), strategies named by

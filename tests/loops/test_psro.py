@@ -113,3 +113,42 @@ def test_cli_runs_psro_and_reports_bad_input_in_one_line(tmp_path, capsys):
     assert cli.main(["psro", "--solver", "gini", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("metaeval: error: unknown meta-solver 'gini'") and "\n" not in err
+
+
+def test_openspiel_tie_break_holds_the_populations_of_openspiels_jpsro():
+    from open_spiel.python.algorithms import jpsro
+
+    game, iterations = games.load("kuhn_3p"), 5
+    theirs = []
+
+    def callback(iteration, *args):
+        theirs.append((args[1], float(sum(args[9][-1]))))  # policies per player, train gap
+        return args[-1]
+
+    jpsro.run_loop(game, "kuhn_3p", iterations=iterations - 1, policy_init="uniform", target_equilibrium="cce",
+                   train_meta_solver="mgcce", eval_meta_solver="uni", callback=callback)
+    runs = {tie_break: PSRO(PSROConfig(game="kuhn_3p", solver="mgcce", iterations=iterations, tie_break=tie_break))
+            for tie_break in ("openspiel", "first")}
+    records = {tie_break: run.run(progress=False) for tie_break, run in runs.items()}
+    ours = runs["openspiel"].evaluator
+    for p in range(3):
+        rows = [policy_lib.TabularPolicy(game, players=(p,)).state_lookup[k]
+                for k in spiel.game_tree(game).players[p].keys]
+        expected = [pi.action_probability_array[rows] for pi in theirs[-1][0][p]]
+        got = [ours.policy(p, i).action_probability_array for i in ours.ids[p]]
+        assert len(got) == len(expected) == iterations + 1
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+    for record, (_, gap) in zip(records["openspiel"], theirs):
+        assert record["cce_gap"] == pytest.approx(gap, abs=1e-5)
+    # the default's choice among ties differs, so the check has teeth
+    assert records["first"][1]["cce_gap"] > theirs[1][1] + 0.1
+
+
+def test_tie_break_is_checked_and_resumes_runs_stored_without_it():
+    with pytest.raises(MetaEvalError, match="tie_break"):
+        PSROConfig(tie_break="last")
+    with pytest.raises(MetaEvalError, match="jpsro oracle"):
+        PSROConfig(oracle="psro", tie_break="openspiel")
+    assert "tie_break" not in PSROConfig().result_settings()
+    assert PSROConfig(tie_break="openspiel").result_settings()["tie_break"] == "openspiel"
