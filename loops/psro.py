@@ -7,7 +7,14 @@ Each player starts with one policy (uniform by default, as OpenSpiel's JPSRO). E
     c) records the full-game CCE gap of sigma (and, in 2-player zero-sum games, the
        NashConv and exploitability of the meta-Nash mixture),
     d) adds every player's oracle policy against sigma (all computed from the same sigma),
-    e) with a cap, removes each player's lowest-rated policies (``prune_by``) down to it.
+    e) with a cap, removes each player's lowest-rated policies (``prune_by``) down to it,
+       never one in the support of the meta-distribution of the grown population unless
+       that support alone exceeds the cap (then its lowest-rated go too).
+
+Under a cap, a player already at it whose best response gains nothing against sigma (its
+CCE gap at most ``NO_GAIN``) adds no policy: the response could only displace one, and a
+converged population then stays as it is (with seeded tie-breaks among equally rated
+policies, pruning otherwise removes policies a later sigma rests on).
 
 The run directory follows ``evolve``'s conventions: ``config.json``, one flushed line per
 iteration in ``iterations.jsonl``, checkpoints, resume, ``summary.csv`` and plots.
@@ -30,8 +37,11 @@ from metaeval.errors import MetaEvalError
 from metaeval.evaluator import Evaluator
 from metaeval.loops import checkpoint
 from metaeval.loops.evolve import SUPPORT_MASS, _versions as versions
-from metaeval.meta_solvers import SOLVERS
+from metaeval.meta_solvers import SOLVERS, marginals
 from metaeval.oracles import ORACLES, TIE_BREAKS
+
+NO_GAIN = 1e-9
+"""A player's CCE gap at most this counts as zero (its best response gains nothing)."""
 
 KIND = "psro"
 """The run-directory kind of a PSRO run."""
@@ -188,17 +198,24 @@ class PSRO:
         }
 
         clock = time.perf_counter()
-        policies = [self.oracle(evaluator, p, sigma, self.rng) for p in range(evaluator.num_players)]
-        record["added"] = [[evaluator.add(p, policy)] for p, policy in enumerate(policies)]
+        players = [p for p in range(evaluator.num_players)
+                   if config.cap is None or evaluator.sizes[p] < config.cap or gap.per_player[p] > NO_GAIN]
+        policies = {p: self.oracle(evaluator, p, sigma, self.rng) for p in players}
+        record["added"] = [[evaluator.add(p, policies[p])] if p in policies else []
+                           for p in range(evaluator.num_players)]
         seconds["oracle"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        pruned, keys, ratings = [[] for _ in policies], [[] for _ in policies], None
+        pruned, keys = [[] for _ in range(evaluator.num_players)], [[] for _ in range(evaluator.num_players)]
+        ratings = protected = None
         if config.cap is not None and max(evaluator.sizes) > config.cap:
-            result = evaluator.prune(config.prune_by, keep=config.cap, rng=self.rng)
-            pruned, keys = result.removed, result.tie_break_keys
+            grown = evaluator.meta_distribution(config.solver, **config.solver_options)
+            support = [[i for i, mass in zip(ids, marginal) if mass > SUPPORT_MASS]
+                       for ids, marginal in zip(evaluator.ids, marginals(grown))]
+            result = evaluator.prune(config.prune_by, keep=config.cap, rng=self.rng, protect=support)
+            pruned, keys, protected = result.removed, result.tie_break_keys, result.protected
             ratings = [r.tolist() for r in result.rating.ratings]
-        record.update(pruned=pruned, prune_ratings=ratings, tie_break_keys=keys)
+        record.update(pruned=pruned, prune_ratings=ratings, tie_break_keys=keys, protected=protected)
         seconds["prune"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
         record["seconds"] = seconds
