@@ -263,8 +263,8 @@ def _run(args) -> int:
 
         config = PSROConfig(
             game=args.game, solver=args.solver, oracle=args.oracle, tie_break=args.tie_break,
-            iterations=args.iterations, seed=args.seed, cap=args.cap, prune_by=args.prune_by, initial=args.initial, mode=args.mode,
-            episodes=args.episodes, workers=args.workers, address=args.address,
+            iterations=args.iterations, seed=args.seed, cap=args.cap, prune_by=args.prune_by,
+            initial=args.initial, mode=args.mode, episodes=args.episodes, workers=args.workers, address=args.address,
             solver_options=dict(args.option),
         )
         games.load(config.game)  # fail fast on an unknown game
