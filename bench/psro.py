@@ -108,7 +108,7 @@ def same_populations(run: PSRO, policies: list) -> bool:
     for p, theirs in enumerate(policies):
         rows = [policy_lib.TabularPolicy(game, players=(p,)).state_lookup[k] for k in game_tree(game).players[p].keys]
         ours = [evaluator.policy(p, i).action_probability_array for i in evaluator.ids[p]]
-        if len(ours) < len(theirs) or any(
+        if len(ours) != len(theirs) or any(
                 not np.array_equal(a, b.action_probability_array[rows]) for a, b in zip(ours, theirs)):
             return False
     return True

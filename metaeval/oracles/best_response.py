@@ -2,7 +2,8 @@
 
 The gap of sigma already finds, for every player, the pure best response to the
 opponents' joint marginal of sigma (:func:`metaeval.spiel.cce_gap`); the evaluator caches
-it per sigma, so a loop asking each player in turn walks the tree once per sigma.
+it per sigma, so a loop asking each player in turn walks the tree once per sigma (OpenSpiel's
+tie-break takes one pass of its own per player).
 """
 
 from __future__ import annotations
