@@ -22,6 +22,7 @@ sort keeping the alternatives' order. Four are computed here instead, for a stat
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,6 +33,7 @@ from metaeval.errors import MetaEvalError
 SUPPORT_THRESHOLD = 1e-6
 KEMENY_MAX_ALTERNATIVES = 60
 KEMENY_SUBSET_ALTERNATIVES = 12  # the subset programme is the faster one up to here
+KEMENY_TIME_LIMIT = 300.0  # seconds for the integer programs of one election
 
 
 @dataclass(frozen=True, eq=False)
@@ -150,14 +152,15 @@ def _kemeny_program(counts: np.ndarray) -> list[int]:
     """Kemeny-Young as an integer program (Conitzer, Davenport & Kalagnanam 2006): binary
     x_ab (a above b, a < b; x_ba = 1 - x_ab) with 0 <= x_ab + x_bc - x_ac <= 1 on every
     triple. Each program also minimises the index of its top; if another order is as good
-    as the one found, the order is rebuilt from the top, one program per place."""
-    m = len(counts)
-    order = _kemeny_mip(counts, list(range(m)))
-    if _kemeny_mip(counts, order, exclude=True) is None:
+    as the one found, the places below the top are re-solved one by one, each program
+    started from the order found so far."""
+    deadline = time.monotonic() + KEMENY_TIME_LIMIT
+    order = _kemeny_mip(counts, list(range(len(counts))), deadline)
+    if _kemeny_mip(counts, order, deadline, exclude=True) is None:
         return order
-    order = []
-    while len(order) < m:
-        order.append(_kemeny_mip(counts, [a for a in range(m) if a not in order])[0])
+    for k in range(1, len(order) - 1):  # order[k:] is optimal for its set: the warm start
+        if order[k] != min(order[k:]):
+            order[k:] = _kemeny_mip(counts, order[k:], deadline, start=True)
     return order
 
 
@@ -165,9 +168,11 @@ def _agreement(counts: np.ndarray, order: list[int]) -> int:
     return int(sum(counts[a, order[k + 1:]].sum() for k, a in enumerate(order)))
 
 
-def _kemeny_mip(counts: np.ndarray, alternatives: list[int], exclude: bool = False) -> list[int] | None:
+def _kemeny_mip(counts: np.ndarray, alternatives: list[int], deadline: float, exclude: bool = False,
+                start: bool = False) -> list[int] | None:
     """An optimal order of ``alternatives`` with the smallest top; with ``exclude``,
-    ``alternatives`` is an optimal order and another optimal one is sought (None if none)."""
+    ``alternatives`` is an optimal order and another optimal one is sought (None if none);
+    with ``start``, ``alternatives`` is an optimal order that the solver starts from."""
     import highspy
     import scipy.sparse as sp
 
@@ -206,9 +211,9 @@ def _kemeny_mip(counts: np.ndarray, alternatives: list[int], exclude: bool = Fal
     values.append(np.ones(m))
     lower.append(np.ones(1))
     upper.append(np.ones(1))
+    rank = np.argsort([chosen.index(x) for x in alternatives])
+    above = rank[first] < rank[second]
     if exclude:  # not the given order: it agrees with it on at most pairs - 1 pairs
-        rank = np.argsort([chosen.index(x) for x in alternatives])
-        above = rank[first] < rank[second]
         rows.append(np.full(pairs, r + 1))
         cols.append(np.arange(pairs))
         values.append(np.where(above, 1.0, -1.0))
@@ -222,10 +227,20 @@ def _kemeny_mip(counts: np.ndarray, alternatives: list[int], exclude: bool = Fal
                                       np.full(pairs, highspy.HighsVarType.kInteger)), highs, "integrality")
     highs.setOptionValue("mip_rel_gap", 0.0)
     highs.setOptionValue("mip_abs_gap", 0.5)  # objective values are integers
+    highs.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.0))
+    if start:
+        solution = highspy.HighsSolution()
+        solution.col_value = np.concatenate([above, np.arange(m) == rank.argmin()]).astype(np.float64)
+        check(highs.setSolution(solution), highs, "setSolution")
     highs.run()
     status = highs.getModelStatus()
     if exclude and status == highspy.HighsModelStatus.kInfeasible:
         return None
+    if status == highspy.HighsModelStatus.kTimeLimit:
+        raise MetaEvalError(
+            f"kemeny_young: no proven optimum for {len(counts)} alternatives within "
+            f"KEMENY_TIME_LIMIT = {KEMENY_TIME_LIMIT:g} s (profiles with little consensus are the hardest)"
+        )
     if status != highspy.HighsModelStatus.kOptimal:
         raise MetaEvalError(f"kemeny_young: HiGHS ended {highs.modelStatusToString(status)!r}")
     x = np.round(np.asarray(highs.getSolution().col_value[:pairs])).astype(bool)

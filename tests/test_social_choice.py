@@ -83,6 +83,13 @@ def test_kemeny_integer_program_on_the_pentathlon_and_atari_games():
     assert social_choice._kemeny_program(counts) == social_choice._kemeny_subsets(counts)
 
 
+def test_kemeny_integer_program_out_of_time(monkeypatch):
+    monkeypatch.setattr(social_choice, "KEMENY_TIME_LIMIT", 0.0)
+    profile = Profile.from_game(data.agent_vs_task(data.load_table("atari_rainbow_table6").iloc[:, :14]), 1)
+    with pytest.raises(MetaEvalError, match="no proven optimum for 14 alternatives"):
+        social_choice.kemeny_young(profile)
+
+
 @settings(max_examples=25, deadline=None)
 @given(_profiles(min_alternatives=3), st.integers(1, 2))
 def test_stv_ranking_matches_openspiel(profile, seats):
