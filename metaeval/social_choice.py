@@ -121,9 +121,7 @@ def kemeny_young(profile: Profile, max_alternatives: int = KEMENY_MAX_ALTERNATIV
         )
     counts = profile.preferences()
     order = _kemeny_subsets(counts) if m <= KEMENY_SUBSET_ALTERNATIVES else _kemeny_program(counts)
-    scores = np.zeros(m, dtype=np.int64)
-    for k, a in enumerate(order):
-        scores[a] = counts[a, order[k + 1:]].sum()
+    scores = _kemeny_scores(counts, order)
     return Election("kemeny_young", profile.alternatives, scores, order,
                     details={"kemeny_value": int(scores.sum())})
 
@@ -164,8 +162,12 @@ def _kemeny_program(counts: np.ndarray) -> list[int]:
     return order
 
 
-def _agreement(counts: np.ndarray, order: list[int]) -> int:
-    return int(sum(counts[a, order[k + 1:]].sum() for k, a in enumerate(order)))
+def _kemeny_scores(counts: np.ndarray, order: list[int]) -> np.ndarray:
+    """N(a, b) summed over the alternatives b below a in ``order`` (they sum to its agreement)."""
+    scores = np.zeros(len(counts), dtype=np.int64)
+    for k, a in enumerate(order):
+        scores[a] = counts[a, order[k + 1:]].sum()
+    return scores
 
 
 def _kemeny_mip(counts: np.ndarray, alternatives: list[int], deadline: float, exclude: bool = False,
@@ -192,9 +194,8 @@ def _kemeny_mip(counts: np.ndarray, alternatives: list[int], deadline: float, ex
     costs = np.concatenate([-m * (sub - sub.T)[first, second], np.arange(m)]).astype(np.float64)
     triples = np.array(list(itertools.combinations(range(m), 3)), dtype=np.int64).reshape(-1, 3)
     a, b, c = triples.T
-    entries = [(pair[a, b], 1.0), (pair[b, c], 1.0), (pair[a, c], -1.0)]
     rows = [np.repeat(np.arange(len(triples)), 3)]
-    cols = [np.column_stack([e[0] for e in entries]).ravel()]
+    cols = [np.column_stack([pair[a, b], pair[b, c], pair[a, c]]).ravel()]
     values = [np.tile([1.0, 1.0, -1.0], len(triples))]
     lower, upper = [np.zeros(len(triples))], [np.ones(len(triples))]
     # t_a <= x_ab (a < b) and t_a <= 1 - x_ba (a > b): only the top may have t = 1.
@@ -246,7 +247,7 @@ def _kemeny_mip(counts: np.ndarray, alternatives: list[int], deadline: float, ex
     x = np.round(np.asarray(highs.getSolution().col_value[:pairs])).astype(bool)
     wins = np.bincount(first, x, minlength=m) + np.bincount(second, ~x, minlength=m)
     order = [chosen[i] for i in np.argsort(-wins, kind="stable")]
-    if exclude and _agreement(counts, order) < _agreement(counts, alternatives):
+    if exclude and _kemeny_scores(counts, order).sum() < _kemeny_scores(counts, alternatives).sum():
         return None
     return order
 
