@@ -121,11 +121,15 @@ def test_king_of_the_hill_lle_ends_with_the_king_on_c():
     small mass on A. The limit is q = (1/6, 1/6, 2/3), king ratings (-0.75, -0.5, 0, -0.5);
     the prompt-1 copies share prompt 1's mass."""
     scores = np.array([[3, 2, 1, 0], [0, 3, 2, 1], [1, 1, 3, 2]], dtype=float)
+    games = []
     for copies in (0, 5):
         s = np.vstack([scores, np.repeat(scores[1:2], copies, axis=0)])
         king = np.moveaxis(np.clip(s[:, :, None] - s[:, None, :], -2, 2) / 2, 0, -1)
         rebel = np.where(np.eye(4, dtype=bool)[:, :, None], -1.0, -king)
-        game = metaeval.MetaGame(np.stack([king, rebel, np.abs(king)]))
+        games.append(metaeval.MetaGame(np.stack([king, rebel, np.abs(king)])))
+    # De-cloning keeps payoffs shared by a clone set bit for bit: the same game.
+    np.testing.assert_array_equal(affinity.decloned(games[1])[0].payoffs, games[0].payoffs)
+    for game in games:
         rating = metaeval.rate(game, "nash", target="affinity")
         np.testing.assert_allclose(rating.ratings[0], [-0.75, -0.5, 0, -0.5], atol=1e-6)
         np.testing.assert_allclose(rating.distribution[0], [0, 0, 1, 0], atol=1e-6)
