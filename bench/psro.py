@@ -10,10 +10,11 @@ Run from the repository root: ``python -m bench.psro [--part psro|jpsro|cap|ledu
   OpenSpiel's ``exploitability.nash_conv`` for psro_v2 (outside its timed loop) and logged by
   metaeval's loop (inside its timed loop).
 - ``jpsro``: kuhn_3p, one uniform policy per player, CCE best responses, mgcce meta-solver:
-  ``jpsro.run_loop`` against ``metaeval psro`` with mgcce, mecce and deviation. Full-game
-  CCE gap per iteration and cumulative wall time; the speed-up is OpenSpiel's total time over
-  metaeval's time to first reach a gap at or below OpenSpiel's final one.
-- ``cap``: kuhn_3p JPSRO with and without ``--cap 16 --prune-by deviation``.
+  ``jpsro.run_loop`` against ``metaeval psro`` with mgcce, mecce and deviation, and with
+  mgcce and ``--tie-break openspiel`` (whose populations are checked to equal OpenSpiel's).
+  Full-game CCE gap per iteration and cumulative wall time; the speed-up is OpenSpiel's
+  total time over metaeval's time to first reach a gap at or below OpenSpiel's final one.
+- ``cap``: kuhn_3p JPSRO with and without ``--cap K --prune-by deviation`` (``--caps``).
 - ``leduc3``: a few JPSRO iterations on leduc_3p, seconds per iteration.
 
 Tables are printed; CSVs and figures go to ``--out``. Timings are wall clock on whatever
@@ -35,16 +36,18 @@ from metaeval.loops.psro import PSRO, PSROConfig
 PARTS = ("psro", "jpsro", "cap", "leduc3")
 
 
-def metaeval_run(game: str, solver: str, oracle: str, iterations: int, cap=None) -> pd.DataFrame:
-    """metaeval's loop: per iteration its gap, exploitability and cumulative wall time."""
-    run = PSRO(PSROConfig(game=game, solver=solver, oracle=oracle, iterations=iterations, cap=cap))
+def metaeval_run(game: str, solver: str, oracle: str, iterations: int, cap=None,
+                 tie_break: str = "first") -> tuple[pd.DataFrame, PSRO]:
+    """metaeval's loop: per iteration its gap, exploitability and cumulative wall time; and the run."""
+    run = PSRO(PSROConfig(game=game, solver=solver, oracle=oracle, iterations=iterations, cap=cap,
+                          tie_break=tie_break))
     rows, start = [], time.perf_counter()
     for _ in range(iterations):
         record = run.step()
         rows.append({"iteration": record["iteration"], "cce_gap": record["cce_gap"],
                      "exploitability": record["exploitability"], "size": max(record["sizes"]),
                      "seconds": time.perf_counter() - start})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), run
 
 
 def psro_v2_run(game_name: str, iterations: int, sims: int, seed: int = 0) -> pd.DataFrame:
@@ -75,22 +78,40 @@ def psro_v2_run(game_name: str, iterations: int, sims: int, seed: int = 0) -> pd
     return pd.DataFrame(rows)
 
 
-def jpsro_run(game_name: str, iterations: int, seed: int = 0) -> pd.DataFrame:
-    """OpenSpiel's jpsro.run_loop: uniform start, CCE best responses, mgcce meta-solver."""
+def jpsro_run(game_name: str, iterations: int, seed: int = 0) -> tuple[pd.DataFrame, list]:
+    """OpenSpiel's jpsro.run_loop: uniform start, CCE best responses, mgcce meta-solver; per
+    iteration its gap and cumulative wall time, and its final policies per player."""
     from open_spiel.python.algorithms import jpsro
 
-    rows, start = [], time.perf_counter()
+    rows, policies, start = [], [], time.perf_counter()
 
     def callback(iteration, *args):
         train_meta_gaps = args[9]
         rows.append({"iteration": iteration - 1, "cce_gap": float(sum(train_meta_gaps[-1])),
                      "seconds": time.perf_counter() - start})
+        policies[:] = args[1]
         return args[-1]
 
     jpsro.run_loop(games.load(game_name), game_name, seed=seed, iterations=iterations - 1,
                    policy_init="uniform", target_equilibrium="cce", train_meta_solver="mgcce",
                    callback=callback)
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows), policies
+
+
+def same_populations(run: PSRO, policies: list) -> bool:
+    """Whether metaeval's run holds exactly jpsro's policies (same tables, same order)."""
+    from open_spiel.python import policy as policy_lib
+
+    from metaeval.spiel import game_tree
+
+    evaluator, game = run.evaluator, run.game
+    for p, theirs in enumerate(policies):
+        rows = [policy_lib.TabularPolicy(game, players=(p,)).state_lookup[k] for k in game_tree(game).players[p].keys]
+        ours = [evaluator.policy(p, i).action_probability_array for i in evaluator.ids[p]]
+        if len(ours) != len(theirs) or any(
+                not np.array_equal(a, b.action_probability_array[rows]) for a, b in zip(ours, theirs)):
+            return False
+    return True
 
 
 def time_to_reach(frame: pd.DataFrame, target: float) -> float | None:
@@ -102,7 +123,7 @@ def part_psro(args, out: Path):
     iterations_of = {"kuhn_2p": args.kuhn_iterations, "leduc_2p": args.leduc_iterations}
     for game in args.psro_games.split(","):
         iterations = iterations_of[game]
-        ours = metaeval_run(game, "nash", "psro", iterations)
+        ours, _ = metaeval_run(game, "nash", "psro", iterations)
         theirs = psro_v2_run(game, iterations, args.sims)
         table = pd.DataFrame({"iteration": ours.iteration,
                               "metaeval exploitability": ours.exploitability,
@@ -124,11 +145,13 @@ def part_psro(args, out: Path):
 
 
 def part_jpsro(args, out: Path):
-    theirs = jpsro_run("kuhn_3p", args.jpsro_iterations)
+    theirs, policies = jpsro_run("kuhn_3p", args.jpsro_iterations)
     target = float(theirs.cce_gap.iloc[-1])
     runs = {"OpenSpiel jpsro, mgcce": theirs}
     for solver in ("mgcce", "mecce", "deviation"):
-        runs[f"metaeval, {solver}"] = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations)
+        runs[f"metaeval, {solver}"], _ = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations)
+    ties = "metaeval, mgcce, openspiel ties"
+    runs[ties], run = metaeval_run("kuhn_3p", "mgcce", "jpsro", args.jpsro_iterations, tie_break="openspiel")
     table = pd.DataFrame({"iteration": range(args.iterations)})
     for label, frame in runs.items():
         table[f"{label} gap"] = frame.cce_gap
@@ -142,6 +165,9 @@ def part_jpsro(args, out: Path):
             reached = time_to_reach(frame, target)
             text = "never" if reached is None else f"{reached:.3g} s ({total / reached:.0f}x less)"
             print(f"{label}: reaches gap <= {target:.4g} after {text}")
+    difference = (runs[ties].cce_gap - theirs.cce_gap).to_numpy()
+    print(f"{ties}: same populations as OpenSpiel's: {same_populations(run, policies)}; gap minus "
+          f"OpenSpiel's per iteration: {' '.join(f'{d:.2g}' for d in difference)}")
     table.to_csv(out / "jpsro_kuhn_3p.csv", index=False)
     plots.plot_psro(out, {k: v.to_dict("records") for k, v in runs.items()},
                     title="kuhn_3p JPSRO: uniform start, CCE best responses")
@@ -152,6 +178,7 @@ def part_cap(args, out: Path):
     """Capped runs; the uncapped ones are the jpsro part's when it ran with ``--out`` before."""
     uncapped = out / "jpsro_kuhn_3p.csv"
     earlier = pd.read_csv(uncapped) if uncapped.exists() else None
+    caps = [int(c) for c in args.caps.split(",")]
     runs = {}
     for solver in ("mgcce", "deviation"):
         if earlier is not None and len(earlier) >= args.iterations:
@@ -159,18 +186,20 @@ def part_cap(args, out: Path):
                 "iteration": earlier.iteration, "cce_gap": earlier[f"metaeval, {solver} gap"],
                 "seconds": earlier[f"metaeval, {solver} s"], "size": earlier.iteration + 1})
         else:
-            runs[f"{solver}, no cap"] = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations)
-        runs[f"{solver}, cap 16 by deviation"] = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations, cap=16)
+            runs[f"{solver}, no cap"], _ = metaeval_run("kuhn_3p", solver, "jpsro", args.iterations)
+        for cap in caps:
+            runs[f"{solver}, cap {cap} by deviation"], _ = metaeval_run(
+                "kuhn_3p", solver, "jpsro", args.iterations, cap=cap)
     table = pd.DataFrame({"iteration": range(args.iterations)})
     for label, frame in runs.items():
         table[f"{label}"] = frame.cce_gap
-    print("\nkuhn_3p JPSRO with and without a cap of 16 policies per player (pruned by deviation rating)")
+    print(f"\nkuhn_3p JPSRO with and without a cap of {args.caps} policies per player (pruned by deviation rating)")
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     for label, frame in runs.items():
         print(f"{label}: {frame.seconds.iloc[-1]:.3g} s in all, largest population {frame['size'].max()}")
     table.to_csv(out / "cap_kuhn_3p.csv", index=False)
     plots.plot_psro(out, {k: v.to_dict("records") for k, v in runs.items()},
-                    title="kuhn_3p JPSRO, with and without --cap 16 --prune-by deviation")
+                    title=f"kuhn_3p JPSRO, with and without --cap {args.caps} --prune-by deviation")
     (out / plots.GAP_PLOT).rename(out / "cap_kuhn_3p_gap.png")
 
 
@@ -181,7 +210,7 @@ def part_leduc3(args, out: Path):
 
     tree = game_tree(pyspiel_game)
     print(f"\nleduc_3p: {tree.num_terminals} terminal histories, enumerated in {time.perf_counter() - start:.3g} s")
-    frame = metaeval_run("leduc_3p", "mgcce", "jpsro", args.leduc3_iterations)
+    frame, _ = metaeval_run("leduc_3p", "mgcce", "jpsro", args.leduc3_iterations)
     frame["seconds this iteration"] = frame.seconds.diff().fillna(frame.seconds)
     print(frame.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     frame.to_csv(out / "jpsro_leduc_3p.csv", index=False)
@@ -196,6 +225,7 @@ def main(argv=None):
     parser.add_argument("--leduc-iterations", type=int, default=20)
     parser.add_argument("--jpsro-iterations", type=int, default=9, help="OpenSpiel jpsro iterations (0..8)")
     parser.add_argument("--iterations", type=int, default=30, help="metaeval JPSRO iterations on kuhn_3p")
+    parser.add_argument("--caps", default="16,8", help="caps of the cap part, comma-separated")
     parser.add_argument("--leduc3-iterations", type=int, default=4)
     parser.add_argument("--out", type=Path, default=Path("runs/bench-psro"))
     args = parser.parse_args(argv)

@@ -42,10 +42,11 @@ def evolved(seeds: int, iterations: int, every: int, log=print):
             for seed in range(seeds):
                 run = Evolution(EvolveConfig(game=game, rater=rater, iterations=iterations, seed=seed))
                 for _ in range(iterations):
-                    run.step()  # run.previous: the meta-game just rated, built as the loop builds it
+                    rated = run.evaluator.metagame()  # the meta-game this step rates, built as the loop builds it
+                    run.step()
                     if run.iteration % every == 0:
                         source = f"{game} {rater} seed {seed} iteration {run.iteration - 1}"
-                        yield np.array(run.previous.payoffs), source
+                        yield np.array(rated.payoffs), source
                 log(f"  evolved: {game} {rater} seed {seed}")
 
 

@@ -7,7 +7,14 @@ Each player starts with one policy (uniform by default, as OpenSpiel's JPSRO). E
     c) records the full-game CCE gap of sigma (and, in 2-player zero-sum games, the
        NashConv and exploitability of the meta-Nash mixture),
     d) adds every player's oracle policy against sigma (all computed from the same sigma),
-    e) with a cap, removes each player's lowest-rated policies (``prune_by``) down to it.
+    e) with a cap, removes each player's lowest-rated policies (``prune_by``) down to it,
+       never one in the support of the meta-distribution of the grown population unless
+       that support alone exceeds the cap (then its lowest-rated go too).
+
+Under a cap, a player already at it whose best response gains nothing against sigma (its
+CCE gap at most ``NO_GAIN``) adds no policy: the response could only displace one, and a
+converged population then stays as it is (with seeded tie-breaks among equally rated
+policies, pruning otherwise removes policies a later sigma rests on).
 
 The run directory follows ``evolve``'s conventions: ``config.json``, one flushed line per
 iteration in ``iterations.jsonl``, checkpoints, resume, ``summary.csv`` and plots.
@@ -15,6 +22,7 @@ iteration in ``iterations.jsonl``, checkpoints, resume, ``summary.csv`` and plot
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -29,8 +37,11 @@ from metaeval.errors import MetaEvalError
 from metaeval.evaluator import Evaluator
 from metaeval.loops import checkpoint
 from metaeval.loops.evolve import SUPPORT_MASS, _versions as versions
-from metaeval.meta_solvers import SOLVERS
-from metaeval.oracles import ORACLES
+from metaeval.meta_solvers import SOLVERS, marginals
+from metaeval.oracles import ORACLES, TIE_BREAKS
+
+NO_GAIN = 1e-9
+"""A player's CCE gap at most this counts as zero (its best response gains nothing)."""
 
 KIND = "psro"
 """The run-directory kind of a PSRO run."""
@@ -48,12 +59,15 @@ class PSROConfig:
 
     ``oracle="jpsro"`` best-responds to the opponents' joint marginal of sigma (JPSRO's
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
-    coincide. ``cap``: at most this many policies per player, pruned by ``prune_by``.
+    coincide. ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
+    (:func:`metaeval.oracles.jpsro`; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
+    most this many policies per player, pruned by ``prune_by``.
     """
 
     game: str = "kuhn_3p"
     solver: str = "mgcce"
     oracle: str = "jpsro"
+    tie_break: str = "first"
     iterations: int = 30
     seed: int = 0
     cap: int | None = None
@@ -69,6 +83,10 @@ class PSROConfig:
         checks = [
             (self.solver in SOLVERS, f"unknown meta-solver {self.solver!r}; choose one of {', '.join(SOLVERS)}"),
             (self.oracle in ORACLES, f"unknown oracle {self.oracle!r}; choose one of {', '.join(ORACLES)}"),
+            (self.tie_break in TIE_BREAKS,
+             f"unknown tie_break {self.tie_break!r}; choose one of {', '.join(TIE_BREAKS)}"),
+            (self.tie_break == "first" or self.oracle == "jpsro",
+             f"tie_break {self.tie_break!r} applies to the jpsro oracle, not {self.oracle!r}"),
             (self.prune_by in metaeval.RATERS,
              f"unknown rater {self.prune_by!r} for pruning; choose one of {', '.join(sorted(metaeval.RATERS))}"),
             (self.initial in spiel.KINDS, f"initial must be one of {', '.join(spiel.KINDS)}, got {self.initial!r}"),
@@ -92,6 +110,8 @@ class PSROConfig:
         keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
         if self.mode == "sampled":
             keys.append("episodes")
+        if self.tie_break != "first":  # runs stored before the option keep resuming
+            keys.append("tie_break")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -111,6 +131,8 @@ class PSRO:
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
         self.oracle = oracle or ORACLES[config.oracle]
+        if oracle is None and config.tie_break != "first":
+            self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)
         self.game = games.load(config.game)
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
@@ -176,17 +198,24 @@ class PSRO:
         }
 
         clock = time.perf_counter()
-        policies = [self.oracle(evaluator, p, sigma, self.rng) for p in range(evaluator.num_players)]
-        record["added"] = [[evaluator.add(p, policy)] for p, policy in enumerate(policies)]
+        players = [p for p in range(evaluator.num_players)
+                   if config.cap is None or evaluator.sizes[p] < config.cap or gap.per_player[p] > NO_GAIN]
+        policies = {p: self.oracle(evaluator, p, sigma, self.rng) for p in players}
+        record["added"] = [[evaluator.add(p, policies[p])] if p in policies else []
+                           for p in range(evaluator.num_players)]
         seconds["oracle"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        pruned, keys, ratings = [[] for _ in policies], [[] for _ in policies], None
+        pruned, keys = [[] for _ in range(evaluator.num_players)], [[] for _ in range(evaluator.num_players)]
+        ratings = protected = None
         if config.cap is not None and max(evaluator.sizes) > config.cap:
-            result = evaluator.prune(config.prune_by, keep=config.cap, rng=self.rng)
-            pruned, keys = result.removed, result.tie_break_keys
+            grown = evaluator.meta_distribution(config.solver, **config.solver_options)
+            support = [[i for i, mass in zip(ids, marginal) if mass > SUPPORT_MASS]
+                       for ids, marginal in zip(evaluator.ids, marginals(grown))]
+            result = evaluator.prune(config.prune_by, keep=config.cap, rng=self.rng, protect=support)
+            pruned, keys, protected = result.removed, result.tie_break_keys, result.protected
             ratings = [r.tolist() for r in result.rating.ratings]
-        record.update(pruned=pruned, prune_ratings=ratings, tie_break_keys=keys)
+        record.update(pruned=pruned, prune_ratings=ratings, tie_break_keys=keys, protected=protected)
         seconds["prune"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
         record["seconds"] = seconds
@@ -221,7 +250,8 @@ class PSRO:
     @staticmethod
     def title_of(config: PSROConfig) -> str:
         cap = "" if config.cap is None else f", cap {config.cap} by {config.prune_by}"
-        return f"{config.game}, {config.oracle}, {config.solver}, seed {config.seed}{cap}"
+        ties = "" if config.tie_break == "first" else f", {config.tie_break} ties"
+        return f"{config.game}, {config.oracle}{ties}, {config.solver}, seed {config.seed}{cap}"
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:

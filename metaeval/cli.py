@@ -96,6 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="meta-solver: uniform, nash, alpharank, mecce, mgcce, deviation")
     psro.add_argument("--oracle", default="jpsro",
                       help="jpsro (best response to the opponents' joint marginal), psro, random")
+    psro.add_argument("--tie-break", choices=["first", "openspiel"], default="first",
+                      help="jpsro: lowest best action (first) or OpenSpiel jpsro's choice (openspiel)")
     psro.add_argument("--iterations", type=_positive(int), default=30)
     psro.add_argument("--seed", type=int, default=0)
     psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player")
@@ -260,9 +262,9 @@ def _run(args) -> int:
         from metaeval.loops.psro import PSROConfig, psro
 
         config = PSROConfig(
-            game=args.game, solver=args.solver, oracle=args.oracle, iterations=args.iterations,
-            seed=args.seed, cap=args.cap, prune_by=args.prune_by, initial=args.initial, mode=args.mode,
-            episodes=args.episodes, workers=args.workers, address=args.address,
+            game=args.game, solver=args.solver, oracle=args.oracle, tie_break=args.tie_break,
+            iterations=args.iterations, seed=args.seed, cap=args.cap, prune_by=args.prune_by,
+            initial=args.initial, mode=args.mode, episodes=args.episodes, workers=args.workers, address=args.address,
             solver_options=dict(args.option),
         )
         games.load(config.game)  # fail fast on an unknown game

@@ -32,7 +32,7 @@ from metaeval.distributed import build_metagame
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
-from metaeval.selection import rank_order
+from metaeval.selection import lowest_rated, rank_order
 from metaeval.spiel.policies import policy_table, tabular_policy
 from metaeval.spiel.tree import game_tree
 
@@ -44,12 +44,13 @@ STATE_FILE = "evaluator.json"
 class Pruned:
     """What :meth:`Evaluator.prune` did: per player, the ids removed (in population order),
     their names and the tie-break keys drawn (empty for a player already within the cap);
-    and the rating the choice was made on."""
+    the rating the choice was made on, and the ids that were protected."""
 
     removed: list[list[int]]
     names: list[list[str]]
     tie_break_keys: list[list[float]]
     rating: Rating
+    protected: list[list[int]]
 
 
 class Evaluator:
@@ -217,29 +218,38 @@ class Evaluator:
             chosen.append([self._ids[p][i] for i in order[:k]])
         return chosen
 
-    def prune(self, rater: str, keep: int, rng: np.random.Generator | None = None, **options) -> Pruned:
+    def prune(self, rater: str, keep: int, rng: np.random.Generator | None = None,
+              protect: Sequence[Sequence[int]] | None = None, **options) -> Pruned:
         """Remove each player's lowest-rated policies until it has at most ``keep``.
 
         Ratings equal to ``TIE_DECIMALS`` decimals are tied; ties are broken by keys
         drawn from ``rng`` (default: the evaluator's seeded generator), as in the loop.
+        ``protect``: per player, ids removed only when more than ``keep`` of them remain,
+        and then their lowest-rated (e.g. the support of the meta-distribution); the
+        others go first, exactly their lowest-rated.
         """
         keep = _count("keep", keep)
         rating = self.rate(rater, **options)
         rng = self.rng if rng is None else rng
+        protect = [[] for _ in range(self.num_players)] if protect is None else list(protect)
+        if len(protect) != self.num_players:
+            raise MetaEvalError(f"protect needs one list of ids per player ({self.num_players}), got {len(protect)}")
+        protect = [{self._ids[p][self._index(p, i)] for i in ids} for p, ids in enumerate(protect)]
         removed, keys = [], []
         for p, ratings in enumerate(rating.ratings):
             if len(ratings) <= keep:
                 removed.append([])
                 keys.append([])
                 continue
-            order, tie_keys = rank_order(ratings, rng)
-            removed.append([self._ids[p][i] for i in np.sort(order[: len(ratings) - keep])])
+            protected = np.array([i in protect[p] for i in self._ids[p]])
+            lowest, tie_keys = lowest_rated(ratings, len(ratings) - keep, rng, protected)
+            removed.append([self._ids[p][i] for i in lowest])
             keys.append(tie_keys.tolist())
         names = [[self.name(p, i) for i in ids] for p, ids in enumerate(removed)]
         for p, ids in enumerate(removed):
             if ids:
                 self.remove(p, ids)
-        return Pruned(removed, names, keys, rating)
+        return Pruned(removed, names, keys, rating, [sorted(ids) for ids in protect])
 
     def meta_distribution(self, solver="mecce", **options) -> np.ndarray:
         """A joint distribution over the population (an array of the meta-game's shape):
@@ -291,6 +301,12 @@ class Evaluator:
         if self._gap_cache is None or self._gap_cache[0] != key:
             self._gap_cache = (key, spiel.cce_gap(self.game, population, sigma, evaluator=self._exact))
         return self._gap_cache[1]
+
+    def openspiel_best_response(self, player: int, sigma) -> policy_lib.TabularPolicy:
+        """The best response OpenSpiel's JPSRO would add for ``player`` against sigma
+        (:func:`metaeval.spiel.openspiel_best_response`)."""
+        self._check_player(player)
+        return spiel.openspiel_best_response(self.game, self.population, sigma, player, evaluator=self._exact)
 
     @property
     def built_metagame(self) -> MetaGame | None:

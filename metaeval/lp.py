@@ -6,6 +6,8 @@ sequence of related LPs costs a few pivots each instead of a fresh solve.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import highspy
 import numpy as np
 import scipy.sparse as sp
@@ -81,6 +83,25 @@ def solve(highs: highspy.Highs, what: str) -> int:
             )
         tolerance = min(100 * tolerance, LOOSEST_TOLERANCE)
         _set_tolerance(highs, tolerance)
+
+
+def solve_afresh(build: Callable[[], highspy.Highs], what: str) -> highspy.Highs:
+    """The model ``build()`` makes, solved to a proven optimum; each retry on a new model.
+
+    Tolerances from FEASIBILITY_TOLERANCE to LOOSEST_TOLERANCE, each with presolve and then
+    without: HiGHS 1.14 ends some small, degenerate LPs 'Unknown' or 'Not Set' at one
+    setting and solves them at another, and a warm retry keeps the failed state.
+    """
+    tried = []
+    for tolerance in (FEASIBILITY_TOLERANCE, 1e-9, 1e-8, LOOSEST_TOLERANCE):
+        for presolve in ("choose", "off"):
+            highs = build()
+            _set_tolerance(highs, tolerance)
+            highs.setOptionValue("presolve", presolve)
+            if run(highs):
+                return highs
+            tried.append(f"{highs.modelStatusToString(highs.getModelStatus())!r} at {tolerance:g}, presolve {presolve}")
+    raise MetaEvalError(f"HiGHS did not solve {what}: {'; '.join(tried)}")
 
 
 def check(status: highspy.HighsStatus, highs: highspy.Highs, call: str) -> None:

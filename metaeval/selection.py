@@ -19,7 +19,15 @@ def rank_order(ratings: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarra
     return np.lexsort((keys, np.round(ratings, TIE_DECIMALS))), keys
 
 
-def lowest_rated(ratings: np.ndarray, count: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Indices (sorted) of the ``count`` lowest ratings, and the tie-break keys used."""
+def lowest_rated(ratings: np.ndarray, count: int, rng: np.random.Generator,
+                 protected: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (sorted) of the ``count`` lowest ratings, and the tie-break keys used.
+
+    ``protected`` (a boolean mask) indices are chosen only when the others are too few,
+    and then the lowest-rated of them: the choice is the ``count`` lowest in the order
+    (protected, rating, key).
+    """
     order, keys = rank_order(ratings, rng)
+    if protected is not None:
+        order = order[np.argsort(np.asarray(protected, dtype=bool)[order], kind="stable")]
     return np.sort(order[:count]), keys

@@ -11,8 +11,8 @@ sort keeping the alternatives' order. Four are computed here instead, for a stat
   supports) is returned;
 - iterative maximal lotteries: the same, level by level (support threshold 1e-6);
 - Kemeny-Young: OpenSpiel enumerates all m! orders; dynamic programming over subsets
-  (O(2^m m)) finds the same order (the lexicographically first optimum) and is guarded at
-  ``max_alternatives``;
+  (O(2^m m), small m) or an integer program (HiGHS) finds the same order (the
+  lexicographically first optimum) and is guarded at ``max_alternatives``;
 - STV: OpenSpiel writes scores as ``float(f"{base}.{tally}")``, so tallies 2 and 20 give
   the same score; here the tally is the fraction tally / 10^d, d the digits of the total
   weight (the ranking is OpenSpiel's rule: Droop quota, surplus and eliminated votes
@@ -21,6 +21,8 @@ sort keeping the alternatives' order. Four are computed here instead, for a stat
 
 from __future__ import annotations
 
+import itertools
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -29,7 +31,9 @@ from metaeval.data.profiles import Profile
 from metaeval.errors import MetaEvalError
 
 SUPPORT_THRESHOLD = 1e-6
-KEMENY_MAX_ALTERNATIVES = 16
+KEMENY_MAX_ALTERNATIVES = 60
+KEMENY_SUBSET_ALTERNATIVES = 12  # the subset programme is the faster one up to here
+KEMENY_TIME_LIMIT = 300.0  # seconds for the integer programs of one election
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,16 +107,29 @@ def iterative_maximal_lotteries(profile: Profile) -> Election:
 def kemeny_young(profile: Profile, max_alternatives: int = KEMENY_MAX_ALTERNATIVES) -> Election:
     """The order maximising sum_{i<j} N(a_i, a_j); score of a: sum of N(a, b) over b below a.
 
-    W(S), the best value of ordering the set S, is max over a in S of (N(a, S - a) +
-    W(S - a)); the optimum is read back choosing the smallest top alternative each time.
+    Among optimal orders the lexicographically first is returned (the smallest possible
+    top, then recursively below it), the one OpenSpiel's enumeration of all m! orders
+    finds. Up to KEMENY_SUBSET_ALTERNATIVES alternatives, dynamic programming over subsets
+    (O(2^m m)); above, an integer program solved by HiGHS (:func:`_kemeny_program`).
     """
     m = len(profile.alternatives)
     if m > max_alternatives:
         raise MetaEvalError(
             f"kemeny_young: {m} alternatives is above the limit of {max_alternatives} "
-            f"(the search costs 2^m m); pass max_alternatives to raise it"
+            f"(an exact integer program on m(m-1)/2 pairs and C(m, 3) triples); "
+            f"pass max_alternatives to raise it"
         )
     counts = profile.preferences()
+    order = _kemeny_subsets(counts) if m <= KEMENY_SUBSET_ALTERNATIVES else _kemeny_program(counts)
+    scores = _kemeny_scores(counts, order)
+    return Election("kemeny_young", profile.alternatives, scores, order,
+                    details={"kemeny_value": int(scores.sum())})
+
+
+def _kemeny_subsets(counts: np.ndarray) -> list[int]:
+    """W(S), the best value of ordering the set S, is max over a in S of (N(a, S - a) +
+    W(S - a)); the optimum is read back choosing the smallest top alternative each time."""
+    m = len(counts)
     masks = np.arange(1 << m)
     members = (masks[:, None] >> np.arange(m)) & 1
     above = members @ counts.T  # above[S, a] = N(a, S) (N(a, a) = 0)
@@ -120,15 +137,119 @@ def kemeny_young(profile: Profile, max_alternatives: int = KEMENY_MAX_ALTERNATIV
     for s in range(1, 1 << m):
         inside = np.flatnonzero(members[s])
         best[s] = np.max(above[s, inside] + best[s ^ (1 << inside)])
-    order, scores, s = [], np.zeros(m), (1 << m) - 1
+    order, s = [], (1 << m) - 1
     while s:
         inside = np.flatnonzero(members[s])
         top = int(inside[np.argmax(above[s, inside] + best[s ^ (1 << inside)] == best[s])])
         order.append(top)
         s ^= 1 << top
-        scores[top] = above[s, top]
-    return Election("kemeny_young", profile.alternatives, scores, order,
-                    details={"kemeny_value": int(best[-1])})
+    return order
+
+
+def _kemeny_program(counts: np.ndarray) -> list[int]:
+    """Kemeny-Young as an integer program (Conitzer, Davenport & Kalagnanam 2006): binary
+    x_ab (a above b, a < b; x_ba = 1 - x_ab) with 0 <= x_ab + x_bc - x_ac <= 1 on every
+    triple. Each program also minimises the index of its top; if another order is as good
+    as the one found, the places below the top are re-solved one by one, each program
+    started from the order found so far."""
+    deadline = time.monotonic() + KEMENY_TIME_LIMIT
+    order = _kemeny_mip(counts, list(range(len(counts))), deadline)
+    if _kemeny_mip(counts, order, deadline, exclude=True) is None:
+        return order
+    for k in range(1, len(order) - 1):  # order[k:] is optimal for its set: the warm start
+        if order[k] != min(order[k:]):
+            order[k:] = _kemeny_mip(counts, order[k:], deadline, start=True)
+    return order
+
+
+def _kemeny_scores(counts: np.ndarray, order: list[int]) -> np.ndarray:
+    """N(a, b) summed over the alternatives b below a in ``order`` (they sum to its agreement)."""
+    scores = np.zeros(len(counts), dtype=np.int64)
+    for k, a in enumerate(order):
+        scores[a] = counts[a, order[k + 1:]].sum()
+    return scores
+
+
+def _kemeny_mip(counts: np.ndarray, alternatives: list[int], deadline: float, exclude: bool = False,
+                start: bool = False) -> list[int] | None:
+    """An optimal order of ``alternatives`` with the smallest top; with ``exclude``,
+    ``alternatives`` is an optimal order and another optimal one is sought (None if none);
+    with ``start``, ``alternatives`` is an optimal order that the solver starts from."""
+    import highspy
+    import scipy.sparse as sp
+
+    from metaeval.lp import INF, check, highs_model
+
+    chosen = sorted(alternatives)
+    m = len(chosen)
+    if m == 1:
+        return None if exclude else chosen
+    sub = counts[np.ix_(chosen, chosen)]
+    first, second = np.triu_indices(m, 1)
+    pairs = len(first)
+    pair = np.zeros((m, m), dtype=np.int64)
+    pair[first, second] = np.arange(pairs)
+    # Columns: x_ab per pair, then t_a (a on top). Agreement is an integer; times m it
+    # outweighs the top's index (below m).
+    costs = np.concatenate([-m * (sub - sub.T)[first, second], np.arange(m)]).astype(np.float64)
+    triples = np.array(list(itertools.combinations(range(m), 3)), dtype=np.int64).reshape(-1, 3)
+    a, b, c = triples.T
+    rows = [np.repeat(np.arange(len(triples)), 3)]
+    cols = [np.column_stack([pair[a, b], pair[b, c], pair[a, c]]).ravel()]
+    values = [np.tile([1.0, 1.0, -1.0], len(triples))]
+    lower, upper = [np.zeros(len(triples))], [np.ones(len(triples))]
+    # t_a <= x_ab (a < b) and t_a <= 1 - x_ba (a > b): only the top may have t = 1.
+    tops, others = np.nonzero(~np.eye(m, dtype=bool))
+    r = len(triples) + np.arange(len(tops))
+    rows += [r, r]
+    cols += [pairs + tops, pair[np.minimum(tops, others), np.maximum(tops, others)]]
+    values += [np.ones(len(tops)), np.where(tops < others, -1.0, 1.0)]
+    lower.append(np.full(len(tops), -INF))
+    upper.append(np.where(tops < others, 0.0, 1.0))
+    r = len(triples) + len(tops)
+    rows.append(np.full(m, r))
+    cols.append(pairs + np.arange(m))
+    values.append(np.ones(m))
+    lower.append(np.ones(1))
+    upper.append(np.ones(1))
+    rank = np.argsort([chosen.index(x) for x in alternatives])
+    above = rank[first] < rank[second]
+    if exclude:  # not the given order: it agrees with it on at most pairs - 1 pairs
+        rows.append(np.full(pairs, r + 1))
+        cols.append(np.arange(pairs))
+        values.append(np.where(above, 1.0, -1.0))
+        lower.append(np.full(1, -INF))
+        upper.append(np.full(1, pairs - 1.0 - (~above).sum()))
+    matrix = sp.csr_matrix((np.concatenate(values), (np.concatenate(rows), np.concatenate(cols))),
+                           shape=(r + 1 + exclude, pairs + m))
+    highs = highs_model(matrix, costs, np.zeros(pairs + m), np.ones(pairs + m),
+                        np.concatenate(lower), np.concatenate(upper))
+    check(highs.changeColsIntegrality(pairs, np.arange(pairs, dtype=np.int32),
+                                      np.full(pairs, highspy.HighsVarType.kInteger)), highs, "integrality")
+    highs.setOptionValue("mip_rel_gap", 0.0)
+    highs.setOptionValue("mip_abs_gap", 0.5)  # objective values are integers
+    highs.setOptionValue("time_limit", max(deadline - time.monotonic(), 0.0))
+    if start:
+        solution = highspy.HighsSolution()
+        solution.col_value = np.concatenate([above, np.arange(m) == rank.argmin()]).astype(np.float64)
+        check(highs.setSolution(solution), highs, "setSolution")
+    highs.run()
+    status = highs.getModelStatus()
+    if exclude and status == highspy.HighsModelStatus.kInfeasible:
+        return None
+    if status == highspy.HighsModelStatus.kTimeLimit:
+        raise MetaEvalError(
+            f"kemeny_young: no proven optimum for {len(counts)} alternatives within "
+            f"KEMENY_TIME_LIMIT = {KEMENY_TIME_LIMIT:g} s (profiles with little consensus are the hardest)"
+        )
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise MetaEvalError(f"kemeny_young: HiGHS ended {highs.modelStatusToString(status)!r}")
+    x = np.round(np.asarray(highs.getSolution().col_value[:pairs])).astype(bool)
+    wins = np.bincount(first, x, minlength=m) + np.bincount(second, ~x, minlength=m)
+    order = [chosen[i] for i in np.argsort(-wins, kind="stable")]
+    if exclude and _kemeny_scores(counts, order).sum() < _kemeny_scores(counts, alternatives).sum():
+        return None
+    return order
 
 
 def stv(profile: Profile, num_winners: int | None = None) -> Election:

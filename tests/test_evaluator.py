@@ -148,6 +148,33 @@ def test_prune_removes_exactly_the_lowest_rated(kuhn3):
         assert [rating.ratings[p][evaluator.ids[p].index(i)] for i in best[p]] == top
 
 
+def test_prune_keeps_protected_policies_unless_they_alone_exceed_keep(kuhn3):
+    evaluator = filled(kuhn3, [random_policies(kuhn3, p, 7, seed=20 + p) for p in range(3)], seed=6)
+    ids, ratings = evaluator.ids, evaluator.rate("deviation").ratings
+    by_rating = [[ids[p][i] for i in np.argsort(ratings[p], kind="stable")] for p in range(3)]
+    # player 0 protects its two lowest-rated, player 1 five policies (more than keep), player 2 none
+    protect = [by_rating[0][:2], by_rating[1][1:6], []]
+    pruned = evaluator.prune("deviation", keep=4, protect=protect)
+    assert pruned.protected == [sorted(ids) for ids in protect]
+    rated = [dict(zip(ids[p], np.round(ratings[p], 9))) for p in range(3)]
+    for p in range(3):
+        removed, kept = set(pruned.removed[p]), set(evaluator.ids[p])
+        assert len(removed) == 3 and removed | kept == set(ids[p])
+        open_removed = removed - set(protect[p])
+        open_kept = kept - set(protect[p])
+        if open_removed and open_kept:  # outside the protection: exactly the lowest-rated
+            assert max(rated[p][i] for i in open_removed) <= min(rated[p][i] for i in open_kept)
+    assert set(protect[0]) <= set(evaluator.ids[0])
+    assert set(pruned.removed[0]) == set(by_rating[0][2:5])
+    # unavoidable: both unprotected go, then the lowest-rated protected one
+    assert set(pruned.removed[1]) == {by_rating[1][0], by_rating[1][6], by_rating[1][1]}
+    assert set(pruned.removed[2]) == set(by_rating[2][:3])
+    with pytest.raises(MetaEvalError, match="no policy with id"):
+        evaluator.prune("deviation", keep=3, protect=[[99], [], []])
+    with pytest.raises(MetaEvalError, match="one list of ids per player"):
+        evaluator.prune("deviation", keep=3, protect=[[]])
+
+
 def test_prune_breaks_ties_by_the_seeded_generator(kuhn3):
     clones = [[policy_lib.TabularPolicy(kuhn3)] * 6 for _ in range(3)]  # all tied
     first = filled(kuhn3, clones, seed=1).prune("uniform", keep=3)

@@ -51,3 +51,20 @@ def test_rejected_model_change_is_an_error():
     status = highs.changeColsBounds(1, np.array([5], dtype=np.int32), np.zeros(1), np.ones(1))
     with pytest.raises(MetaEvalError, match="HiGHS rejected changeColsBounds"):
         lp.check(status, highs, "changeColsBounds")
+
+
+def test_solve_afresh_retries_on_new_models_until_one_is_solved(monkeypatch):
+    built, real_run = [], lp.run
+    def build():
+        built.append(one_variable(2.0))
+        return built[-1]
+    # The first three settings "fail" (as HiGHS 1.14 does on some degenerate LPs).
+    monkeypatch.setattr(lp, "run", lambda highs: len(built) > 3 and real_run(highs))
+    highs = lp.solve_afresh(build, "a tiny LP")
+    assert highs is built[3] and len({id(h) for h in built}) == 4
+    assert tolerance(highs) == 1e-9 and highs.getOptionValue("presolve")[1] == "off"
+
+
+def test_solve_afresh_names_every_setting_it_tried():
+    with pytest.raises(MetaEvalError, match="did not solve an infeasible LP: 'Infeasible' at 1e-10, presolve choose;.*1e-07, presolve off"):
+        lp.solve_afresh(lambda: one_variable(-1.0), "an infeasible LP")

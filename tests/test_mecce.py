@@ -189,3 +189,20 @@ def test_support_lp_runs_only_when_some_joint_loses_its_mass(monkeypatch):
 def test_constraint_rows_drop_zero_and_repeated_rows_keeping_order():
     m = np.array([[1.0, -0.0], [0.0, 0.0], [2.0, 1.0], [1.0, 0.0], [-0.0, 0.0], [2.0, 1.0]])
     np.testing.assert_array_equal(mecce_module._constraint_rows(m), [[1.0, 0.0], [2.0, 1.0]])
+
+
+def test_support_lp_does_not_count_joints_that_only_its_tolerance_admits():
+    """Agent57 replicate 10, the task player's maximin face: on the unbounded cone HiGHS
+    counted every task; only 4 carry mass, each confirmed by a normalised LP."""
+    from metaeval.ratings.nash import well_scaled
+    from metaeval.ratings.nash_zero_sum import maximin_value
+
+    payoffs = well_scaled(regression.load("agent57_bootstrap_replicate10").payoffs)[0][0]
+    face = maximin_value(-payoffs.T) + payoffs  # A y <= v for the task player's y
+    support = largest_support(face / np.abs(face).max())
+    for task in range(face.shape[1]):
+        best = linprog(-np.eye(face.shape[1])[task], A_ub=face, b_ub=np.full(len(face), 1e-12),
+                       A_eq=np.ones((1, face.shape[1])), b_eq=[1], method="highs",
+                       options={"primal_feasibility_tolerance": 1e-10})
+        assert (-best.fun > 1e-9) == support[task]
+    assert support.sum() == 4

@@ -62,6 +62,32 @@ def test_kemeny_dynamic_programme_matches_openspiel_enumeration(profile):
     outcome = kemeny_young.KemenyYoungVoting().run_election(profile.to_openspiel())
     assert ours.ranked_names() == outcome.ranking
     np.testing.assert_array_equal(ours.scores[list(ours.ranking)], outcome.scores)
+    # The integer program used above KEMENY_SUBSET_ALTERNATIVES: same order, ties included.
+    order = social_choice._kemeny_program(profile.preferences())
+    assert [profile.alternatives[i] for i in order] == outcome.ranking
+
+
+@settings(max_examples=15, deadline=None)
+@given(_profiles(min_alternatives=7, max_alternatives=9))
+def test_kemeny_integer_program_matches_the_subset_programme(profile):
+    counts = profile.preferences()
+    assert social_choice._kemeny_program(counts) == social_choice._kemeny_subsets(counts)
+
+
+def test_kemeny_integer_program_on_the_pentathlon_and_atari_games():
+    """The pentathlon's optimum C, A, B (value 10); 14 Atari games ordered by 8 agents'
+    scores (many tied pairs, so many optimal orders): the lexicographically first."""
+    assert social_choice._kemeny_program(PENTATHLON.preferences()) == [2, 0, 1]
+    table = data.load_table("atari_rainbow_table6").iloc[:, :14]
+    counts = Profile.from_game(data.agent_vs_task(table), 1).preferences()
+    assert social_choice._kemeny_program(counts) == social_choice._kemeny_subsets(counts)
+
+
+def test_kemeny_integer_program_out_of_time(monkeypatch):
+    monkeypatch.setattr(social_choice, "KEMENY_TIME_LIMIT", 0.0)
+    profile = Profile.from_game(data.agent_vs_task(data.load_table("atari_rainbow_table6").iloc[:, :14]), 1)
+    with pytest.raises(MetaEvalError, match="no proven optimum for 14 alternatives"):
+        social_choice.kemeny_young(profile)
 
 
 @settings(max_examples=25, deadline=None)

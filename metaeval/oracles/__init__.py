@@ -16,7 +16,8 @@ them, return the trained policy. The loop adds what is returned with ``evaluator
 - ``psro``: the exact best response in the full game to the opponents' mixture
   (the product of their marginals of sigma), as in PSRO (Lanctot et al. 2017);
 - ``jpsro``: the exact best response to the opponents' joint marginal of sigma,
-  JPSRO's CCE oracle (Marris et al. 2021);
+  JPSRO's CCE oracle (Marris et al. 2021); ``tie_break="openspiel"`` picks among tied
+  best actions as OpenSpiel's ``jpsro`` does;
 - ``random``: a random stochastic tabular policy (SPEC 3);
 - :func:`learned` (a factory: learner, episode budget) trains a policy from scratch
   against the opponents' joint marginal of sigma;
@@ -25,11 +26,11 @@ them, return the trained policy. The loop adds what is returned with ``evaluator
 - :func:`from_new_policy` wraps the population loop's ``new_policy(game, player, rng)`` hook.
 """
 
-from metaeval.oracles.best_response import jpsro, psro
+from metaeval.oracles.best_response import TIE_BREAKS, jpsro, psro
 from metaeval.oracles.learned import learned
 from metaeval.oracles.mutate import mutate
 from metaeval.oracles.random import from_new_policy, random
 
 ORACLES = {"psro": psro, "jpsro": jpsro, "random": random}
 
-__all__ = ["ORACLES", "from_new_policy", "jpsro", "learned", "mutate", "psro", "random"]
+__all__ = ["ORACLES", "TIE_BREAKS", "from_new_policy", "jpsro", "learned", "mutate", "psro", "random"]

@@ -179,13 +179,17 @@ def payoff_with_target(game: MetaGame, target: str, kernel_variance: float | Non
 
 def decloned(game: MetaGame) -> tuple[MetaGame, list[np.ndarray]]:
     """The game with each player's clone sets merged into their first member, whose payoff
-    to every other player is the mean over the set; and each player's set labels."""
+    to every other player is the mean over the set; and each player's set labels. The mean
+    is the first member's payoff plus the mean difference from it, so payoffs that agree
+    across a set are kept bit for bit."""
     labels = [clone_sets(game, p) for p in range(game.num_players)]
     payoffs = game.payoffs
     for p, label in enumerate(labels):
         merge = np.zeros((game.shape[p], label.max() + 1))
         merge[np.arange(game.shape[p]), label] = 1.0 / np.bincount(label)[label]
-        payoffs = np.moveaxis(np.tensordot(payoffs, merge, axes=([1 + p], [0])), -1, 1 + p)
+        first = np.take(payoffs, np.unique(label, return_index=True)[1], axis=1 + p)
+        differences = payoffs - np.take(first, label, axis=1 + p)
+        payoffs = first + np.moveaxis(np.tensordot(differences, merge, axes=([1 + p], [0])), -1, 1 + p)
     names = [[game.strategy_names[p][np.flatnonzero(label == s)[0]] for s in range(label.max() + 1)]
              for p, label in enumerate(labels)]
     return MetaGame(payoffs, strategy_names=names, player_names=game.player_names), labels

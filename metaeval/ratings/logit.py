@@ -10,8 +10,14 @@ equilibrium conditions over its support S:
 
     G_p(i, x_-p) = w_p  for i in S_p,     sum_{i in S_p} x_p(i) = 1,
 
-whose solution near the traced point is the branch's limit.  The refined point is kept
-only if its strategies are probabilities and its regret is below the traced one's.
+whose solution near the traced point is the branch's limit.  A refined point counts only
+if its strategies are probabilities and its regret is below the traced one's (else the
+traced point is returned). Where
+payoff ties give a continuum of equilibria, supports read off the traced point can also
+reach other exact equilibria of the same component (the king-of-the-hill game of Liu et
+al. 2025: the prompt player is indifferent at the limit, and dropping its near-tied
+prompts is exact too); of the refined points of lowest regret, the one nearest the
+traced point is returned.
 
 Above PATH_JOINTS joints the branch is traced here instead (:func:`trace_logit_branch`),
 by pygambit's predictor-corrector method but with each step's Jacobian built from a few
@@ -42,16 +48,19 @@ def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
         strategies = trace_logit_branch(payoffs, TRACE_REGRET)
     else:
         strategies = _gambit_logit(payoffs)
-    best = strategies, max_regret(payoffs, strategies)
+    traced_regret = max_regret(payoffs, strategies)
     supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
     supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
+    candidates = []
     for support in supports:
         refined = _refine(payoffs, strategies, support)
-        if refined is not None:
-            regret = max_regret(payoffs, refined)
-            if regret < best[1]:
-                best = refined, regret
-    return best[0]
+        if refined is not None and (regret := max_regret(payoffs, refined)) < traced_regret:
+            candidates.append((refined, regret))
+    if not candidates:
+        return strategies
+    lowest = min(regret for _, regret in candidates)
+    return min((x for x, regret in candidates if regret == lowest),
+               key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, strategies)))
 
 
 def _gambit_logit(payoffs: np.ndarray) -> list[np.ndarray]:
@@ -204,11 +213,12 @@ def payoff_against(payoffs: np.ndarray, strategies, player: int) -> np.ndarray:
 
 
 def max_regret(payoffs: np.ndarray, strategies) -> float:
-    """max_p [max_a G_p(a, x_-p) - G_p(x)], the largest gain from a unilateral deviation."""
+    """max_p [max_a G_p(a, x_-p) - G_p(x)], the largest gain from a unilateral deviation,
+    summed as x_p @ (max - G_p(., x_-p)): nonnegative terms, exactly 0 on exact ties."""
     gains = []
     for p, x in enumerate(strategies):
         values = payoff_against(payoffs, strategies, p)
-        gains.append(values.max() - values @ x)
+        gains.append(x @ (values.max() - values))
     return float(max(gains))
 
 

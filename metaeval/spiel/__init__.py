@@ -8,7 +8,7 @@
 """
 
 from metaeval.spiel.exact import ExactEvaluator, exact_metagame
-from metaeval.spiel.gap import CCEGap, CEGap, cce_gap, ce_gap
+from metaeval.spiel.gap import CCEGap, CEGap, cce_gap, ce_gap, openspiel_best_response
 from metaeval.spiel.policies import KINDS, policy_table, pyspiel_policies, random_policy
 from metaeval.spiel.population import Population
 from metaeval.spiel.sampled import joint_seed, joint_seeds, sample_joints, sampled_metagame
@@ -27,6 +27,7 @@ __all__ = [
     "game_tree",
     "joint_seed",
     "joint_seeds",
+    "openspiel_best_response",
     "policy_table",
     "pyspiel_policies",
     "random_policy",

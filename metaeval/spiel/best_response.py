@@ -20,20 +20,40 @@ import numpy as np
 from metaeval.spiel.tree import GameTree
 
 
-def best_response(tree: GameTree, player: int, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Best-response values ``[M]`` and chosen actions ``[S, M]`` for weights ``[Z, M]``."""
+def best_response(tree: GameTree, player: int, weights: np.ndarray,
+                  tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Best-response values ``[M]`` and chosen actions ``[S, M]`` for weights ``[Z, M]``.
+
+    At every state the choice is the lowest legal action whose value is within
+    ``tolerance * sum_z |w(z)|`` of the state's best (0: the first with the best value
+    in floating point, so near-ties are decided by rounding).
+    """
     layout = tree.players[player]
     num_states, num_actions = layout.legal.shape
     weights = np.asarray(weights, dtype=np.float64)
+    slack = tolerance * np.abs(weights).sum(axis=0)
     values = np.zeros((num_states * num_actions + 1, weights.shape[1]))
     np.add.at(values, tree.last_sequence[player], weights)
     choices = np.zeros((num_states, weights.shape[1]), dtype=np.int64)
     for rows in reversed(layout.levels):
         q = values[:-1].reshape(num_states, num_actions, -1)[rows]
         q = np.where(layout.legal[rows][:, :, None], q, -np.inf)
-        choices[rows] = q.argmax(axis=1)
-        np.add.at(values, layout.parent[rows], q.max(axis=1))
+        best = q.max(axis=1)
+        choices[rows] = (q >= (best - slack)[:, None, :]).argmax(axis=1)
+        np.add.at(values, layout.parent[rows], best)
     return values[-1], choices
+
+
+def reached_states(tree: GameTree, player: int, reach: np.ndarray) -> np.ndarray:
+    """``[S]`` whether each of ``player``'s states precedes a terminal of positive ``reach [Z]``
+    (e.g. chance times the opponents' reach): the states other players and chance can reach."""
+    layout = tree.players[player]
+    num_states, num_actions = layout.legal.shape
+    below = np.zeros(num_states * num_actions + 1)
+    np.add.at(below, tree.last_sequence[player], np.asarray(reach, dtype=np.float64) > 0)
+    for rows in reversed(layout.levels):
+        np.add.at(below, layout.parent[rows], below[:-1].reshape(num_states, num_actions)[rows].sum(axis=1))
+    return below[:-1].reshape(num_states, num_actions).sum(axis=1) > 0
 
 
 def pure_table(tree: GameTree, player: int, choices: np.ndarray) -> np.ndarray:

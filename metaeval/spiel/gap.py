@@ -24,9 +24,16 @@ from open_spiel.python import policy as policy_lib
 from metaeval import games
 from metaeval.equilibria import check_joint_distribution
 from metaeval.errors import MetaEvalError
-from metaeval.spiel.best_response import best_response, pure_table
+from metaeval.spiel.best_response import best_response, pure_table, reached_states
 from metaeval.spiel.exact import CHUNK_ELEMENTS, ExactEvaluator
 from metaeval.spiel.policies import tabular_policy
+
+
+#: OpenSpiel's JPSRO drops joint and opponents' marginal masses below this (its ``DIST_TOL``).
+OPENSPIEL_DIST_TOL = 1e-8
+#: Best-response actions within this fraction of the total absolute weight of the best are
+#: tied in :func:`openspiel_best_response`.
+TIE_TOLERANCE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -80,6 +87,35 @@ def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> 
         on_policy_values=tuple(follow for _, follow, _ in deviations),
         best_responses=tuple(responses for _, _, responses in deviations),
     )
+
+
+def openspiel_best_response(game, population, sigma, player: int,
+                             evaluator: ExactEvaluator | None = None) -> policy_lib.TabularPolicy:
+    """The best response OpenSpiel's JPSRO adds for ``player`` against sigma
+    (``jpsro.find_best_response`` with ``target_equilibrium="cce"``, i.e. ``pyspiel.cce_dist``):
+
+    - masses of sigma, then of the opponents' joint marginal, below ``OPENSPIEL_DIST_TOL``
+      are dropped and the rest renormalised, as jpsro does;
+    - at states that chance and the opponents never reach: uniform over the legal actions
+      (OpenSpiel's ``TabularBestResponse`` never visits them and keeps its uniform default);
+    - elsewhere the lowest legal action whose value is within ``TIE_TOLERANCE`` of the best
+      (``TabularBestResponse`` keeps the first action strictly better than all before it, so
+      exact ties go to the lowest action; near-ties left by rounding count as ties here).
+    """
+    tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
+    opponents = _drop_small(np.moveaxis(_drop_small(sigma), player, 0).sum(axis=0))
+    reach = tree.chance * conditional_reach(reaches, np.expand_dims(opponents, player), player)[:, 0]
+    _, choices = best_response(tree, player, (reach * tree.returns[:, player])[:, None], TIE_TOLERANCE)
+    table = pure_table(tree, player, choices[:, 0])
+    layout = tree.players[player]
+    unreached = ~reached_states(tree, player, reach)
+    table[unreached] = layout.legal[unreached] / layout.legal[unreached].sum(axis=1, keepdims=True)
+    return tabular_policy(layout, table)
+
+
+def _drop_small(distribution: np.ndarray) -> np.ndarray:
+    kept = np.where(distribution < OPENSPIEL_DIST_TOL, 0.0, distribution)
+    return kept / kept.sum()
 
 
 def _deviations(tree, reaches, sigma, player: int, per_recommendation: bool):

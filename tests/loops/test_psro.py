@@ -7,6 +7,7 @@ from open_spiel.python import policy as policy_lib
 from open_spiel.python.algorithms import exploitability, policy_aggregator
 
 from metaeval import MetaEvalError, cli, games, rundir, spiel
+from metaeval.meta_solvers import marginals
 from metaeval.loops.psro import PSRO, PSROConfig, psro
 from tests.conftest import without_timings
 
@@ -48,9 +49,9 @@ def test_jpsro_gap_agrees_with_openspiels_cce_dist():
     assert records[-1]["cce_gap"] == pytest.approx(expected, abs=1e-7)
 
 
-def test_a_cap_removes_exactly_the_lowest_rated():
-    records = psro(PSROConfig(game="kuhn_3p", solver="deviation", iterations=6, cap=3), progress=False)
-    assert max(max(r["sizes"]) for r in records) == 3
+def check_pruning(records, cap):
+    """Every prune kept the protected ids (unless they alone exceeded the cap, then lost their
+    lowest-rated) and removed exactly the lowest-rated of the others, on the logged ratings."""
     pruned_somewhere = False
     for record in records:
         if record["prune_ratings"] is None:
@@ -58,19 +59,51 @@ def test_a_cap_removes_exactly_the_lowest_rated():
         for p in range(3):
             ids = record["policy_ids"][p] + record["added"][p]
             ratings = dict(zip(ids, np.round(record["prune_ratings"][p], 9)))
-            removed = record["pruned"][p]
-            assert len(removed) == len(ids) - 3
-            kept = set(ids) - set(removed)
-            if removed:
-                pruned_somewhere = True
-                assert max(ratings[i] for i in removed) <= min(ratings[i] for i in kept)
-    assert pruned_somewhere
+            removed, protected = set(record["pruned"][p]), set(record["protected"][p])
+            assert len(removed) == max(0, len(ids) - cap)
+            kept = set(ids) - removed
+            pruned_somewhere |= bool(removed)
+            if len(protected) <= cap:
+                assert not removed & protected
+                others_kept = kept - protected
+                if removed and others_kept:
+                    assert max(ratings[i] for i in removed) <= min(ratings[i] for i in others_kept)
+            else:  # unavoidable: all the others go, then the lowest-rated protected
+                assert set(ids) - protected <= removed
+                assert max(ratings[i] for i in removed & protected) <= min(ratings[i] for i in kept)
+    return pruned_somewhere
+
+
+def test_a_cap_removes_exactly_the_lowest_rated_outside_the_support():
+    records = psro(PSROConfig(game="kuhn_3p", solver="deviation", iterations=8, cap=3), progress=False)
+    assert max(max(r["sizes"]) for r in records) == 3
+    assert check_pruning(records, 3)
     for before, after in zip(records, records[1:]):
         for p in range(3):
             survivors = set(before["policy_ids"][p] + before["added"][p]) - set(before["pruned"][p])
             assert set(after["policy_ids"][p]) == survivors
 
 
+@pytest.mark.parametrize("solver", ["deviation", "mgcce"])
+def test_a_capped_run_stays_converged_and_keeps_the_meta_distribution_available(solver):
+    run = PSRO(PSROConfig(game="kuhn_3p", solver=solver, iterations=22, cap=8))
+    evaluator, prune = run.evaluator, run.evaluator.prune
+    lost_mass = []
+
+    def watched_prune(*args, **kwargs):  # the mass the grown population's sigma puts on removed policies
+        sigma = marginals(evaluator.meta_distribution(solver))
+        ids = evaluator.ids
+        result = prune(*args, **kwargs)
+        lost_mass.append(max(sum(m for i, m in zip(ids[p], sigma[p]) if i in result.removed[p]) for p in range(3)))
+        return result
+
+    evaluator.prune = watched_prune
+    records = run.run(progress=False)
+    assert check_pruning(records, 8)
+    assert lost_mass and max(lost_mass) < 1e-8
+    gaps = [r["cce_gap"] for r in records]
+    converged = next(i for i, g in enumerate(gaps) if g <= 1e-9)
+    assert converged <= len(gaps) - 5 and max(gaps[converged:]) <= 1e-9
 def test_resume_gives_the_uninterrupted_run(tmp_path):
     config = PSROConfig(game="kuhn_3p", solver="mecce", iterations=4, cap=2, prune_by="uniform", seed=3)
     whole = psro(config, out=tmp_path / "whole", progress=False)
@@ -113,3 +146,42 @@ def test_cli_runs_psro_and_reports_bad_input_in_one_line(tmp_path, capsys):
     assert cli.main(["psro", "--solver", "gini", "--out", str(tmp_path / "x")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("metaeval: error: unknown meta-solver 'gini'") and "\n" not in err
+
+
+def test_openspiel_tie_break_holds_the_populations_of_openspiels_jpsro():
+    from open_spiel.python.algorithms import jpsro
+
+    game, iterations = games.load("kuhn_3p"), 5
+    theirs = []
+
+    def callback(iteration, *args):
+        theirs.append((args[1], float(sum(args[9][-1]))))  # policies per player, train gap
+        return args[-1]
+
+    jpsro.run_loop(game, "kuhn_3p", iterations=iterations - 1, policy_init="uniform", target_equilibrium="cce",
+                   train_meta_solver="mgcce", eval_meta_solver="uni", callback=callback)
+    runs = {tie_break: PSRO(PSROConfig(game="kuhn_3p", solver="mgcce", iterations=iterations, tie_break=tie_break))
+            for tie_break in ("openspiel", "first")}
+    records = {tie_break: run.run(progress=False) for tie_break, run in runs.items()}
+    ours = runs["openspiel"].evaluator
+    for p in range(3):
+        rows = [policy_lib.TabularPolicy(game, players=(p,)).state_lookup[k]
+                for k in spiel.game_tree(game).players[p].keys]
+        expected = [pi.action_probability_array[rows] for pi in theirs[-1][0][p]]
+        got = [ours.policy(p, i).action_probability_array for i in ours.ids[p]]
+        assert len(got) == len(expected) == iterations + 1
+        for a, b in zip(got, expected):
+            np.testing.assert_array_equal(a, b)
+    for record, (_, gap) in zip(records["openspiel"], theirs):
+        assert record["cce_gap"] == pytest.approx(gap, abs=1e-5)
+    # the default's choice among ties differs, so the check has teeth
+    assert records["first"][1]["cce_gap"] > theirs[1][1] + 0.1
+
+
+def test_tie_break_is_checked_and_resumes_runs_stored_without_it():
+    with pytest.raises(MetaEvalError, match="tie_break"):
+        PSROConfig(tie_break="last")
+    with pytest.raises(MetaEvalError, match="jpsro oracle"):
+        PSROConfig(oracle="psro", tie_break="openspiel")
+    assert "tie_break" not in PSROConfig().result_settings()
+    assert PSROConfig(tie_break="openspiel").result_settings()["tie_break"] == "openspiel"

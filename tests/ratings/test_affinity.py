@@ -111,18 +111,29 @@ def test_decloned_shortcut_agrees_with_the_exponential_cone_program():
         np.testing.assert_allclose(r, s, atol=1e-9)
 
 
-@pytest.mark.xfail(strict=True, reason="open: on the de-cloned king-of-the-hill game the hardened logit "
-                   "refinement ends at another exact equilibrium (ratings -1, -1, 0, -0.5), not the traced one")
 def test_king_of_the_hill_lle_ends_with_the_king_on_c():
-    """u_king(p, i, j) = clip(S[p, i] - S[p, j], -2, 2) / 2: the traced logit branch ends with
-    the king on model C, an exact equilibrium, with or without copies of prompt 1."""
+    """u_king(p, i, j) = clip(S[p, i] - S[p, j], -2, 2) / 2. King C, rebel D is an equilibrium
+    for every prompt mix q with q_3 >= 2/3 (rebel B pays -q_3 + (q_1 + q_2)/2 against -1/2
+    for D; every prompt pays 1/2): a continuum. The logit branch (pseudo-arclength
+    continuation; it folds back near lambda = 27 with the king mixing B and C) ends there.
+    The rebel's mass on B decays only like 1/lambda, not exponentially, so B's payoff gap
+    and q_3 - 2/3 go to 0; prompts 1 and 2 are paid alike up to the king's exponentially
+    small mass on A. The limit is q = (1/6, 1/6, 2/3), king ratings (-0.75, -0.5, 0, -0.5);
+    the prompt-1 copies share prompt 1's mass."""
     scores = np.array([[3, 2, 1, 0], [0, 3, 2, 1], [1, 1, 3, 2]], dtype=float)
+    games = []
     for copies in (0, 5):
         s = np.vstack([scores, np.repeat(scores[1:2], copies, axis=0)])
         king = np.moveaxis(np.clip(s[:, :, None] - s[:, None, :], -2, 2) / 2, 0, -1)
         rebel = np.where(np.eye(4, dtype=bool)[:, :, None], -1.0, -king)
-        game = metaeval.MetaGame(np.stack([king, rebel, np.abs(king)]))
+        games.append(metaeval.MetaGame(np.stack([king, rebel, np.abs(king)])))
+    # De-cloning keeps payoffs shared by a clone set bit for bit: the same game.
+    np.testing.assert_array_equal(affinity.decloned(games[1])[0].payoffs, games[0].payoffs)
+    for game in games:
         rating = metaeval.rate(game, "nash", target="affinity")
         np.testing.assert_allclose(rating.ratings[0], [-0.75, -0.5, 0, -0.5], atol=1e-6)
         np.testing.assert_allclose(rating.distribution[0], [0, 0, 1, 0], atol=1e-6)
+        prompts = rating.distribution[2]
+        np.testing.assert_allclose([prompts[0], prompts[1] + prompts[3:].sum(), prompts[2]],
+                                   [1 / 6, 1 / 6, 2 / 3], atol=1e-6)
         assert rating.diagnostics["max_regret"] < 1e-9

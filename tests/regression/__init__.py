@@ -26,6 +26,15 @@ GAMES = {
         "iteration 92: the loop's MECCE Newton stopped at a KKT residual of 5.6e-7 with f 5e-3 "
         "above its minimum; damped Newton reaches the minimum"
     ),
+    "agent57_bootstrap_replicate10": (
+        "metaeval.rate(agent-vs-task game of the shipped Agent57 table, 'nash', bootstrap=200, "
+        "seed=0), replicate 10: the task player's largest-support LP on the unbounded cone ended "
+        "'Not Set', and without presolve counted all 57 tasks where 4 are feasible"
+    ),
+    "agent57_bootstrap_replicate79": (
+        "the same bootstrap with 'payoff', replicate 79: HiGHS ends the MECCE's largest-support "
+        "LP 'Unknown' at a feasibility tolerance of 1e-10 and solves a fresh model at 1e-7"
+    ),
 }
 
 

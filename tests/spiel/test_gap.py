@@ -1,14 +1,17 @@
 """Full-game CCE/CE gaps against pyspiel.cce_dist, Nash equilibria of Kuhn poker, and bounds."""
 
 import numpy as np
+import pyspiel
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from open_spiel.python import policy as policy_lib
 from open_spiel.python.algorithms import cfr, exploitability
 
 from metaeval import MetaEvalError, equilibria, games
-from metaeval.spiel import ExactEvaluator, Population, cce_gap, ce_gap, exact_metagame
-from tests.spiel.references import cce_dist, jpsro_ce_gains, kuhn_nash
+from metaeval.spiel import (ExactEvaluator, Population, cce_gap, ce_gap, exact_metagame, game_tree,
+                            openspiel_best_response)
+from tests.spiel.references import cce_dist, correlation_device, jpsro_ce_gains, kuhn_nash
 
 
 def dirichlet_sigma(sizes, seed, concentration=1.0):
@@ -148,3 +151,19 @@ def test_population_of_another_game_is_rejected():
     pop = Population.random("kuhn_2p", 2, seed=0)
     with pytest.raises(MetaEvalError, match="population is for kuhn_poker\\(players=2\\), not sheriff"):
         cce_gap("sheriff", pop, np.full((2, 2), 0.25))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_openspiel_best_response_is_the_policy_cce_dist_returns(seed):
+    game = games.load("kuhn_3p")
+    pop = Population.random(game, 3, seed=seed, kind="deterministic")
+    sigma = sparse_sigma(pop.sizes, seed=seed, support=3)
+    uniform_rows = 0
+    for p in range(3):
+        ours = openspiel_best_response(game, pop, sigma, p).action_probability_array
+        info = pyspiel.cce_dist(game, correlation_device(pop, sigma), p, prob_cut_threshold=0.0)
+        theirs = policy_lib.pyspiel_policy_to_python_policy(game, info.best_response_policies[0], players=(p,))
+        rows = [theirs.state_lookup[key] for key in game_tree(game).players[p].keys]
+        np.testing.assert_array_equal(ours, theirs.action_probability_array[rows])
+        uniform_rows += int(np.sum(ours.max(axis=1) < 1))
+    assert uniform_rows > 0  # states the opponents never reach are played uniformly, as OpenSpiel does
