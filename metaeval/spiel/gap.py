@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from open_spiel.python import policy as policy_lib
+from threadpoolctl import threadpool_limits
 
 from metaeval import games
 from metaeval.equilibria import check_joint_distribution
@@ -193,16 +194,17 @@ def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int)
     num_terminals = reaches[0].shape[0]
     step = max(1, CHUNK_ELEMENTS // sigma.size)
     result = np.empty((num_terminals, sigma.shape[player]))
-    for start in range(0, num_terminals, step):
-        stop = min(start + step, num_terminals)
-        first = reaches[others[0]][start:stop]  # [z, K_q]
-        partial = first @ np.moveaxis(table, 1, 0).reshape(first.shape[1], -1)  # [z, K_p * rest]
-        partial = partial.reshape(stop - start, table.shape[0], -1)
-        for q in others[1:]:
-            r = reaches[q][start:stop]
-            partial = partial.reshape(stop - start, table.shape[0], r.shape[1], -1)
-            partial = np.einsum("zkjr,zj->zkr", partial, r)
-        result[start:stop] = partial.reshape(stop - start, -1)
+    with threadpool_limits(1, user_api="blas"):  # many small products: threads cost more than they give
+        for start in range(0, num_terminals, step):
+            stop = min(start + step, num_terminals)
+            first = reaches[others[0]][start:stop]  # [z, K_q]
+            partial = first @ np.moveaxis(table, 1, 0).reshape(first.shape[1], -1)  # [z, K_p * rest]
+            partial = partial.reshape(stop - start, table.shape[0], -1)
+            for q in others[1:]:
+                r = reaches[q][start:stop]
+                partial = partial.reshape(stop - start, table.shape[0], r.shape[1], -1)
+                partial = np.einsum("zkjr,zj->zkr", partial, r)
+            result[start:stop] = partial.reshape(stop - start, -1)
     return result
 
 
