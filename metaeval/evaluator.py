@@ -295,7 +295,8 @@ class Evaluator:
 
     def gap(self, sigma) -> spiel.CCEGap:
         """The full-game CCE gap of ``sigma`` (SPEC 4), with each player's best response
-        to the opponents' joint marginal of sigma (cached for the last sigma)."""
+        to the opponents' joint marginal of sigma (cached for the last sigma); on the Ray
+        actors with ``workers > 1`` or an address, with the same result."""
         population = self.population
         sigma = np.asarray(sigma, dtype=np.float64)
         key = (self._key(), sigma.shape, sigma.tobytes())

@@ -23,6 +23,7 @@ import numpy as np
 
 from metaeval import games
 from metaeval.errors import MetaEvalError
+from metaeval.spiel.exact import ExactEvaluator
 from metaeval.spiel.gap import GapPiece, piece_values
 
 #: Upper bound on the elements of one ``[joints, terminals]`` intermediate.
@@ -160,8 +161,6 @@ class ShardEvaluator:
     def _reach_rows(self, columns) -> list[list[np.ndarray]]:
         """Per player, the reach rows ``[Z]`` of the policies with these tokens (cached)."""
         if self._exact is None:
-            from metaeval.spiel.exact import ExactEvaluator
-
             self._exact = ExactEvaluator(self.game)
             tree = self._exact.tree
             self._weights = np.ascontiguousarray((tree.chance[:, None] * tree.returns).T)
