@@ -17,7 +17,7 @@ import statistics
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
 
-PARTS = ("build", "rate", "gap", "replace")
+PARTS = ("build", "rate", "solve", "gap", "replace")
 
 
 def main(argv=None) -> None:

@@ -28,7 +28,7 @@ import pyspiel
 from open_spiel.python import policy as policy_lib
 
 from metaeval import games, matchmaking, meta_solvers, rundir, spiel
-from metaeval.distributed import build_metagame
+from metaeval.distributed import build_metagame, cce_gap
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
@@ -61,7 +61,8 @@ class Evaluator:
             enumerable (policies are stored as tables, and the CCE gap walks the tree).
         mode: ``"exact"`` meta-games, or ``"sampled"`` from ``episodes`` per joint.
         episodes: episodes per joint in sampled mode.
-        workers, address: Ray actors building the meta-game (see ``build_metagame``).
+        workers, address: Ray actors building the meta-game (see ``build_metagame``) and
+            computing the CCE gap (``metaeval.distributed.cce_gap``).
         seed: seeds sampled entries and the generator that breaks rating ties.
         population: an initial :class:`metaeval.spiel.Population` (kept with its ids).
         metagame: a meta-game built earlier for this population's lineage (e.g. kept
@@ -294,12 +295,14 @@ class Evaluator:
 
     def gap(self, sigma) -> spiel.CCEGap:
         """The full-game CCE gap of ``sigma`` (SPEC 4), with each player's best response
-        to the opponents' joint marginal of sigma (cached for the last sigma)."""
+        to the opponents' joint marginal of sigma (cached for the last sigma); on the Ray
+        actors with ``workers > 1`` or an address, with the same result."""
         population = self.population
         sigma = np.asarray(sigma, dtype=np.float64)
         key = (self._key(), sigma.shape, sigma.tobytes())
         if self._gap_cache is None or self._gap_cache[0] != key:
-            self._gap_cache = (key, spiel.cce_gap(self.game, population, sigma, evaluator=self._exact))
+            self._gap_cache = (key, cce_gap(self.game, population, sigma, workers=self.workers, address=self.address,
+                                            evaluator=self._exact, log_dir=self.log_dir))
         return self._gap_cache[1]
 
     def openspiel_best_response(self, player: int, sigma) -> policy_lib.TabularPolicy:

@@ -16,10 +16,11 @@ import pyspiel
 import pytest
 from open_spiel.python import policy as policy_lib
 
-from metaeval import MetaEvalError, MetaGame, games, spiel
-from metaeval.distributed import build_metagame, current_pool, last_build, shutdown
+from metaeval import Evaluator, MetaEvalError, MetaGame, games, spiel
+from metaeval.distributed import build_metagame, cce_gap, current_pool, last_build, shutdown
 from metaeval.distributed.evaluator import ShardEvaluator, contract
 from metaeval.distributed.registry import PolicyRegistry
+from metaeval.spiel.tree import game_tree
 
 
 @pytest.fixture(scope="module")
@@ -399,6 +400,41 @@ def test_policies_that_cannot_be_sent_raise(kuhn, ray_session):
     unpicklable = spiel.Population(kuhn, policies, population.ids)
     with pytest.raises(MetaEvalError, match="policy 1 of player 2 cannot be sent to Ray workers"):
         build_metagame(kuhn, unpicklable, mode="sampled", episodes=4, workers=2)
+
+
+def _same_gap(a, b):
+    assert a.total == b.total
+    for x, y in ((a.per_player, b.per_player), (a.best_response_values, b.best_response_values),
+                 (a.on_policy_values, b.on_policy_values)):
+        assert np.array_equal(x, y)
+    for x, y in zip(a.best_responses, b.best_responses):
+        assert np.array_equal(x.action_probability_array, y.action_probability_array)
+
+
+@pytest.mark.parametrize("name, size, piece", [("kuhn_3p", 4, None), ("leduc_2p", 3, 1000)])
+def test_pool_cce_gap_equals_in_process_bit_for_bit(name, size, piece, ray_session, monkeypatch):
+    game = games.load(name)
+    if piece is not None:  # several pieces per player (leduc_2p has 5,520 terminals)
+        monkeypatch.setattr(spiel.gap, "PIECE_TERMINALS", piece)
+    population = spiel.Population.random(game, size, seed=2)
+    sigma = np.random.default_rng(3).dirichlet(np.ones(size ** game.num_players())).reshape(population.sizes)
+    calls = []
+    pooled = cce_gap(game, population, sigma, workers=2, progress=lambda done, total: calls.append((done, total)))
+    local = spiel.cce_gap(game, population, sigma)
+    _same_gap(pooled, local)
+    assert pooled.total > 0.1
+    terminals = game_tree(game).num_terminals
+    assert calls[-1] == (game.num_players() * terminals, game.num_players() * terminals)
+    assert len(calls) == len(spiel.gap.gap_pieces(game_tree(game), per_recommendation=False))
+
+
+def test_an_evaluator_on_workers_gives_the_in_process_gap(kuhn, ray_session):
+    population = spiel.Population.random(kuhn, 3, seed=8)
+    sigma = np.random.default_rng(1).dirichlet(np.ones(27)).reshape(3, 3, 3)
+    shutdown()
+    _same_gap(Evaluator(kuhn, workers=2, population=population).gap(sigma),
+              Evaluator(kuhn, population=population).gap(sigma))
+    assert len(current_pool().pids()) == 2  # the gap started the pool
 
 
 def test_ray_address_variable_selects_the_pool(kuhn, ray_session, monkeypatch):

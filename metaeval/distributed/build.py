@@ -148,7 +148,7 @@ def build_metagame(
     address = resolve_address(address)
     plan = plan_build(population, previous, mode, episodes)
     use_pool = workers > 1 or address is not None
-    backend = _pool(game, workers, address, log_dir) if use_pool else _local(game)
+    backend = actor_pool(game, workers, address, log_dir) if use_pool else _local(game)
     if mode == "exact":
         count = workers if use_pool else 1
     else:
@@ -206,7 +206,8 @@ def _local(game) -> _LocalBackend:
     return backend
 
 
-def _pool(game, workers: int, address, log_dir) -> EvaluatorPool:
+def actor_pool(game, workers: int, address, log_dir) -> EvaluatorPool:
+    """The process's actor pool for this game, workers and cluster (started, or the last one kept)."""
     pool = _State.pool
     if pool is None or not pool.matches(game, workers, address):
         if pool is not None:

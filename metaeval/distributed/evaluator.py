@@ -10,6 +10,9 @@ Each entry is a row of elementwise products reduced along its own contiguous row
 other joints share the shard, on the shard's size, or on the number of workers.
 A matrix product (BLAS) would be faster but picks its blocking from the shape of
 the whole shard, and gemv/gemm kernels round differently.
+
+A :class:`GapTask` is a piece of the full-game CCE gap (:mod:`metaeval.spiel.gap`),
+computed from the same cached reach rows by the same function as in-process.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ import numpy as np
 
 from metaeval import games
 from metaeval.errors import MetaEvalError
+from metaeval.spiel.exact import ExactEvaluator
+from metaeval.spiel.gap import GapPiece, piece_values
 
 #: Upper bound on the elements of one ``[joints, terminals]`` intermediate.
 CHUNK_ELEMENTS = 1 << 20
@@ -68,6 +73,28 @@ class ShardResult:
         return len(self.mean)
 
 
+@dataclass(frozen=True)
+class GapTask:
+    """A piece of a CCE gap: ``columns``, per player, the tokens of the population's policies."""
+
+    index: int
+    columns: tuple[tuple[int, ...], ...]
+    sigma: np.ndarray
+    piece: GapPiece
+
+    tokens = ShardTask.tokens
+
+
+@dataclass(frozen=True)
+class GapResult:
+    """A piece's on-policy values and deviation weights per sequence (``piece_values``)."""
+
+    index: int
+    follow: np.ndarray
+    sequences: np.ndarray
+    evaluated: int  # terminals of the piece
+
+
 def contract(reaches, joints: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Exact payoffs ``[M, N]`` of ``joints`` from reach rows ``reaches[p] [k_p, Z]``
     and weighted returns ``weights [N, Z]`` (SPEC 3), each entry shard-invariant."""
@@ -108,10 +135,12 @@ class ShardEvaluator:
             self._reach.pop(token, None)
 
     # -- evaluation -------------------------------------------------------------
-    def evaluate(self, task: ShardTask) -> ShardResult:
+    def evaluate(self, task: ShardTask | GapTask) -> ShardResult | GapResult:
         missing = self.missing(task.tokens)
         if missing:
             raise MetaEvalError(f"shard {task.index}: no policy for tokens {missing}")
+        if isinstance(task, GapTask):
+            return self._gap_piece(task)
         if task.mode == "exact":
             return ShardResult(task.index, self._exact_values(task))
         if task.mode == "sampled":
@@ -119,21 +148,31 @@ class ShardEvaluator:
         raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {task.mode!r}")
 
     def _exact_values(self, task: ShardTask) -> np.ndarray:
-        if self._exact is None:
-            from metaeval.spiel.exact import ExactEvaluator
+        reaches = [np.stack(rows) for rows in self._reach_rows(task.columns)]
+        return contract(reaches, task.joints, self._weights)
 
+    def _gap_piece(self, task: GapTask) -> GapResult:
+        piece = task.piece
+        reaches = [np.stack([row[piece.start : piece.stop] for row in rows], axis=1)
+                   for rows in self._reach_rows(task.columns)]
+        follow, sequences = piece_values(self._exact.tree, reaches, task.sigma, piece)
+        return GapResult(task.index, follow, sequences, piece.stop - piece.start)
+
+    def _reach_rows(self, columns) -> list[list[np.ndarray]]:
+        """Per player, the reach rows ``[Z]`` of the policies with these tokens (cached)."""
+        if self._exact is None:
             self._exact = ExactEvaluator(self.game)
             tree = self._exact.tree
             self._weights = np.ascontiguousarray((tree.chance[:, None] * tree.returns).T)
-        reaches = []
-        for player, tokens in enumerate(task.columns):
+        result = []
+        for player, tokens in enumerate(columns):
             new = [t for t in tokens if t not in self._reach]
             if new:
                 matrix = self._exact.reach_matrix(player, [self._policies[t] for t in new])
                 for column, token in enumerate(new):
                     self._reach[token] = np.ascontiguousarray(matrix[:, column])
-            reaches.append(np.stack([self._reach[t] for t in tokens]))
-        return contract(reaches, task.joints, self._weights)
+            result.append([self._reach[t] for t in tokens])
+        return result
 
     def _sampled(self, task: ShardTask) -> ShardResult:
         from metaeval.spiel.sampled import joint_seed, sample_joints

@@ -75,6 +75,14 @@ class Shard:
     rows: np.ndarray
     task: ShardTask
 
+    def describe(self, count: int) -> str:
+        """``shard 3 of 8 (policy ids (0, 1, 2)..(0, 3, 7), 32 entries)``."""
+        first, last = self.task.ids[0], self.task.ids[-1]
+        return (
+            f"shard {self.task.index} of {count} (policy ids {tuple(int(i) for i in first)}.."
+            f"{tuple(int(i) for i in last)}, {len(self.rows)} entries)"
+        )
+
 
 def plan_build(population, previous: MetaGame | None, mode: str, episodes: int) -> BuildPlan:
     """Copy every joint whose policies all appear in ``previous``; evaluate the others.

@@ -122,7 +122,8 @@ class EvaluatorPool:
     def run(
         self, shards, sync: Sync, progress: Progress, max_retries: int, shard_timeout: float = SHARD_TIMEOUT
     ) -> tuple[list, int]:
-        """Evaluate every shard once; returns the results in shard order and the retries."""
+        """Evaluate every shard (a ``.task`` for the actors, ``.describe(count)`` for errors)
+        once; returns the results in shard order and the retries."""
         try:
             self._publish(sync)
             return self._dispatch(shards, progress, max_retries, shard_timeout)
@@ -158,7 +159,7 @@ class EvaluatorPool:
             failures[i] += 1
             if failures[i] > max_retries:
                 raise MetaEvalError(
-                    f"{describe(shards[i], len(shards))} failed {failures[i]} times "
+                    f"{shards[i].describe(len(shards))} failed {failures[i]} times "
                     f"(retries allowed: {max_retries}); last error: {reason}"
                 ) from None
             self._replace(slot)
@@ -225,15 +226,6 @@ class EvaluatorPool:
         self._slots, self._refs = [], {}
         self.registry = PolicyRegistry()
         self.closed = True
-
-
-def describe(shard, count: int) -> str:
-    """``shard 3 of 8 (policy ids (0, 1, 2)..(0, 3, 7), 32 entries)``."""
-    first, last = shard.task.ids[0], shard.task.ids[-1]
-    return (
-        f"shard {shard.task.index} of {count} (policy ids {tuple(int(i) for i in first)}.."
-        f"{tuple(int(i) for i in last)}, {len(shard.rows)} entries)"
-    )
 
 
 def _cause(exc) -> str:

@@ -1,4 +1,4 @@
-"""Progress of a build, counted in meta-game entries."""
+"""Progress of a build (counted in meta-game entries) or of a CCE gap (in terminals)."""
 
 from __future__ import annotations
 
@@ -13,13 +13,14 @@ class Progress:
             or False force it on or off, and a callable ``progress(done, total)``
             is called instead of a bar after each finished shard.
         total: entries to evaluate.
+        desc, unit: the bar's label and unit.
     """
 
-    def __init__(self, progress, total: int):
+    def __init__(self, progress, total: int, desc: str = "meta-game", unit: str = "entry"):
         self.done, self.total = 0, total
         self._callback = progress if callable(progress) else None
         disable = True if self._callback or total == 0 else None if progress is None else not progress
-        self._bar = tqdm(total=total, unit="entry", desc="meta-game", disable=disable, leave=False)
+        self._bar = tqdm(total=total, unit=unit, desc=desc, disable=disable, leave=False)
 
     def advance(self, entries: int) -> None:
         self.done += entries

@@ -28,13 +28,27 @@ def best_response(tree: GameTree, player: int, weights: np.ndarray,
     ``tolerance * sum_z |w(z)|`` of the state's best (0: the first with the best value
     in floating point, so near-ties are decided by rounding).
     """
-    layout = tree.players[player]
-    num_states, num_actions = layout.legal.shape
     weights = np.asarray(weights, dtype=np.float64)
     slack = tolerance * np.abs(weights).sum(axis=0)
+    return backward_pass(tree, player, sequence_weights(tree, player, weights), slack)
+
+
+def sequence_weights(tree: GameTree, player: int, weights: np.ndarray, start: int = 0) -> np.ndarray:
+    """``[S*A + 1, M]``: per sequence of ``player``, the summed weights (in terminal order) of
+    the terminals it ends, from weights ``[z, M]`` of the terminals ``start .. start + z``."""
+    num_states, num_actions = tree.players[player].legal.shape
     values = np.zeros((num_states * num_actions + 1, weights.shape[1]))
-    np.add.at(values, tree.last_sequence[player], weights)
-    choices = np.zeros((num_states, weights.shape[1]), dtype=np.int64)
+    np.add.at(values, tree.last_sequence[player][start : start + len(weights)], weights)
+    return values
+
+
+def backward_pass(tree: GameTree, player: int, values: np.ndarray,
+                  slack: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`best_response` from the terminals' weights per sequence ``values [S*A + 1, M]``
+    (:func:`sequence_weights`; overwritten); ``slack``: the tie tolerance in absolute terms."""
+    layout = tree.players[player]
+    num_states, num_actions = layout.legal.shape
+    choices = np.zeros((num_states, values.shape[1]), dtype=np.int64)
     for rows in reversed(layout.levels):
         q = values[:-1].reshape(num_states, num_actions, -1)[rows]
         q = np.where(layout.legal[rows][:, :, None], q, -np.inf)

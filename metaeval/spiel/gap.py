@@ -12,6 +12,13 @@ a contraction of sigma with the opponents' reach matrices. Then
 
 Per-player gains are floored at 0, as OpenSpiel's ``cce_dist`` and JPSRO do: a
 correlated mixture can be worth more to p than any unilateral policy.
+
+The work is cut into pieces, one per player and run of ``PIECE_TERMINALS`` terminals
+(:func:`gap_pieces`): a piece yields its on-policy values and its terminals' deviation
+weights summed per sequence of the player (:func:`piece_values`), and the pieces are summed
+in order before the best responses' backward pass (:func:`cce_from_pieces`). The pieces depend on
+the game alone, so a gap is the same bit for bit in-process and on Ray actors
+(:func:`metaeval.distributed.cce_gap`).
 """
 
 from __future__ import annotations
@@ -20,11 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 from open_spiel.python import policy as policy_lib
+from threadpoolctl import threadpool_limits
 
 from metaeval import games
 from metaeval.equilibria import check_joint_distribution
 from metaeval.errors import MetaEvalError
-from metaeval.spiel.best_response import best_response, pure_table, reached_states
+from metaeval.spiel.best_response import (backward_pass, best_response, pure_table, reached_states,
+                                          sequence_weights)
 from metaeval.spiel.exact import CHUNK_ELEMENTS, ExactEvaluator
 from metaeval.spiel.policies import tabular_policy
 
@@ -34,6 +43,8 @@ OPENSPIEL_DIST_TOL = 1e-8
 #: Best-response actions within this fraction of the total absolute weight of the best are
 #: tied in :func:`openspiel_best_response`.
 TIE_TOLERANCE = 1e-9
+#: Terminals per piece of a gap computation (the unit of work of an actor).
+PIECE_TERMINALS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -62,10 +73,26 @@ class CEGap:
     best_responses: tuple[tuple[policy_lib.TabularPolicy, ...], ...]
 
 
+@dataclass(frozen=True)
+class GapPiece:
+    """The share of ``player``'s deviations from the terminals ``start .. stop``."""
+
+    player: int
+    start: int
+    stop: int
+    per_recommendation: bool = False
+
+
 def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CCEGap:
     """The full-game CCE gap of ``sigma [K_1..K_N]`` over ``population``'s joint policies."""
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
-    deviations = [_deviations(tree, reaches, sigma, p, per_recommendation=False) for p in range(tree.num_players)]
+    pieces = gap_pieces(tree, per_recommendation=False)
+    return cce_from_pieces(tree, pieces, [piece_values(tree, _rows(reaches, p), sigma, p) for p in pieces])
+
+
+def cce_from_pieces(tree, pieces: list[GapPiece], results) -> CCEGap:
+    """The CCE gap from the :func:`piece_values` of :func:`gap_pieces` (in their order)."""
+    deviations = list(_deviations(tree, pieces, results))
     values = np.array([value[0] for value, _, _ in deviations])
     on_policy = np.array([follow[0] for _, follow, _ in deviations])
     per_player = np.maximum(values - on_policy, 0.0)
@@ -76,7 +103,9 @@ def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) ->
 def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CEGap:
     """The full-game CE gap: each player best-responds separately to every recommendation."""
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
-    deviations = [_deviations(tree, reaches, sigma, p, per_recommendation=True) for p in range(tree.num_players)]
+    pieces = gap_pieces(tree, per_recommendation=True)
+    results = [piece_values(tree, _rows(reaches, p), sigma, p) for p in pieces]
+    deviations = list(_deviations(tree, pieces, results))
     gains = tuple(np.maximum(value - follow, 0.0) for value, follow, _ in deviations)
     per_player = np.array([g.sum() for g in gains])
     return CEGap(
@@ -87,6 +116,30 @@ def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> 
         on_policy_values=tuple(follow for _, follow, _ in deviations),
         best_responses=tuple(responses for _, _, responses in deviations),
     )
+
+
+def gap_pieces(tree, per_recommendation: bool) -> list[GapPiece]:
+    """Per player, its runs of ``PIECE_TERMINALS`` terminals (module docstring)."""
+    starts = range(0, tree.num_terminals, PIECE_TERMINALS)
+    return [GapPiece(p, start, min(start + PIECE_TERMINALS, tree.num_terminals), per_recommendation)
+            for p in range(tree.num_players) for start in starts]
+
+
+def piece_values(tree, reaches: list[np.ndarray], sigma: np.ndarray, piece: GapPiece):
+    """The piece's on-policy values ``[K_p]`` and its deviation weights per sequence of the
+    player ``[S*A + 1, M]`` (M: 1, or K_p per recommendation), from the rows
+    ``start .. stop`` of the reach matrices, ``reaches[q] [stop - start, K_q]``."""
+    player, terminals = piece.player, slice(piece.start, piece.stop)
+    conditional = conditional_reach(reaches, sigma, player)
+    payoff = tree.chance[terminals] * tree.returns[terminals, player]
+    follow = payoff @ (reaches[player] * conditional)  # [K_p]
+    if not piece.per_recommendation:
+        conditional = conditional.sum(axis=1, keepdims=True)
+    return follow, sequence_weights(tree, player, payoff[:, None] * conditional, piece.start)
+
+
+def _rows(reaches: list[np.ndarray], piece: GapPiece) -> list[np.ndarray]:
+    return [r[piece.start : piece.stop] for r in reaches]
 
 
 def openspiel_best_response(game, population, sigma, player: int,
@@ -118,17 +171,17 @@ def _drop_small(distribution: np.ndarray) -> np.ndarray:
     return kept / kept.sum()
 
 
-def _deviations(tree, reaches, sigma, player: int, per_recommendation: bool):
-    """Best-response values, on-policy values and best responses of ``player``: one
-    per recommendation (CE) or a single one (CCE), as arrays and a tuple of policies."""
-    conditional = conditional_reach(reaches, sigma, player)
-    payoff = tree.chance * tree.returns[:, player]
-    follow = payoff @ (reaches[player] * conditional)  # [K_p]
-    if not per_recommendation:
-        conditional, follow = conditional.sum(axis=1, keepdims=True), follow.sum(keepdims=True)
-    values, choices = best_response(tree, player, payoff[:, None] * conditional)
-    layout = tree.players[player]
-    return values, follow, tuple(tabular_policy(layout, pure_table(tree, player, c)) for c in choices.T)
+def _deviations(tree, pieces: list[GapPiece], results):
+    """Per player: best-response values, on-policy values and best responses, one per
+    recommendation (CE) or a single one (CCE), as arrays and a tuple of policies."""
+    for player in range(tree.num_players):
+        own = [(piece, result) for piece, result in zip(pieces, results, strict=True) if piece.player == player]
+        follow = sum(result[0] for _, result in own)
+        if not own[0][0].per_recommendation:
+            follow = follow.sum(keepdims=True)
+        values, choices = backward_pass(tree, player, sum(result[1] for _, result in own))
+        layout = tree.players[player]
+        yield values, follow, tuple(tabular_policy(layout, pure_table(tree, player, c)) for c in choices.T)
 
 
 def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int) -> np.ndarray:
@@ -141,24 +194,30 @@ def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int)
     num_terminals = reaches[0].shape[0]
     step = max(1, CHUNK_ELEMENTS // sigma.size)
     result = np.empty((num_terminals, sigma.shape[player]))
-    for start in range(0, num_terminals, step):
-        stop = min(start + step, num_terminals)
-        first = reaches[others[0]][start:stop]  # [z, K_q]
-        partial = first @ np.moveaxis(table, 1, 0).reshape(first.shape[1], -1)  # [z, K_p * rest]
-        partial = partial.reshape(stop - start, table.shape[0], -1)
-        for q in others[1:]:
-            r = reaches[q][start:stop]
-            partial = partial.reshape(stop - start, table.shape[0], r.shape[1], -1)
-            partial = np.einsum("zkjr,zj->zkr", partial, r)
-        result[start:stop] = partial.reshape(stop - start, -1)
+    with threadpool_limits(1, user_api="blas"):  # many small products: threads cost more than they give
+        for start in range(0, num_terminals, step):
+            stop = min(start + step, num_terminals)
+            first = reaches[others[0]][start:stop]  # [z, K_q]
+            partial = first @ np.moveaxis(table, 1, 0).reshape(first.shape[1], -1)  # [z, K_p * rest]
+            partial = partial.reshape(stop - start, table.shape[0], -1)
+            for q in others[1:]:
+                r = reaches[q][start:stop]
+                partial = partial.reshape(stop - start, table.shape[0], r.shape[1], -1)
+                partial = np.einsum("zkjr,zj->zkr", partial, r)
+            result[start:stop] = partial.reshape(stop - start, -1)
     return result
+
+
+def check_sigma(game, population, sigma):
+    """The loaded game and sigma, checked as a distribution over ``population``'s joints."""
+    game = games.load(game)
+    if population.game_string != str(game):
+        raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
+    return game, check_joint_distribution(sigma, population.sizes, "population")
 
 
 def _prepare(game, population, sigma, evaluator):
     """The tree, the population's reach matrices and the checked sigma."""
-    game = games.load(game)
-    if population.game_string != str(game):
-        raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
-    sigma = check_joint_distribution(sigma, population.sizes, "population")
+    game, sigma = check_sigma(game, population, sigma)
     evaluator = evaluator or ExactEvaluator(game)
     return evaluator.tree, evaluator.population_reaches(population), sigma

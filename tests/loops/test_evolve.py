@@ -50,7 +50,7 @@ def test_jsonl_schema(tmp_path):
         assert [len(ids) for ids in record["policy_ids"]] == [5, 5, 5]
         assert [len(r) for r in record["ratings"]] == [5, 5, 5]
         assert all(isinstance(x, float) for x in record["cce_gap_per_player"] + record["mean_payoff"])
-        assert set(record["seconds"]) == {"build", "rate", "gap", "replace", "total"}
+        assert set(record["seconds"]) == {"build", "rate", "solve", "gap", "replace", "total"}
         assert [len(a) for a in record["added"]] == [1, 1, 1]  # floor(5 / 4) = 1
         assert 1 <= record["mecce_support"] <= 5**3
 

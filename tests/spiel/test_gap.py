@@ -9,6 +9,7 @@ from open_spiel.python import policy as policy_lib
 from open_spiel.python.algorithms import cfr, exploitability
 
 from metaeval import MetaEvalError, equilibria, games
+from metaeval.spiel import gap as gap_module
 from metaeval.spiel import (ExactEvaluator, Population, cce_gap, ce_gap, exact_metagame, game_tree,
                             openspiel_best_response)
 from tests.spiel.references import cce_dist, correlation_device, jpsro_ce_gains, kuhn_nash
@@ -167,3 +168,20 @@ def test_openspiel_best_response_is_the_policy_cce_dist_returns(seed):
         np.testing.assert_array_equal(ours, theirs.action_probability_array[rows])
         uniform_rows += int(np.sum(ours.max(axis=1) < 1))
     assert uniform_rows > 0  # states the opponents never reach are played uniformly, as OpenSpiel does
+
+
+def test_cutting_the_terminals_into_pieces_changes_the_gaps_by_rounding_only(monkeypatch):
+    game = games.load("kuhn_3p")
+    pop = Population.random(game, 3, seed=6)
+    sigma = dirichlet_sigma(pop.sizes, seed=2)
+    whole, whole_ce = cce_gap(game, pop, sigma), ce_gap(game, pop, sigma)
+    monkeypatch.setattr(gap_module, "PIECE_TERMINALS", 7)  # 312 terminals: 45 pieces per player
+    assert len(gap_module.gap_pieces(game_tree(game), per_recommendation=False)) == 3 * 45
+    pieces, pieces_ce = cce_gap(game, pop, sigma), ce_gap(game, pop, sigma)
+    np.testing.assert_allclose(pieces.best_response_values, whole.best_response_values, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(pieces.on_policy_values, whole.on_policy_values, rtol=0, atol=1e-12)
+    for ours, theirs in zip(pieces.best_responses, whole.best_responses):
+        assert np.array_equal(ours.action_probability_array, theirs.action_probability_array)
+    for ours, theirs in zip(pieces_ce.gains, whole_ce.gains):
+        np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-12)
+    assert whole.total > 0.1
