@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import numpy as np
 import pyspiel
@@ -20,6 +19,7 @@ from metaeval import Evaluator, MetaEvalError, MetaGame, games, spiel
 from metaeval.distributed import build_metagame, cce_gap, current_pool, last_build, shutdown
 from metaeval.distributed.evaluator import ShardEvaluator, contract
 from metaeval.distributed.registry import PolicyRegistry
+from tests.failing_policy import FailingPolicy
 from metaeval.spiel.tree import game_tree
 
 
@@ -312,25 +312,6 @@ def test_killed_actors_are_replaced_and_the_game_is_complete(kuhn, ray_session):
     _same_game(survived, build_metagame(kuhn, population, **options))
 
 
-class FailingPolicy(policy_lib.Policy):
-    """Delegates to ``inner``, but raises (or, with ``hang``, sleeps for ten minutes)
-    while ``marker`` is missing, creating it first when ``once``: the first call
-    fails, later calls succeed."""
-
-    def __init__(self, inner, marker, once, hang=False):
-        super().__init__(inner.game, inner.player_ids)
-        self.inner, self.marker, self.once, self.hang = inner, str(marker), once, hang
-
-    def action_probabilities(self, state, player_id=None):
-        if not os.path.exists(self.marker):
-            if self.once:
-                Path(self.marker).touch()
-            if self.hang:
-                time.sleep(600)
-            raise RuntimeError("this policy failed on purpose")
-        return self.inner.action_probabilities(state, player_id)
-
-
 def _with_failing_policy(population, marker, once, hang=False):
     policies = [list(p) for p in population.policies]
     policies[0][1] = FailingPolicy(policies[0][1], marker, once, hang)
@@ -364,7 +345,7 @@ def test_a_hung_shard_times_out_and_is_retried_on_a_fresh_actor(kuhn, ray_sessio
     actors = [(pid, table[pid][1]) for pid in current_pool().pids()]
     hanging = _with_failing_policy(population, tmp_path / "marker", once=True, hang=True)
     start = time.monotonic()
-    built = build_metagame(kuhn, hanging, workers=2, shard_timeout=5, **options)
+    built = build_metagame(kuhn, hanging, workers=2, shard_timeout=15, **options)
     assert time.monotonic() - start < 120  # far less than the ten minutes the policy sleeps
     assert (tmp_path / "marker").exists() and last_build().retries >= 1
     replaced = [actor for actor in actors if actor[0] not in current_pool().pids()]
