@@ -210,7 +210,10 @@ def test_sigint_stops_a_parallel_compare_at_once(tmp_path):
     process = subprocess.Popen(
         metaeval_command("compare", "--game", "kuhn_3p", "--raters", "uniform,nash,alpharank,deviation",
                          "--seeds", "3", "--iterations", "200", "--population", "4", "--jobs", "2", "--out", out),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        # As from an interactive shell: a test process that ignores SIGINT (as after a test
+        # of the workers' signal set-up) would pass SIG_IGN on to the command.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     _wait_for(lambda: any(out.glob("*/seed*/iterations.jsonl")))
     workers = _children(process.pid)
     started = len(list(out.glob("*/seed*/config.json")))
