@@ -14,7 +14,6 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import sys
-import threading
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -98,16 +97,13 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
             outcomes.append(_run((config, run_directory(out, config), progress)))
             _report(outcomes[-1], config, out, bar)
     else:
-        # On an interrupt or an error the workers are stopped at once: no queued run
-        # starts, and the runs in flight resume from their last checkpoint.
-        pool = multiprocessing.Pool(jobs, initializer=_worker_signals)
-        try:
+        # On an interrupt or an error, leaving the block terminates the workers at once:
+        # no queued run starts, and the runs in flight resume from their last checkpoint.
+        with multiprocessing.Pool(jobs, initializer=_worker_signals) as pool:
             work = [(c, run_directory(out, c), False) for c in configs]
             for config, outcome in zip(configs, pool.imap(_run, work)):
                 outcomes.append(outcome)
                 _report(outcome, config, out, bar)
-        finally:
-            _stop(pool)
     bar.close()
 
     runs: dict[str, dict[int, list[dict]]] = {}
@@ -123,17 +119,6 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     if not runs:
         raise MetaEvalError(f"every run of the comparison failed; see {out / FAILURES}")
     return (*write_comparison(out, runs, title=base.game), failures)
-
-
-def _stop(pool) -> None:
-    """Kill the pool's workers, then let ``Pool.terminate`` tidy up for at most two seconds:
-    it can block for good on a queue lock that a worker held when it stopped (seen on a
-    busy machine: an interrupted compare that never exited)."""
-    for process in multiprocessing.active_children():
-        process.kill()
-    closer = threading.Thread(target=pool.terminate, daemon=True)
-    closer.start()
-    closer.join(2)
 
 
 def _report(outcome, config: EvolveConfig, out: Path, bar) -> None:
