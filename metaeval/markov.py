@@ -49,7 +49,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.sparse import csgraph
-from threadpoolctl import threadpool_limits
+from metaeval.threads import one_blas_thread
 
 from metaeval.errors import MetaEvalError
 
@@ -351,7 +351,7 @@ def _solve(matrix: _MMatrix, rhs: np.ndarray) -> np.ndarray:
     else:
         # Krylov methods make many BLAS-1 calls on long vectors; threaded, each took
         # milliseconds on a busy 2-core machine.
-        with threadpool_limits(1, user_api="blas"):
+        with one_blas_thread():
             solution = np.column_stack([_krylov(matrix, b) for b in columns.T])
     return (solution * scale).reshape(rhs.shape)
 

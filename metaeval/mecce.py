@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
+from metaeval.threads import one_blas_thread
 
 from metaeval import budget, lp
 from metaeval.errors import MetaEvalError
@@ -298,7 +298,7 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
     BLAS runs on one thread: on a busy 2-core machine, threaded products of the 192 x
     262,144 constraint matrix of a 64^3 game made the solve 6 times slower (30 s, not 5 s).
     """
-    with threadpool_limits(1, user_api="blas"):
+    with one_blas_thread():
         return _max_entropy(matrix)
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 from scipy.sparse import csgraph
-from threadpoolctl import threadpool_limits
+from metaeval.threads import one_blas_thread
 
 from metaeval.errors import MetaEvalError
 from metaeval.pairwise.battles import BattleCounts, components, count_battles
@@ -122,7 +122,7 @@ def fit(counts: BattleCounts, bootstrap: int = 0, seed: int = 0, prior: float = 
         return fit_batch(round_wins, start=point)
 
     workers = min(2, os.cpu_count() or 1) if workers is None else int(workers)
-    with threadpool_limits(1, user_api="blas"), ThreadPoolExecutor(max(1, workers)) as pool:
+    with one_blas_thread(), ThreadPoolExecutor(max(1, workers)) as pool:
         samples = np.concatenate(list(pool.map(chunk, range(len(streams)))))
     return SCALE * point, SCALE * samples
 

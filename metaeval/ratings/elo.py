@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csgraph
 from scipy.special import expit, log_expit
-from threadpoolctl import threadpool_limits
+from metaeval.threads import one_blas_thread
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -64,7 +64,7 @@ def fit_batch(wins: np.ndarray, start: np.ndarray | None = None, iterations: int
     theta = np.zeros(wins.shape[:2]) if start is None else np.broadcast_to(start, wins.shape[:2]).copy()
     # One BLAS thread: on many small solves, BLAS threads spend more time synchronising
     # than computing (30x slower on a loaded 2-core machine).
-    with threadpool_limits(1, user_api="blas"):
+    with one_blas_thread():
         return _newton(wins, games, theta, iterations)
 
 

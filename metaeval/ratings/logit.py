@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from threadpoolctl import threadpool_limits
+from metaeval.threads import one_blas_thread
 
 from metaeval.errors import MetaEvalError
 
@@ -112,7 +112,7 @@ def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
     goal = target * float(np.ptp(payoffs))
     v = np.concatenate([np.full(k, -np.log(k)) for k in sizes] + [[0.0]])
     x = _strategies(v, offsets)
-    with threadpool_limits(1, user_api="blas"):
+    with one_blas_thread():
         tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets)[:2]
         step = _FIRST_STEP
         for _ in range(_MAX_STEPS):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from open_spiel.python import policy as policy_lib
-from threadpoolctl import threadpool_limits
+from metaeval.threads import one_blas_thread
 
 from metaeval import games
 from metaeval.equilibria import check_joint_distribution
@@ -194,7 +194,7 @@ def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int)
     num_terminals = reaches[0].shape[0]
     step = max(1, CHUNK_ELEMENTS // sigma.size)
     result = np.empty((num_terminals, sigma.shape[player]))
-    with threadpool_limits(1, user_api="blas"):  # many small products: threads cost more than they give
+    with one_blas_thread():  # many small products: threads cost more than they give
         for start in range(0, num_terminals, step):
             stop = min(start + step, num_terminals)
             first = reaches[others[0]][start:stop]  # [z, K_q]
