@@ -65,22 +65,15 @@ pbt-results: $(STAMP)
 # Does the rater matter? 30 seeds x 300 iterations x 5 raters x 4 replacements x 2 games
 # (resumable: rerun to continue). study-small is the reduced run the README reports.
 study: $(STAMP)
-	$(BIN)/python -m metaeval.loops.study raters --out runs/study-full --seeds 30 --iterations 300 --jobs 2
+	$(BIN)/python -m metaeval.loops.study raters --out runs/study-full --seeds 30 --iterations 300 --jobs 2 \
+		--publish docs/results/study-full
 
 study-small: $(STAMP)
 	$(BIN)/python -m metaeval.loops.study raters --out runs/study --games kuhn_3p,sheriff \
-		--replacements random,mutate,best-response --seeds 6 --iterations 30 --every 10 --jobs 1
+		--replacements random,mutate,best-response --seeds 6 --iterations 30 --every 10 --jobs 1 \
+		--publish docs/results/study
 	$(BIN)/python -m metaeval.loops.study raters --out runs/study-learned-small --games kuhn_3p,sheriff \
-		--replacements learned --seeds 3 --iterations 15 --every 5 --jobs 1
-	mkdir -p docs/results/study docs/results/study-learned-small
-	for study in study study-learned-small; do \
-		cp runs/$$study/study.csv runs/$$study/paired.csv runs/$$study/timing.csv docs/results/$$study/; \
-		if [ -f runs/$$study/failures.csv ]; then cp runs/$$study/failures.csv docs/results/$$study/; fi; \
-		for run in runs/$$study/*/*/; do \
-			name=$$(basename $$(dirname $$run))-$$(basename $$run); \
-			if [ -f $$run/cce_gap.png ]; then cp $$run/cce_gap.png docs/results/$$study/$$name-cce_gap.png; fi; \
-		done; \
-	done
+		--replacements learned --seeds 3 --iterations 15 --every 5 --jobs 1 --publish docs/results/study-learned-small
 
 clean:
 	rm -rf $(VENV) build *.egg-info

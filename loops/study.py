@@ -2,6 +2,7 @@
 
     python -m metaeval.loops.study raters --out runs/study [--games kuhn_3p,sheriff]
         [--replacements random,mutate,best-response,learned] [--seeds 30] [--iterations 300] [--jobs 2]
+        [--publish docs/results/study-full]
     python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random [--seeds 3] [--steps 20]
         [--episodes-per-step 500] [--matchmaking mecce]
 
@@ -10,9 +11,11 @@ in ``OUT/GAME/REPLACEMENT``, then writes ``study.csv`` (final and mean full-game
 and final welfare per rater), ``paired.csv`` (each rater minus uniform, seed by seed:
 mean, sign counts, sign-test and Wilcoxon p-values, at every ``--every`` iterations, so
 one sees how the paired statistic evolves with the iteration count), ``timing.csv``
-(median seconds per iteration for each replacement), ``failures.csv`` (comparisons
-stopped by an error, with the error) and one figure per game and replacement with a line
-per rater. Runs with one seed share their initial population
+(median seconds per iteration for each replacement), ``failures.csv`` (runs stopped by
+an error, with the error; the others are tabulated, and a pair counts only where both
+runs finished), one figure per game and replacement with a line per rater
+(``GAME/REPLACEMENT/cce_gap.png``) and one of the paired difference from uniform at every
+iteration (``GAME-REPLACEMENT-paired.png``). Runs with one seed share their initial population
 and their loop's random stream whatever the rater, so the comparison is paired. Running
 the same command again resumes unfinished runs and redraws everything; the numbers are
 a function of the settings alone.
@@ -25,6 +28,7 @@ draws both CCE gaps in one figure.
 from __future__ import annotations
 
 import argparse
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -52,13 +56,15 @@ def paired_statistics(comparison: pd.DataFrame, every: int, baseline: str = "uni
     for iteration, frame in chosen.groupby("iteration"):
         gaps = frame.pivot(index="seed", columns="rater", values="cce_gap")
         for rater in gaps.columns.drop(baseline):
-            diff = (gaps[rater] - gaps[baseline]).to_numpy()
+            diff = (gaps[rater] - gaps[baseline]).dropna().to_numpy()  # seeds both runs reached
             lower, higher = int((diff < -TIE).sum()), int((diff > TIE).sum())
             nonzero = diff[np.abs(diff) > TIE]
             sign_p = stats.binomtest(lower, lower + higher).pvalue if lower + higher else 1.0
             wilcoxon_p = stats.wilcoxon(nonzero).pvalue if len(nonzero) else 1.0
             rows.append({"iteration": int(iteration), "rater": rater, "baseline": baseline,
-                         "mean_difference": float(diff.mean()), "lower": lower,
+                         "pairs": len(diff), "mean_difference": float(diff.mean()),
+                         "standard_error": float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else np.nan,
+                         "lower": lower,
                          "equal": len(diff) - lower - higher, "higher": higher,
                          "sign_test_p": float(sign_p), "wilcoxon_p": float(wilcoxon_p)})
     return pd.DataFrame(rows)
@@ -88,14 +94,18 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
                                 learner_episodes=learner_episodes)
             label = {"game": game, "replacement": replacement}
             try:
-                comparison, _ = compare(base, RATERS, list(range(seeds)), out / game / replacement, jobs=jobs,
-                                        progress=False)
-            except MetaEvalError as exc:  # one failed run stops its comparison, not the study
-                failures.append({**label, "error": str(exc)})
-                pd.DataFrame(failures).to_csv(out / "failures.csv", index=False)
+                comparison, _, failed = compare(base, RATERS, list(range(seeds)), out / game / replacement,
+                                                jobs=jobs, progress=False)
+            except MetaEvalError as exc:  # every run failed: the study goes on with the next one
+                comparison, failed = None, pd.DataFrame([{"rater": "all", "error": str(exc)}])
+            failures.append(failed.assign(**label))
+            pd.concat(failures, ignore_index=True).to_csv(out / "failures.csv", index=False)
+            if comparison is None:
                 continue
             tables.append(summary(comparison).assign(**label))
             paired.append(paired_statistics(comparison, every).assign(**label))
+            plots.plot_paired(out / f"{game}-{replacement}-paired.png", paired_statistics(comparison, 1),
+                              title=f"{game}, {replacement} replacements")
             timing.append({**label, "median_seconds_per_iteration": float(comparison.seconds.median()),
                            "iterations": len(comparison)})
             # Rewritten after every comparison, so a study stopped part-way keeps its tables.
@@ -126,6 +136,17 @@ def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episod
     return final
 
 
+def publish(out: Path, docs: Path) -> None:
+    """Copy a study's tables and figures (not its run directories) into ``docs``, figures of
+    ``GAME/REPLACEMENT/cce_gap.png`` as ``GAME-REPLACEMENT-cce_gap.png``."""
+    out, docs = Path(out), Path(docs)
+    docs.mkdir(parents=True, exist_ok=True)
+    for path in [*out.glob("*.csv"), *out.glob("*.png")]:
+        shutil.copyfile(path, docs / path.name)
+    for path in out.glob("*/*/cce_gap.png"):
+        shutil.copyfile(path, docs / f"{path.parent.parent.name}-{path.parent.name}-cce_gap.png")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m metaeval.loops.study", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="study", required=True)
@@ -138,6 +159,7 @@ def main(argv=None) -> None:
     raters.add_argument("--every", type=int, default=25, help="iterations between paired statistics")
     raters.add_argument("--jobs", type=int, default=2)
     raters.add_argument("--learner-episodes", type=int, default=2000)
+    raters.add_argument("--publish", type=Path, help="copy the tables and figures into this directory")
     versus = commands.add_parser("pbt-vs-random")
     versus.add_argument("--out", type=Path, required=True)
     versus.add_argument("--seeds", type=int, default=3)
@@ -150,6 +172,8 @@ def main(argv=None) -> None:
     if args.study == "raters":
         table = raters_study(args.out, args.games.split(","), args.replacements.split(","), args.seeds,
                              args.iterations, args.every, args.jobs, args.learner_episodes)
+        if args.publish:
+            publish(args.out, args.publish)
     else:
         table = pbt_versus_random(args.out, args.seeds, args.steps, args.population, args.episodes_per_step,
                                   args.matchmaking, args.workers)

@@ -75,6 +75,38 @@ def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> lis
     return [out / GAP_PLOT, out / PAYOFF_PLOT]
 
 
+def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
+    """How the paired comparison with the baseline evolves: for a table from
+    ``loops.study.paired_statistics`` (every iteration), each rater's mean gap minus the
+    baseline's over seeds with a band of one standard error (top), and the two-sided
+    Wilcoxon signed-rank p-value on a log scale, with 0.05 marked (bottom)."""
+    raters = list(dict.fromkeys(paired.rater))
+    colors = dict(zip(raters, plt.cm.tab10.colors[1:]))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True, height_ratios=(3, 2))
+    for rater in raters:
+        rows = paired[paired.rater == rater]
+        top.plot(rows.iteration, rows.mean_difference, color=colors[rater], lw=1.4, label=rater)
+        top.fill_between(rows.iteration, rows.mean_difference - rows.standard_error,
+                         rows.mean_difference + rows.standard_error, color=colors[rater], alpha=0.18, lw=0)
+        bottom.plot(rows.iteration, rows.wilcoxon_p, color=colors[rater], lw=1.2)
+    baseline = paired.baseline.iloc[0]
+    top.axhline(0, color="black", lw=0.8)
+    top.set_ylabel(f"CCE gap minus {baseline}'s\n(paired by seed)")
+    top.legend(frameon=False, fontsize=8)
+    top.grid(alpha=0.3)
+    bottom.axhline(0.05, color="black", lw=0.8, ls="--")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("Wilcoxon p-value")
+    bottom.set_xlabel("iteration")
+    bottom.grid(alpha=0.3, which="both")
+    pairs = int(paired.pairs.max())
+    top.set_title(f"{title} ({pairs} paired seeds; band: ± one standard error)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return Path(path)
+
+
 def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "") -> list[Path]:
     """The same figures for a single run."""
     return plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)

@@ -36,3 +36,25 @@ def test_summary_reports_final_and_mean_gaps_and_welfare():
     assert table.loc["uniform", "mean_gap_mean"] == pytest.approx(np.mean([1.1, 2.1]))
     assert table.loc["a", "final_welfare_mean"] == pytest.approx(0.0)  # zero-sum payoffs
     assert table.loc["a", "seeds"] == 2
+
+
+def test_pairs_count_only_seeds_both_runs_reached():
+    frame = comparison([-0.1, -0.2, -0.3])
+    frame = frame[~((frame.rater == "a") & (frame.seed == 2))]  # rater a's seed 2 failed
+    row = paired_statistics(frame, every=1).iloc[-1]
+    assert row.pairs == 2
+    assert row.mean_difference == pytest.approx(-0.15)
+    assert row.standard_error == pytest.approx(np.std([-0.1, -0.2], ddof=1) / np.sqrt(2))
+
+
+def test_a_study_reruns_bit_for_bit_into_a_new_directory(tmp_path):
+    from metaeval.loops.study import raters_study
+
+    def run(out):
+        raters_study(out, ["sheriff"], ["random"], seeds=2, iterations=3, every=2, jobs=1, learner_episodes=10)
+        return {name: (out / name).read_bytes() for name in ("study.csv", "paired.csv")}
+
+    first = run(tmp_path / "first")
+    assert first == run(tmp_path / "second")
+    assert (tmp_path / "first" / "sheriff-random-paired.png").stat().st_size > 0
+    assert b"deviation" in first["paired.csv"] and b"pairs" in first["paired.csv"]
