@@ -49,9 +49,9 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 from scipy.sparse import csgraph
-from metaeval.threads import one_blas_thread
 
 from metaeval.errors import MetaEvalError
+from metaeval.threads import one_blas_thread
 
 STRONG = 1e-8
 DENSE_MAX = 1000

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
-from metaeval.threads import one_blas_thread
 
 from metaeval import budget, lp
 from metaeval.errors import MetaEvalError
+from metaeval.threads import one_blas_thread
 
 # Stop when the projected gradient (the largest KKT residual, in units of max|M|) is
 # below GRADIENT_TOLERANCE; fail if no step can reduce it further while it is still

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 from scipy.sparse import csgraph
-from metaeval.threads import one_blas_thread
 
 from metaeval.errors import MetaEvalError
 from metaeval.pairwise.battles import BattleCounts, components, count_battles
 from metaeval.ratings.elo import SCALE, fit_batch, with_prior
+from metaeval.threads import one_blas_thread
 
 #: Bootstrap rounds per chunk; each chunk has its own random stream, so results do not
 #: depend on the number of workers.

@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
-from metaeval.threads import one_blas_thread
 
 from metaeval.errors import MetaEvalError
+from metaeval.threads import one_blas_thread
 
 TRACE_REGRET = 1e-8
 PATH_JOINTS = 2048

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from open_spiel.python import policy as policy_lib
-from metaeval.threads import one_blas_thread
 
 from metaeval import games
 from metaeval.equilibria import check_joint_distribution
@@ -36,6 +35,7 @@ from metaeval.spiel.best_response import (backward_pass, best_response, pure_tab
                                           sequence_weights)
 from metaeval.spiel.exact import CHUNK_ELEMENTS, ExactEvaluator
 from metaeval.spiel.policies import tabular_policy
+from metaeval.threads import one_blas_thread
 
 
 #: OpenSpiel's JPSRO drops joint and opponents' marginal masses below this (its ``DIST_TOL``).
