@@ -57,7 +57,9 @@ class _Uniforms:
 
 class _SeededQLearner(QLearner):
     """``QLearner`` whose epsilon-greedy draw comes from ``uniforms``: a uniform legal
-    action with probability epsilon, else a uniform one among the greedy actions."""
+    action with probability epsilon, else a uniform one among the greedy actions. Its
+    steps carry no action probabilities (``probs`` is None): the driver uses only the
+    action, and building them was a large share of the training time."""
 
     def __init__(self, player, num_actions, uniforms: _Uniforms, **options):
         super().__init__(player, num_actions, **options)
@@ -67,13 +69,10 @@ class _SeededQLearner(QLearner):
         values = self._q_values[info_state]
         best = max(values[a] for a in legal_actions)
         greedy = [a for a in legal_actions if values[a] == best]
-        probs = np.zeros(self._num_actions)
-        probs[legal_actions] = epsilon / len(legal_actions)
-        probs[greedy] += (1 - epsilon) / len(greedy)
         u = self._uniforms()
         if u < epsilon:
-            return legal_actions[min(int(u / epsilon * len(legal_actions)), len(legal_actions) - 1)], probs
-        return greedy[min(int((u - epsilon) / (1 - epsilon) * len(greedy)), len(greedy) - 1)], probs
+            return legal_actions[min(int(u / epsilon * len(legal_actions)), len(legal_actions) - 1)], None
+        return greedy[min(int((u - epsilon) / (1 - epsilon) * len(greedy)), len(greedy) - 1)], None
 
 
 @dataclass(frozen=True)
