@@ -10,6 +10,7 @@ from metaeval import MetaEvalError, MetaGame
 from metaeval.equilibria import cce_constraints, deviation_gains, mecce
 from metaeval import mecce as mecce_module
 from metaeval.mecce import largest_support, max_entropy
+from bench import scale
 from tests import regression
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
 
@@ -177,13 +178,52 @@ def test_newton_on_every_joint_first_gives_the_support_lp_answer(game):
 def test_support_lp_runs_only_when_some_joint_loses_its_mass(monkeypatch):
     monkeypatch.setattr(mecce_module, "NEWTON_FIRST_JOINTS", 0)
     calls = []
-    support_lp = mecce_module.largest_support
-    monkeypatch.setattr(mecce_module, "largest_support", lambda m: calls.append(m.shape) or support_lp(m))
+    support_lp = mecce_module._support_lp  # every support LP, over all joints or priced
+    monkeypatch.setattr(mecce_module, "_support_lp", lambda m: calls.append(m.shape) or support_lp(m))
     mixed = MetaGame(np.random.default_rng(0).uniform(-1, 1, size=(3, 8, 8, 8)))
     assert max_entropy(cce_constraints(mixed)).distribution.min() > 0
     assert calls == []
     sigma = max_entropy(cce_constraints(dominant_strategy_game())).distribution
-    assert len(calls) == 1 and np.count_nonzero(sigma) == 1
+    assert calls and np.count_nonzero(sigma) == 1
+
+
+@pytest.mark.parametrize("game, support_size", [
+    (scale.dominated_game(16, 3, copies=1), 1),
+    (scale.dominated_game(16, 4, copies=2), 2**3),
+    (scale.tied_game(16, 5), 2 * 16**2),
+], ids=["one-copy", "two-copies", "tied"])
+def test_large_games_find_the_support_without_the_lp_over_every_joint(monkeypatch, game, support_size):
+    # 4,096 joints, above NEWTON_FIRST_JOINTS; every CCE plays only the dominant copies or
+    # player 0's best replies (see bench.scale), and some CCE plays all of them.
+    constraints = cce_constraints(game)
+    columns = []
+    support_lp = mecce_module._support_lp
+    monkeypatch.setattr(mecce_module, "_support_lp", lambda m: columns.append(m.shape[1]) or support_lp(m))
+    scaled = max_entropy(constraints)
+    assert columns and max(columns) < constraints.shape[1] // 2
+    columns.clear()
+    monkeypatch.setattr(mecce_module, "NEWTON_FIRST_JOINTS", 10**9)
+    everywhere = max_entropy(constraints)
+    assert columns == [constraints.shape[1]]
+    np.testing.assert_array_equal(scaled.distribution > 0, everywhere.distribution > 0)
+    np.testing.assert_array_equal(scaled.distribution, everywhere.distribution)
+    assert (constraints @ scaled.distribution).max() <= 1e-12 * np.abs(constraints).max()
+    assert entropy(scaled.distribution) == pytest.approx(scaled.dual_bound, abs=1e-10)
+    assert np.count_nonzero(scaled.distribution) == support_size
+
+
+def test_support_beyond_any_part_of_the_support_is_the_rest_of_it():
+    """_support_beyond needs only that some CCE is positive on ``inside``; in this game every
+    distribution on the 2 x 2 x 2 block of dominant copies is a CCE, so any part will do."""
+    game = scale.dominated_game(8, 6, copies=2)
+    constraints = cce_constraints(game)
+    block = largest_support(constraints)
+    assert block.sum() == 8
+    rng = np.random.default_rng(0)
+    for size in (1, 3, 7):
+        inside = np.zeros_like(block)
+        inside[rng.choice(np.flatnonzero(block), size, replace=False)] = True
+        np.testing.assert_array_equal(mecce_module._support_beyond(constraints, inside), block & ~inside)
 
 
 def test_constraint_rows_drop_zero_and_repeated_rows_keeping_order():
