@@ -232,6 +232,7 @@ def plot(frame: pd.DataFrame, path: Path, title: str) -> None:
         ax.axhline(goal, color="grey", lw=0.8, ls=":")
         ax.set_title(target, fontsize=9)
         ax.set_xlabel("episodes")
+        ax.xaxis.set_major_formatter(lambda x, _: f"{x / 1000:g}k")
         ax.set_ylabel(labels[metric], fontsize=8)
         ax.grid(alpha=0.3)
         ax.legend(frameon=False, fontsize=7)
