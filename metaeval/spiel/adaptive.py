@@ -1,18 +1,26 @@
 """Adaptive evaluation: spend an episode budget on the meta-game entries that move the ratings.
 
-Uniform allocation gives every joint profile the same number of episodes. The
-``"variance"`` rule instead minimises the ratings' variance to first order: with
-per-entry standard errors ``s_e`` and rating sensitivities ``g_ie = d r_i / d G_e``,
+Uniform allocation gives every joint profile the same number of episodes. After
+``initial`` episodes per joint (the pilot), each round spends ``budget / rounds``
+episodes on the joints furthest below a target share; a ``UNIFORM_SHARE`` of every
+target stays uniform, so no joint is starved on a noisy estimate. Two rules set it:
 
-    Var(r_i) ~ sum_e g_ie^2 s_e^2 = sum_e c_ie / n_e,
+``"variance"`` minimises the ratings' variance to first order. With ``C_a`` the
+covariance of the players' returns in one episode of joint a and ``g_ia = d r_i / d G_a``,
 
-and the allocation minimising ``sum_i Var(r_i)`` for a fixed total is Neyman's,
-``n_a`` proportional to ``sqrt(sum_{i, p} c_{i,(p,a)})`` per joint a. Sensitivities are
-estimated without differentiating the rater, by Stein's lemma on a parametric
-bootstrap of the current estimate (``G* = G + s Z``, Z standard normal):
-``E[r_i(G*) Z_e] = s_e E[d r_i / d G_e]``, so any rater works. After ``initial``
-episodes per joint, each round spends ``budget / rounds`` episodes on the joints
-furthest below their Neyman target.
+    sum_i Var(r_i) ~ sum_a c_a / n_a,   c_a = sum_i g_ia^T C_a g_ia,
+
+which a fixed total minimises by Neyman's allocation ``n_a`` proportional to
+``sqrt(c_a)``: per-episode spread times sensitivity. The sensitivities come from
+Stein's lemma on a parametric bootstrap of the current estimate (:func:`stein`), so
+any rater works; the per-episode Stein estimates ``C_a^(1/2) g_ia`` are averaged over
+the rounds, so their noise shrinks as the rounds go on.
+
+``"response_graph"`` targets the response graph (alpha-Rank at infinite alpha):
+it spends on the edges whose sign is not yet resolved, ResponseGraphUCB's idea
+(Rowland et al. 2019), all of them at once rather than one at a time
+(:func:`uncertain_edges`), so that a near-tie it cannot resolve takes only its share.
+Once every edge is resolved, the rest is spent uniformly.
 
 Episodes come from per-joint streams seeded by :func:`metaeval.spiel.sampled.joint_seed`:
 the k-th episode of a joint is the same whatever the rule or the order, so rules
@@ -31,9 +39,8 @@ from metaeval.game import MetaGame
 from metaeval.spiel.sampled import joint_seed, play_episode
 from metaeval.spiel.population import check_seed
 
-RULES = ("uniform", "variance")
-#: Share of each round the variance rule still spreads evenly, so that no joint is
-#: starved on the strength of a noisy sensitivity estimate.
+RULES = ("uniform", "variance", "response_graph")
+#: Share of each round's target spread evenly, so that no joint is starved on a noisy estimate.
 UNIFORM_SHARE = 0.1
 
 
@@ -49,7 +56,7 @@ class EpisodeStreams:
         shape = tuple(population.sizes)
         self.counts = np.zeros(shape, dtype=np.int64)
         self.sums = np.zeros((self.game.num_players(), *shape))
-        self.squares = np.zeros_like(self.sums)
+        self.products = np.zeros((self.game.num_players(), *self.sums.shape))
         self._rngs: dict[tuple[int, ...], np.random.Generator] = {}
 
     @property
@@ -67,40 +74,91 @@ class EpisodeStreams:
         returns = np.array([play_episode(self.game, policies, rng) for _ in range(episodes)])
         index = (slice(None), *joint)
         self.sums[index] += returns.sum(axis=0)
-        self.squares[index] += (returns**2).sum(axis=0)
+        self.products[(slice(None), *index)] += np.einsum("ei,ej->ij", returns, returns)
         self.counts[joint] += episodes
         return returns
 
-    def metagame(self) -> MetaGame:
-        """The current estimate, with counts and standard errors (every joint needs 2 episodes)."""
+    def covariance(self) -> np.ndarray:
+        """Per joint, the covariance of the players' mean returns, ``[K_1, ..., K_N, N, N]``."""
         if self.counts.min() < 2:
             raise MetaEvalError("every joint needs at least 2 episodes for a standard error")
-        mean = self.sums / self.counts
-        variance = np.maximum(self.squares / self.counts - mean**2, 0.0) * self.counts / (self.counts - 1)
+        mean = np.moveaxis(self.sums / self.counts, 0, -1)
+        products = np.moveaxis(self.products / self.counts, (0, 1), (-2, -1))
+        per_episode = products - mean[..., :, None] * mean[..., None, :]
+        return per_episode / (self.counts - 1)[..., None, None]
+
+    def metagame(self) -> MetaGame:
+        """The current estimate, with counts and standard errors (every joint needs 2 episodes)."""
+        variance = np.diagonal(self.covariance(), axis1=-2, axis2=-1)
         return MetaGame(
-            mean,
+            self.sums / self.counts,
             strategy_names=self.population.strategy_names(),
             player_names=self.population.player_names(),
             counts=self.counts,
-            stderr=np.sqrt(variance / self.counts),
+            stderr=np.sqrt(np.maximum(np.moveaxis(variance, -1, 0), 0.0)),
         )
 
 
-def sensitivity(game: MetaGame, rater, options: dict, replicates: int, rng) -> np.ndarray:
-    """Per joint, ``sum_{i,p} (s_(p,a) g_(i,(p,a)))^2`` by Stein's lemma on ``replicates`` draws.
+def stein(game: MetaGame, rater, options: dict, replicates: int, rng, covariance=None):
+    """Stein estimates of ``S_a^(1/2) E[g_ia]``, ``[R, K_1, ..., K_N, N]`` for the R ratings,
+    from ``replicates`` draws, and the variance of their noise (``Var(r_i) / replicates``
+    per direction with spread).
 
-    Each squared Stein estimate is debiased by its noise, ``Var(r_i) / replicates``,
-    and the sum clipped at 0.
+    ``S_a`` is the covariance of joint a's mean payoffs (``covariance``, ``[K_1, ..., K_N,
+    N, N]``; default ``diag(stderr^2)``), ``g_ia = d r_i / d G_a``. With
+    ``G*_a = G_a + S_a^(1/2) Z_a``, ``E[r_i(G*) Z_a] = S_a^(1/2) E[g_ia]`` (Stein's lemma),
+    so any rater works, and correlated payoffs (zero-sum games) are perturbed as they vary.
+    ``Z_a`` is drawn in the eigenbasis of ``S_a``, so that directions of zero variance
+    (deterministic entries, the constant sum of a zero-sum game) contribute exactly 0.
     """
-    noise = rng.standard_normal((replicates, *game.payoffs.shape))
+    if covariance is None:
+        covariance = np.apply_along_axis(np.diag, -1, np.moveaxis(game.stderr, 0, -1) ** 2)
+    values, vectors = np.linalg.eigh(covariance)
+    spread = np.sqrt(np.maximum(values, 0.0))
+    noise = rng.standard_normal((replicates, *covariance.shape[:-1]))  # [B, K_1, ..., K_N, N], eigenbasis
+    shifts = np.moveaxis(np.einsum("...ij,b...j->b...i", vectors, spread * noise), -1, 1)
     ratings = np.array([
-        np.concatenate(rater(MetaGame(game.payoffs + game.stderr * z), **options).ratings) for z in noise
+        np.concatenate(rater(MetaGame(game.payoffs + shift), **options).ratings) for shift in shifts
     ])
     centred = ratings - ratings.mean(axis=0)
-    stein = np.tensordot(centred, noise, axes=(0, 0)) / replicates  # [R, N, K_1, ..., K_N]
+    active = spread > 0  # directions without spread have no Stein signal, only noise
+    estimates = np.tensordot(centred, noise * active, axes=(0, 0)) / replicates
+    # back from the eigenbasis, so that estimates of successive rounds can be averaged
+    estimates = np.einsum("...ij,r...j->r...i", vectors, estimates)
     floor = centred.var(axis=0) / replicates
-    squared = stein**2 - floor.reshape(-1, *[1] * (stein.ndim - 1))
-    return np.maximum(squared.sum(axis=(0, 1)), 0.0)
+    return estimates, floor.reshape(-1, *[1] * active.ndim) * ((vectors**2) @ active[..., None])[..., 0]
+
+
+def squared_norms(estimates: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """Per joint, ``sum_i |estimate_ia|^2`` with each square debiased by its ``noise``, clipped at 0."""
+    return np.maximum((estimates**2 - noise).sum(axis=(0, -1)), 0.0)
+
+
+def sensitivity(game: MetaGame, rater, options: dict, replicates: int, rng, covariance=None) -> np.ndarray:
+    """Per joint a, the variance ``sum_i g_ia^T S_a g_ia`` it adds to the ratings (:func:`stein`)."""
+    return squared_norms(*stein(game, rater, options, replicates, rng, covariance))
+
+
+def uncertain_edges(payoffs: np.ndarray, covariance: np.ndarray, counts: np.ndarray, z: float) -> np.ndarray:
+    """Per joint, its share of the response-graph edges whose sign is still uncertain.
+
+    The edge between ``a`` and ``a'`` (differing in player p's strategy) is uncertain when
+    ``|G_p(a') - G_p(a)| < z sqrt(S_p(a) + S_p(a'))`` (ResponseGraphUCB's test, Rowland et
+    al. 2019, with a normal interval). Each uncertain edge weighs 1, split between its
+    joints as Neyman's rule for a difference of means splits the episodes, in proportion
+    to the per-episode standard deviations ``sigma_p(a) = sqrt(n_a S_p(a))``.
+    """
+    variance = np.moveaxis(np.diagonal(covariance, axis1=-2, axis2=-1), -1, 0)  # [N, K_1, ..., K_N]
+    sigma = np.sqrt(np.maximum(variance, 0.0) * counts)
+    weight = np.zeros(counts.shape)
+    for p in range(payoffs.shape[0]):
+        g, v, s = (np.moveaxis(x[p], p, -1) for x in (payoffs, variance, sigma))
+        uncertain = np.abs(g[..., None, :] - g[..., :, None]) < z * np.sqrt(v[..., None, :] + v[..., :, None])
+        uncertain &= ~np.eye(g.shape[-1], dtype=bool)
+        pair = s[..., :, None] + s[..., None, :]
+        split = np.divide(s[..., :, None], pair, out=np.full(pair.shape, 0.5), where=pair > 0)
+        weight += np.moveaxis((uncertain * split).sum(axis=-1), -1, p)
+    return weight
 
 
 def allocate(targets: np.ndarray, counts: np.ndarray, episodes: int) -> np.ndarray:
@@ -130,9 +188,10 @@ def adaptive_metagame(
     budget: int,
     rater,
     rule: str = "variance",
-    initial: int = 4,
+    initial: int = 16,
     rounds: int = 20,
     replicates: int = 32,
+    confidence: float = 1.96,
     seed: int = 0,
     **options,
 ) -> list[Checkpoint]:
@@ -144,10 +203,12 @@ def adaptive_metagame(
         budget: total episodes, at least ``initial`` per joint.
         rater: a rater function (e.g. ``metaeval.RATERS["deviation"]``) whose ratings
             the ``"variance"`` rule makes precise; ``options`` are passed to it.
-        rule: ``"uniform"`` or ``"variance"`` (module docstring).
-        initial: episodes every joint gets first (at least 2).
+        rule: ``"uniform"``, ``"variance"`` or ``"response_graph"`` (module docstring).
+        initial: episodes every joint gets first (at least 2); a pilot too small
+            for the per-joint spreads misleads the adaptive rules.
         rounds: allocation rounds after the initial ones.
-        replicates: bootstrap draws per round for the sensitivities.
+        replicates: bootstrap draws per round for the sensitivities (``"variance"``).
+        confidence: z of the normal interval deciding an edge (``"response_graph"``).
         seed: seeds the episodes (per joint) and the bootstrap draws.
 
     Returns:
@@ -166,6 +227,7 @@ def adaptive_metagame(
     for joint in np.ndindex(streams.counts.shape):
         streams.play(joint, initial)
     history = [Checkpoint(streams.episodes, streams.metagame())]
+    pooled, pooled_noise = 0.0, 0.0
     remaining = budget - streams.episodes
     for r in range(rounds):
         spend = remaining // (rounds - r)
@@ -174,7 +236,15 @@ def adaptive_metagame(
         if rule == "uniform":
             targets = np.full(streams.counts.shape, total / joints)
         else:
-            weight = np.sqrt(sensitivity(history[-1].metagame, rater, options, replicates, rng) * streams.counts)
+            covariance = streams.covariance()
+            if rule == "response_graph":
+                weight = uncertain_edges(history[-1].metagame.payoffs, covariance, streams.counts, confidence)
+            else:
+                estimates, noise = stein(history[-1].metagame, rater, options, replicates, rng, covariance)
+                scale = np.sqrt(streams.counts)[..., None]
+                pooled = pooled + estimates * scale
+                pooled_noise = pooled_noise + noise * scale**2
+                weight = np.sqrt(squared_norms(pooled / (r + 1), pooled_noise / (r + 1) ** 2))
             share = weight / weight.sum() if weight.sum() > 0 else 1.0 / joints
             targets = total * ((1 - UNIFORM_SHARE) * share + UNIFORM_SHARE / joints)
         for joint, episodes in np.ndenumerate(allocate(targets, streams.counts, spend)):
