@@ -6,7 +6,7 @@ import pytest
 import metaeval
 from metaeval import MetaEvalError, MetaGame
 from metaeval.ratings.bootstrap import Resampler, summarise
-from metaeval.ratings.calibration import coverage
+from metaeval.ratings.calibration import SMOOTH_ZERO_SUM, coverage, covered
 
 
 def noisy_game(payoffs, stderr_scale=0.05, seed=0):
@@ -173,7 +173,7 @@ def test_percentile_bounds_leave_the_nominal_tail_for_few_replicates():
 
 # -- coverage ----------------------------------------------------------------------------
 # Small simulations that fit the test suite's budget; ``python -m bench.coverage`` runs
-# larger ones for every rater (nash included: its zero-sum solver costs ~0.1 s a game).
+# larger ones for every rater.
 COVERAGE = {  # rater: (players, strategies, options, runs, replicates)
     "uniform": (3, 3, {}, 30, 100),
     "alpharank": (2, 3, {"alpha": 2.0, "population_size": 10}, 16, 40),
@@ -189,6 +189,18 @@ def test_intervals_from_sampled_games_cover_the_exact_ratings(rater):
     players, k, options, runs, replicates = COVERAGE[rater]
     exact = MetaGame(np.random.default_rng(11).uniform(-1, 1, (players, *[k] * players)))
     assert 0.85 <= coverage(exact, rater, runs=runs, replicates=replicates, seed=1, **options) <= 1.0
+
+
+def test_nash_intervals_cover_the_exact_ratings_where_the_equilibrium_is_stable():
+    """Nash averaging on SMOOTH_ZERO_SUM: the off-equilibrium strategies' intervals (the
+    equilibrium strategies rate exactly 0, covered by construction) cover at their level
+    within 3 binomial standard deviations, at 95% and, from the same replicates, at 50%."""
+    exact = MetaGame(np.stack([SMOOTH_ZERO_SUM, -SMOOTH_ZERO_SUM]))
+    hits = covered(exact, "nash", runs=30, replicates=40, levels=(0.95, 0.5), seed=1)
+    assert hits[:, :, [0, 1, 4, 5]].all()
+    off_equilibrium = hits[:, :, [2, 3, 6, 7]].reshape(2, -1)
+    for level, share in zip((0.95, 0.5), off_equilibrium.mean(axis=1)):
+        assert abs(share - level) <= 3 * np.sqrt(level * (1 - level) / off_equilibrium.shape[1])
 
 
 def test_too_narrow_intervals_would_fail_the_coverage_check():
