@@ -22,6 +22,13 @@ Two ways to redraw the tensor:
   as a zero sum is kept) and averages them. The samples must average to the game's
   payoffs.
 
+The interval's bounds at level 1 - 2a are the (B+1)a-th and (B+1)(1-a)-th smallest
+replicates (Davison & Hinkley 1997, secs. 5.2-5.3), interpolated between order statistics
+(numpy's ``method="weibull"``, Hyndman & Fan 1996 definition 6): the k-th smallest of B
+draws has expected distribution function k/(B+1), so each tail holds a on average
+whatever B. numpy's default (definition 7) takes the (1 + (B-1)a)-th, too far inside
+for small B: a 95% interval from 40 replicates then covers about 90%.
+
 Replicate b is drawn from ``SeedSequence(seed).spawn(B)[b]``, so results do not
 depend on how replicates are split among Ray actors.
 """
@@ -143,11 +150,12 @@ def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds) -> n
 
 
 def summarise(replicates: list[np.ndarray], level: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Percentile intervals ``[K_p, 2]`` and top probabilities ``[K_p]`` from replicates ``[B, K_p]``."""
+    """Percentile intervals ``[K_p, 2]`` ((B+1)a-th order statistics, module docstring) and
+    top probabilities ``[K_p]`` from replicates ``[B, K_p]``."""
     tail = (1.0 - level) / 2.0
     intervals, p_top = [], []
     for values in replicates:
-        intervals.append(np.quantile(values, [tail, 1.0 - tail], axis=0).T)
+        intervals.append(np.quantile(values, [tail, 1.0 - tail], axis=0, method="weibull").T)
         tolerance = TOP_TIE * max(1.0, float(np.ptp(values)))
         top = values >= values.max(axis=1, keepdims=True) - tolerance
         p_top.append((top / top.sum(axis=1, keepdims=True)).mean(axis=0))
