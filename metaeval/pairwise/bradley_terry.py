@@ -21,6 +21,7 @@ from scipy.sparse import csgraph
 
 from metaeval.errors import MetaEvalError
 from metaeval.pairwise.battles import BattleCounts, components, count_battles
+from metaeval.ratings.bootstrap import percentile_interval
 from metaeval.ratings.elo import SCALE, fit_batch, with_prior
 from metaeval.threads import one_blas_thread
 
@@ -67,8 +68,7 @@ def bradley_terry(
     point, samples = fit(counts, bootstrap, seed, prior, workers)
     frame = pd.DataFrame({"score": point}, index=pd.Index(counts.models, name="model"))
     if bootstrap:
-        tail = (1 - confidence) / 2
-        frame["lower"], frame["upper"] = np.quantile(samples, [tail, 1 - tail], axis=0)
+        frame["lower"], frame["upper"] = percentile_interval(samples, confidence)
     else:
         frame["lower"] = frame["upper"] = np.nan
     if anchor is not None:

@@ -149,13 +149,19 @@ def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds) -> n
     return np.array(rows).reshape(len(rows), sum(game.shape))
 
 
+def percentile_interval(values: np.ndarray, level: float) -> np.ndarray:
+    """``[2, K]`` lower and upper percentile bounds of replicates ``[B, K]``: the (B+1)a-th
+    order statistics (module docstring)."""
+    tail = (1.0 - level) / 2.0
+    return np.quantile(values, [tail, 1.0 - tail], axis=0, method="weibull")
+
+
 def summarise(replicates: list[np.ndarray], level: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Percentile intervals ``[K_p, 2]`` ((B+1)a-th order statistics, module docstring) and
     top probabilities ``[K_p]`` from replicates ``[B, K_p]``."""
-    tail = (1.0 - level) / 2.0
     intervals, p_top = [], []
     for values in replicates:
-        intervals.append(np.quantile(values, [tail, 1.0 - tail], axis=0, method="weibull").T)
+        intervals.append(percentile_interval(values, level).T)
         tolerance = TOP_TIE * max(1.0, float(np.ptp(values)))
         top = values >= values.max(axis=1, keepdims=True) - tolerance
         p_top.append((top / top.sum(axis=1, keepdims=True)).mean(axis=0))
