@@ -55,7 +55,7 @@ def paired_statistics(comparison: pd.DataFrame, every: int, baseline: str = "uni
     rows = []
     for iteration, frame in chosen.groupby("iteration"):
         gaps = frame.pivot(index="seed", columns="rater", values="cce_gap")
-        for rater in gaps.columns.drop(baseline):
+        for rater in [r for r in dict.fromkeys(frame.rater) if r != baseline]:  # the comparison's order
             diff = (gaps[rater] - gaps[baseline]).dropna().to_numpy()  # seeds both runs reached
             lower, higher = int((diff < -TIE).sum()), int((diff > TIE).sum())
             nonzero = diff[np.abs(diff) > TIE]

@@ -79,7 +79,8 @@ def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
     """How the paired comparison with the baseline evolves: for a table from
     ``loops.study.paired_statistics`` (every iteration), each rater's mean gap minus the
     baseline's over seeds with a band of one standard error (top), and the two-sided
-    Wilcoxon signed-rank p-value on a log scale, with 0.05 marked (bottom)."""
+    Wilcoxon signed-rank p-value on a log scale, with 0.05 marked (bottom). Colours are
+    those of :func:`plot_comparison` when the baseline comes first there."""
     raters = list(dict.fromkeys(paired.rater))
     colors = dict(zip(raters, plt.cm.tab10.colors[1:]))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True, height_ratios=(3, 2))
