@@ -118,7 +118,7 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     write_failures(out, failures)
     if not runs:
         raise MetaEvalError(f"every run of the comparison failed; see {out / FAILURES}")
-    return (*write_comparison(out, runs, title=base.game), failures)
+    return (*write_comparison(out, runs, title=title_of(base)), failures)
 
 
 def _report(outcome, config: EvolveConfig, out: Path, bar) -> None:
@@ -136,6 +136,11 @@ def write_failures(out: Path, failures: pd.DataFrame) -> None:
         path.unlink(missing_ok=True)
     else:
         atomic_write(path, lambda f: failures.to_csv(f, index=False), mode="w")
+
+
+def title_of(base: EvolveConfig) -> str:
+    """The figures' title: game and replacement."""
+    return f"{base.game}, {base.replace} replacements"
 
 
 def write_comparison(out: Path, runs, title: str = ""):

@@ -319,7 +319,7 @@ def _run(args) -> int:
         kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
         if kind == compare.KIND and settings is not None:
             runs, base = compare.load_comparison(args.run_dir)
-            compare.write_comparison(args.run_dir, runs, title=base.game)
+            compare.write_comparison(args.run_dir, runs, title=compare.title_of(base))
         elif kind == evolve.KIND and settings is not None:
             missing = [k for k in ("game", "rater", "seed") if k not in settings]
             if missing:
