@@ -43,7 +43,7 @@ def covered(exact: MetaGame, method: str, runs: int = 50, replicates: int = 100,
     """``[len(levels), runs, sum_p K_p]``: whether each run's interval at each level covers
     each strategy's exact rating (all levels from the same replicates)."""
     from metaeval.ratings import rate
-    from metaeval.ratings.bootstrap import summarise
+    from metaeval.ratings.bootstrap import percentile_interval
 
     truth = np.concatenate(rate(exact, method, **options).ratings)
     tolerance = 1e-9 * max(1.0, float(np.abs(truth).max()))
@@ -53,7 +53,7 @@ def covered(exact: MetaGame, method: str, runs: int = 50, replicates: int = 100,
         game = sampled_around(exact, episodes, spread, rng)
         rating = rate(game, method, bootstrap=replicates, seed=run, **options)
         for i, level in enumerate(levels):
-            bounds = np.concatenate(summarise(rating.replicates, level)[0])
+            bounds = np.concatenate([percentile_interval(values, level).T for values in rating.replicates])
             hits[i, run] = (bounds[:, 0] - tolerance <= truth) & (truth <= bounds[:, 1] + tolerance)
     return hits
 
