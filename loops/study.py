@@ -38,7 +38,7 @@ from scipy import stats
 
 from metaeval import plots, reports, rundir
 from metaeval.errors import MetaEvalError
-from metaeval.loops.compare import compare
+from metaeval.loops.compare import compare, title_of
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
 
@@ -105,7 +105,7 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
             tables.append(summary(comparison).assign(**label))
             paired.append(paired_statistics(comparison, every).assign(**label))
             plots.plot_paired(out / f"{game}-{replacement}-paired.png", paired_statistics(comparison, 1),
-                              title=f"{game}, {replacement} replacements")
+                              title=title_of(base))
             timing.append({**label, "median_seconds_per_iteration": float(comparison.seconds.median()),
                            "iterations": len(comparison)})
             # Rewritten after every comparison, so a study stopped part-way keeps its tables.
