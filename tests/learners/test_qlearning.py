@@ -1,5 +1,7 @@
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from open_spiel.python import rl_tools
 from open_spiel.python.algorithms import best_response, expected_game_score
 from open_spiel.python.algorithms.tabular_qlearner import QLearner
@@ -7,7 +9,7 @@ from scipy import stats
 
 from metaeval import MetaEvalError, games, spiel
 from metaeval.learners import Opponents, QLearning
-from metaeval.learners.qlearning import _SeededQLearner, _Uniforms
+from metaeval.learners.qlearning import _categorical, _SeededQLearner, _Uniforms
 
 SEEDS = range(10)
 
@@ -90,6 +92,30 @@ def test_seeded_exploration_has_the_qlearner_distribution():
     assert stats.chisquare(counts, 20000 * expected).pvalue > 1e-3
 
 
+def linear_draw(probabilities, u):
+    """The first index whose running total exceeds u, else the last positive one."""
+    total = 0.0
+    for index, probability in enumerate(probabilities):
+        total += probability
+        if u < total:
+            return index
+    return max(i for i, probability in enumerate(probabilities) if probability > 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1.0, 0.3, 1e-13, -1e-13, 0.1, 2 / 3]), min_size=1, max_size=8)
+       .filter(lambda p: max(p) > 0), st.integers(0, 2**32 - 1))
+def test_a_bisected_draw_is_the_first_running_total_to_exceed_it(weights, seed):
+    total = sum(w for w in weights if w > 0)
+    probabilities = [w / total if w > 0 else w for w in weights]  # tiny negatives, as tables allow
+    categorical = _categorical(probabilities)
+    uniforms = _Uniforms(np.random.default_rng(seed))
+    edges = [u for t in categorical[0] for u in (t, np.nextafter(t, -1), np.nextafter(t, 2))]
+    for u in [*uniforms.rng.random(50), *edges, 0.0, 1.0 - 2**-53]:
+        uniforms.buffer, uniforms.index = [float(u)], 0
+        assert uniforms.choice(categorical) == linear_draw(probabilities, u)
+
+
 def test_greedy_policy_splits_ties_and_is_a_valid_read_only_table(kuhn3):
     learner = QLearning()
     layout = spiel.game_tree(kuhn3).players[2]
@@ -108,3 +134,7 @@ def test_bad_input_is_refused(kuhn3):
         QLearning().train(kuhn3, 0, Opponents([opponent], [1.0]), -1, np.random.default_rng(0))
     with pytest.raises(MetaEvalError, match="values of shape"):
         QLearning().train(kuhn3, 0, Opponents([opponent], [1.0]), 1, np.random.default_rng(0), values=np.zeros(3))
+    rps = games.load("matrix_rps")
+    with pytest.raises(MetaEvalError, match="simultaneous moves"):
+        QLearning().train(rps, 0, Opponents([(None, spiel.random_policy(rps, 1, np.random.default_rng(0)))], [1.0]),
+                          1, np.random.default_rng(0))
