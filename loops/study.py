@@ -15,7 +15,8 @@ one sees how the paired statistic evolves with the iteration count), ``timing.cs
 an error, with the error; the others are tabulated, and a pair counts only where both
 runs finished), one figure per game and replacement with a line per rater
 (``GAME/REPLACEMENT/cce_gap.png``) and one of the paired difference from uniform at every
-iteration (``GAME-REPLACEMENT-paired.png``). Runs with one seed share their initial population
+iteration (``GAME-REPLACEMENT-paired.png``), and ``study.md``, the final figures of
+``study.csv`` and ``paired.csv`` as one Markdown table. Runs with one seed share their initial population
 and their loop's random stream whatever the rater, so the comparison is paired. Running
 the same command again resumes unfinished runs and redraws everything; the numbers are
 a function of the settings alone.
@@ -83,6 +84,30 @@ def summary(comparison: pd.DataFrame) -> pd.DataFrame:
     return table.assign(seeds=per_run.groupby("rater").size()).reset_index()
 
 
+def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:
+    """``study.csv`` and the last iteration of ``paired.csv`` as one Markdown table, a row
+    per game, replacement and rater (mean ± standard deviation over seeds; the paired
+    difference from uniform as mean ± standard error)."""
+    last = paired.loc[paired.groupby(["game", "replacement", "rater"]).iteration.idxmax()]
+    last = last.set_index(["game", "replacement", "rater"])
+    lines = ["| game | replacement | rater | runs | final gap | mean gap | final welfare | "
+             "final − uniform | lower/equal/higher | sign p | Wilcoxon p |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    for row in table.itertuples():
+        cells = [row.game, row.replacement, row.rater, str(row.seeds),
+                 f"{row.final_gap_mean:.3g} ± {row.final_gap_std:.2g}", f"{row.mean_gap_mean:.3g}",
+                 f"{row.final_welfare_mean:.3g} ± {row.final_welfare_std:.2g}"]
+        key = (row.game, row.replacement, row.rater)
+        if key in last.index:
+            p = last.loc[key]
+            cells += [f"{p.mean_difference:+.3g} ± {p.standard_error:.2g}", f"{p.lower}/{p.equal}/{p.higher}",
+                      f"{p.sign_test_p:.2g}", f"{p.wilcoxon_p:.2g}"]
+        else:
+            cells += [""] * 4
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def raters_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
                  every: int, jobs: int, learner_episodes: int) -> pd.DataFrame:
     out = Path(out)
@@ -111,6 +136,8 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
             # Rewritten after every comparison, so a study stopped part-way keeps its tables.
             pd.concat(tables, ignore_index=True).to_csv(out / "study.csv", index=False)
             pd.concat(paired, ignore_index=True).to_csv(out / "paired.csv", index=False)
+            (out / "study.md").write_text(markdown_table(pd.concat(tables, ignore_index=True),
+                                                         pd.concat(paired, ignore_index=True)))
             pd.DataFrame(timing).to_csv(out / "timing.csv", index=False)
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 
@@ -141,7 +168,7 @@ def publish(out: Path, docs: Path) -> None:
     ``GAME/REPLACEMENT/cce_gap.png`` as ``GAME-REPLACEMENT-cce_gap.png``."""
     out, docs = Path(out), Path(docs)
     docs.mkdir(parents=True, exist_ok=True)
-    for path in [*out.glob("*.csv"), *out.glob("*.png")]:
+    for path in [*out.glob("*.csv"), *out.glob("*.md"), *out.glob("*.png")]:
         shutil.copyfile(path, docs / path.name)
     for path in out.glob("*/*/cce_gap.png"):
         shutil.copyfile(path, docs / f"{path.parent.parent.name}-{path.parent.name}-cce_gap.png")

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metaeval.loops.study import paired_statistics, summary
+from metaeval.loops.study import markdown_table, paired_statistics, summary
 
 
 def comparison(differences):
@@ -47,12 +47,24 @@ def test_pairs_count_only_seeds_both_runs_reached():
     assert row.standard_error == pytest.approx(np.std([-0.1, -0.2], ddof=1) / np.sqrt(2))
 
 
+def test_the_markdown_table_has_a_row_per_rater_with_its_paired_difference():
+    frame = comparison([-0.1, -0.2, -0.3, -0.4, -0.5, -0.6])
+    table = summary(frame).assign(game="g", replacement="r")
+    lines = markdown_table(table, paired_statistics(frame, every=2).assign(game="g", replacement="r")).splitlines()
+    assert len(lines) == 4 and lines[0].startswith("| game | replacement | rater |")
+    rows = {line.split(" | ")[2]: line.split(" | ") for line in lines[2:]}
+    assert rows["a"][7] == "-0.35 ± 0.076" and rows["a"][8] == "6/0/0"  # sd 0.187 over 6 seeds
+    final = 1.1 + 0.9 * np.arange(6)  # base 1.2 + seed at the last iteration, minus 0.1 (seed + 1)
+    assert rows["a"][4] == f"{final.mean():.3g} ± {final.std(ddof=1):.2g}" == "3.35 ± 1.7"
+    assert rows["uniform"][7:] == ["", "", "", " |"]  # the baseline has no difference from itself
+
+
 def test_a_study_reruns_bit_for_bit_into_a_new_directory(tmp_path):
     from metaeval.loops.study import raters_study
 
     def run(out):
         raters_study(out, ["sheriff"], ["random"], seeds=2, iterations=3, every=2, jobs=1, learner_episodes=10)
-        return {name: (out / name).read_bytes() for name in ("study.csv", "paired.csv")}
+        return {name: (out / name).read_bytes() for name in ("study.csv", "paired.csv", "study.md")}
 
     first = run(tmp_path / "first")
     assert first == run(tmp_path / "second")
