@@ -7,8 +7,8 @@
         [--episodes-per-step 500] [--matchmaking mecce]
 
 ``raters`` runs ``compare`` (every rater x seed, resumable) for each game and replacement
-in ``OUT/GAME/REPLACEMENT``, then writes ``study.csv`` (final and mean full-game CCE gap
-and final welfare per rater), ``paired.csv`` (each rater minus uniform, seed by seed:
+in ``OUT/GAME/REPLACEMENT``, then writes ``study.csv`` (final and mean full-game CCE gap,
+final welfare and the final population's mean age per rater), ``paired.csv`` (each rater minus uniform, seed by seed:
 mean, sign counts, sign-test and Wilcoxon p-values, at every ``--every`` iterations, so
 one sees how the paired statistic evolves with the iteration count), ``timing.csv``
 (median seconds per iteration for each replacement), ``failures.csv`` (runs stopped by
@@ -72,13 +72,15 @@ def paired_statistics(comparison: pd.DataFrame, every: int, baseline: str = "uni
 
 
 def summary(comparison: pd.DataFrame) -> pd.DataFrame:
-    """Per rater, over seeds: final and mean (over iterations) CCE gap, and the final welfare:
-    the sum over players of the population's average payoff (0 in a zero-sum game; each
-    player's average payoff is in ``comparison.csv`` and ``payoff.png``)."""
+    """Per rater, over seeds: final and mean (over iterations) CCE gap, the final welfare
+    (the sum over players of the population's average payoff: 0 in a zero-sum game; each
+    player's average payoff is in ``comparison.csv`` and ``payoff.png``), and the final
+    population's mean age (``reports.population_age``)."""
     payoff_columns = [c for c in comparison.columns if c.startswith("mean_payoff_p")]
     comparison = comparison.assign(welfare=comparison[payoff_columns].sum(axis=1))
     per_run = comparison.groupby(["rater", "seed"]).agg(
-        final_gap=("cce_gap", "last"), mean_gap=("cce_gap", "mean"), final_welfare=("welfare", "last"))
+        final_gap=("cce_gap", "last"), mean_gap=("cce_gap", "mean"), final_welfare=("welfare", "last"),
+        final_age=("population_age", "last"))
     table = per_run.groupby("rater").agg(["mean", "std"])
     table.columns = [f"{a}_{b}" for a, b in table.columns]
     return table.assign(seeds=per_run.groupby("rater").size()).reset_index()
@@ -86,17 +88,18 @@ def summary(comparison: pd.DataFrame) -> pd.DataFrame:
 
 def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:
     """``study.csv`` and the last iteration of ``paired.csv`` as one Markdown table, a row
-    per game, replacement and rater (mean ± standard deviation over seeds; the paired
-    difference from uniform as mean ± standard error)."""
+    per game, replacement and rater (mean ± standard deviation over seeds, the final
+    population's mean age as a mean; the paired difference from uniform as mean ±
+    standard error)."""
     last = paired.loc[paired.groupby(["game", "replacement", "rater"]).iteration.idxmax()]
     last = last.set_index(["game", "replacement", "rater"])
-    lines = ["| game | replacement | rater | runs | final gap | mean gap | final welfare | "
+    lines = ["| game | replacement | rater | runs | final gap | mean gap | final welfare | final age | "
              "final − uniform | lower/equal/higher | sign p | Wilcoxon p |",
-             "|---|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for row in table.itertuples():
         cells = [row.game, row.replacement, row.rater, str(row.seeds),
                  f"{row.final_gap_mean:.3g} ± {row.final_gap_std:.2g}", f"{row.mean_gap_mean:.3g}",
-                 f"{row.final_welfare_mean:.3g} ± {row.final_welfare_std:.2g}"]
+                 f"{row.final_welfare_mean:.3g} ± {row.final_welfare_std:.2g}", f"{row.final_age_mean:.3g}"]
         key = (row.game, row.replacement, row.rater)
         if key in last.index:
             p = last.loc[key]

@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 
-def summary_frame(records: list[dict]) -> pd.DataFrame:
-    """One row per iteration: CCE gap (total, per player), payoffs, timings."""
-    rows = []
+def population_age(records: list[dict]) -> list[float]:
+    """Per iteration, the mean age of the members rated: iterations since each joined (a
+    policy added at iteration t is a member from t + 1; the first members are 0 at
+    iteration 0). Low ages mean the population turns over; high ones that it keeps a core."""
+    birth, ages = {}, []
     for record in records:
+        t = record["iteration"]
+        members = [(p, i) for p, ids in enumerate(record["policy_ids"]) for i in ids]
+        ages.append(float(np.mean([t - birth.get(member, 0) for member in members])))
+        birth.update({(p, i): t + 1 for p, ids in enumerate(record["added"]) for i in ids})
+    return ages
+
+
+def summary_frame(records: list[dict]) -> pd.DataFrame:
+    """One row per iteration: CCE gap (total, per player), payoffs, the population's mean
+    age (:func:`population_age`), timings."""
+    rows = []
+    for record, age in zip(records, population_age(records)):
         row = {"iteration": record["iteration"], "cce_gap": record["cce_gap"]}
         for p, gap in enumerate(record["cce_gap_per_player"]):
             row[f"cce_gap_p{p}"] = gap
@@ -17,6 +32,7 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
         for p, payoff in enumerate(record["mecce_payoff"]):
             row[f"mecce_payoff_p{p}"] = payoff
         row["mecce_support"] = record["mecce_support"]
+        row["population_age"] = age
         row["seconds"] = record["seconds"]["total"]
         rows.append(row)
     return pd.DataFrame(rows)

@@ -14,7 +14,8 @@ def comparison(differences):
             base = 1.0 + seed + 0.1 * iteration
             for rater, gap in (("uniform", base), ("a", base + difference)):
                 rows.append({"rater": rater, "seed": seed, "iteration": iteration, "cce_gap": gap,
-                             "mean_payoff_p0": gap, "mean_payoff_p1": -gap})
+                             "mean_payoff_p0": gap, "mean_payoff_p1": -gap,
+                             "population_age": iteration * (2 if rater == "a" else 1)})
     return pd.DataFrame(rows)
 
 
@@ -36,6 +37,7 @@ def test_summary_reports_final_and_mean_gaps_and_welfare():
     assert table.loc["uniform", "mean_gap_mean"] == pytest.approx(np.mean([1.1, 2.1]))
     assert table.loc["a", "final_welfare_mean"] == pytest.approx(0.0)  # zero-sum payoffs
     assert table.loc["a", "seeds"] == 2
+    assert table.loc["a", "final_age_mean"] == 4 and table.loc["uniform", "final_age_mean"] == 2
 
 
 def test_pairs_count_only_seeds_both_runs_reached():
@@ -51,12 +53,13 @@ def test_the_markdown_table_has_a_row_per_rater_with_its_paired_difference():
     frame = comparison([-0.1, -0.2, -0.3, -0.4, -0.5, -0.6])
     table = summary(frame).assign(game="g", replacement="r")
     lines = markdown_table(table, paired_statistics(frame, every=2).assign(game="g", replacement="r")).splitlines()
-    assert len(lines) == 4 and lines[0].startswith("| game | replacement | rater |")
+    assert len(lines) == 4 and lines[0].startswith("| game | replacement | rater |") and lines[0].count("|") == 13
     rows = {line.split(" | ")[2]: line.split(" | ") for line in lines[2:]}
-    assert rows["a"][7] == "-0.35 ± 0.076" and rows["a"][8] == "6/0/0"  # sd 0.187 over 6 seeds
+    assert rows["a"][7] == "4" and rows["uniform"][7] == "2"  # final ages
+    assert rows["a"][8] == "-0.35 ± 0.076" and rows["a"][9] == "6/0/0"  # sd 0.187 over 6 seeds
     final = 1.1 + 0.9 * np.arange(6)  # base 1.2 + seed at the last iteration, minus 0.1 (seed + 1)
     assert rows["a"][4] == f"{final.mean():.3g} ± {final.std(ddof=1):.2g}" == "3.35 ± 1.7"
-    assert rows["uniform"][7:] == ["", "", "", " |"]  # the baseline has no difference from itself
+    assert rows["uniform"][8:] == ["", "", "", " |"]  # the baseline has no difference from itself
 
 
 def test_a_study_reruns_bit_for_bit_into_a_new_directory(tmp_path):
