@@ -78,12 +78,12 @@ def summary(comparison: pd.DataFrame) -> pd.DataFrame:
     population's mean age (``reports.population_age``)."""
     payoff_columns = [c for c in comparison.columns if c.startswith("mean_payoff_p")]
     comparison = comparison.assign(welfare=comparison[payoff_columns].sum(axis=1))
-    per_run = comparison.groupby(["rater", "seed"]).agg(
+    per_run = comparison.groupby(["rater", "seed"], sort=False).agg(
         final_gap=("cce_gap", "last"), mean_gap=("cce_gap", "mean"), final_welfare=("welfare", "last"),
         final_age=("population_age", "last"))
-    table = per_run.groupby("rater").agg(["mean", "std"])
+    table = per_run.groupby("rater", sort=False).agg(["mean", "std"])  # raters in the comparison's order
     table.columns = [f"{a}_{b}" for a, b in table.columns]
-    return table.assign(seeds=per_run.groupby("rater").size()).reset_index()
+    return table.assign(seeds=per_run.groupby("rater", sort=False).size()).reset_index()
 
 
 def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:
@@ -99,7 +99,8 @@ def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:
     for row in table.itertuples():
         cells = [row.game, row.replacement, row.rater, str(row.seeds),
                  f"{row.final_gap_mean:.3g} ± {row.final_gap_std:.2g}", f"{row.mean_gap_mean:.3g}",
-                 f"{row.final_welfare_mean:.3g} ± {row.final_welfare_std:.2g}", f"{row.final_age_mean:.3g}"]
+                 f"{_rounded(row.final_welfare_mean):.3g} ± {_rounded(row.final_welfare_std):.2g}",
+                 f"{row.final_age_mean:.3g}"]
         key = (row.game, row.replacement, row.rater)
         if key in last.index:
             p = last.loc[key]
@@ -109,6 +110,11 @@ def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:
             cells += [""] * 4
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _rounded(x: float) -> float:
+    """``x`` without the rounding error of sums of payoffs (zero-sum welfare is 0, not 1e-17)."""
+    return round(x, 12) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def raters_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,

@@ -36,6 +36,7 @@ def test_summary_reports_final_and_mean_gaps_and_welfare():
     assert table.loc["a", "final_gap_mean"] == pytest.approx(np.mean([1.7, 2.7]))
     assert table.loc["uniform", "mean_gap_mean"] == pytest.approx(np.mean([1.1, 2.1]))
     assert table.loc["a", "final_welfare_mean"] == pytest.approx(0.0)  # zero-sum payoffs
+    assert list(table.index) == ["uniform", "a"]  # the comparison's order, not sorted
     assert table.loc["a", "seeds"] == 2
     assert table.loc["a", "final_age_mean"] == 4 and table.loc["uniform", "final_age_mean"] == 2
 
