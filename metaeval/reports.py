@@ -7,15 +7,14 @@ import pandas as pd
 
 
 def population_age(records: list[dict]) -> list[float]:
-    """Per iteration, the mean age of the members rated: iterations since each joined (a
-    policy added at iteration t is a member from t + 1; the first members are 0 at
-    iteration 0). Low ages mean the population turns over; high ones that it keeps a core."""
+    """Per iteration, the mean age of the members rated: iterations since each policy first
+    appeared among them (in ``policy_ids``; a trained or replaced policy is a new one). Low
+    ages mean the population turns over; high ones that it keeps a core."""
     birth, ages = {}, []
     for record in records:
         t = record["iteration"]
         members = [(p, i) for p, ids in enumerate(record["policy_ids"]) for i in ids]
-        ages.append(float(np.mean([t - birth.get(member, 0) for member in members])))
-        birth.update({(p, i): t + 1 for p, ids in enumerate(record["added"]) for i in ids})
+        ages.append(float(np.mean([t - birth.setdefault(member, t) for member in members])))
     return ages
 
 

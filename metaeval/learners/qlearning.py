@@ -39,24 +39,20 @@ from metaeval.spiel.tree import game_tree, infostate_key
 
 
 class _Uniforms:
-    """Uniform draws from a generator, fetched in blocks (one numpy call per block)."""
+    """Uniform draws from a generator, fetched in blocks (one numpy call per block);
+    ``draw()`` is the next one (a C-level iterator step: it runs at every move)."""
 
     BLOCK = 4096
 
     def __init__(self, rng: np.random.Generator):
-        self.rng, self.buffer, self.index = rng, [], 0
-
-    def __call__(self) -> float:
-        if self.index == len(self.buffer):
-            self.buffer, self.index = self.rng.random(self.BLOCK).tolist(), 0
-        self.index += 1
-        return self.buffer[self.index - 1]
+        blocks = iter(lambda: rng.random(self.BLOCK).tolist(), None)  # endless: a list is never None
+        self.rng, self.draw = rng, itertools.chain.from_iterable(blocks).__next__
 
     def choice(self, categorical: tuple[list[float], int]) -> int:
         """An index drawn from a :func:`_categorical`: the first whose running total exceeds
         a uniform draw (the last positive one if rounding leaves the total below it)."""
         cumulative, last_positive = categorical
-        index = bisect.bisect_right(cumulative, self())
+        index = bisect.bisect_right(cumulative, self.draw())
         return index if index < len(cumulative) else last_positive
 
 
@@ -83,7 +79,7 @@ class _SeededQLearner(QLearner):
         values = self._q_values[info_state]
         best = max(values[a] for a in legal_actions)
         greedy = [a for a in legal_actions if values[a] == best]
-        u = self._uniforms()
+        u = self._uniforms.draw()
         if u < epsilon:
             return legal_actions[min(int(u / epsilon * len(legal_actions)), len(legal_actions) - 1)], None
         return greedy[min(int((u - epsilon) / (1 - epsilon) * len(greedy)), len(greedy) - 1)], None
@@ -188,13 +184,14 @@ def _read_values(agent: QLearner, layout) -> np.ndarray:
 
 class _History:
     """A history of the game as an episode sees it: who moves (``CHANCE`` or a player), the
-    mover's information-state key and legal actions, the chance distribution (a
+    mover's information-state key and legal actions (and the ``TimeStep`` observations
+    holding them, for when the mover is the learner), the chance distribution (a
     :func:`_categorical` over ``outcomes``), the rewards on arrival, and the children
     reached so far. The game state is kept only until every child has been built."""
 
     CHANCE = -1
-    __slots__ = ("state", "game_type", "children", "terminal", "player", "key", "legal", "outcomes", "chance",
-                 "rewards")
+    __slots__ = ("state", "game_type", "children", "terminal", "player", "key", "legal", "observations",
+                 "outcomes", "chance", "rewards")
 
     def __init__(self, state, game_type):
         self.state, self.game_type, self.children = state, game_type, {}
@@ -209,6 +206,7 @@ class _History:
             self.player = state.current_player()
             self.key = infostate_key(game_type, state, self.player)
             self.legal = state.legal_actions()
+            self.observations = {"info_state": {self.player: self.key}, "legal_actions": {self.player: self.legal}}
 
     def child(self, action: int) -> _History:
         child = self.children.get(action)
@@ -235,9 +233,8 @@ def _episode(root, player: int, agent: QLearner, tables, lookups, uniforms: _Uni
             node = node.child(node.outcomes[uniforms.choice(node.chance)])
             continue
         if current == player:
-            step = rl_environment.TimeStep(
-                observations={"info_state": {player: node.key}, "legal_actions": {player: node.legal}},
-                rewards={player: reward}, discounts={player: 1.0}, step_type=rl_environment.StepType.MID)
+            step = rl_environment.TimeStep(observations=node.observations, rewards={player: reward},
+                                           discounts={player: 1.0}, step_type=rl_environment.StepType.MID)
             reward = 0.0
             node = node.child(agent.step(step).action)
         else:

@@ -112,7 +112,7 @@ def test_a_bisected_draw_is_the_first_running_total_to_exceed_it(weights, seed):
     uniforms = _Uniforms(np.random.default_rng(seed))
     edges = [u for t in categorical[0] for u in (t, np.nextafter(t, -1), np.nextafter(t, 2))]
     for u in [*uniforms.rng.random(50), *edges, 0.0, 1.0 - 2**-53]:
-        uniforms.buffer, uniforms.index = [float(u)], 0
+        uniforms.draw = iter([float(u)]).__next__
         assert uniforms.choice(categorical) == linear_draw(probabilities, u)
 
 

@@ -293,10 +293,10 @@ def test_a_refused_or_failed_run_writes_nothing(tmp_path):
 def test_population_age_counts_iterations_since_each_member_joined():
     from metaeval.reports import population_age
 
-    # Two players of two members; at iteration 0 player 0's member 1 is replaced by 2,
-    # at iteration 1 player 1's member 0 by 3, and at iteration 2 member 2 by 4.
-    records = [{"iteration": 0, "policy_ids": [[0, 1], [0, 1]], "added": [[2], []]},
-               {"iteration": 1, "policy_ids": [[0, 2], [0, 1]], "added": [[], [3]]},
-               {"iteration": 2, "policy_ids": [[0, 2], [3, 1]], "added": [[4], []]},
-               {"iteration": 3, "policy_ids": [[0, 4], [3, 1]], "added": [[], []]}]
+    # Two players of two members; after iteration 0 player 0's policy 1 is replaced by 2,
+    # after iteration 1 player 1's policy 0 by 3, and after iteration 2 policy 2 by 4.
+    records = [{"iteration": 0, "policy_ids": [[0, 1], [0, 1]]},
+               {"iteration": 1, "policy_ids": [[0, 2], [0, 1]]},
+               {"iteration": 2, "policy_ids": [[0, 2], [3, 1]]},
+               {"iteration": 3, "policy_ids": [[0, 4], [3, 1]]}]
     assert population_age(records) == [0.0, (1 + 0 + 1 + 1) / 4, (2 + 1 + 0 + 2) / 4, (3 + 0 + 1 + 3) / 4]
