@@ -2,7 +2,7 @@
 
     python -m metaeval.loops.study raters --out runs/study [--games kuhn_3p,sheriff]
         [--replacements random,mutate,best-response,learned] [--seeds 30] [--iterations 300] [--jobs 2]
-        [--publish docs/results/study-full]
+        [--publish docs/results/study-full] [--finished-only]
     python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random [--seeds 3] [--steps 20]
         [--episodes-per-step 500] [--matchmaking mecce]
 
@@ -19,7 +19,8 @@ iteration (``GAME-REPLACEMENT-paired.png``), and ``study.md``, the final figures
 ``study.csv`` and ``paired.csv`` as one Markdown table. Runs with one seed share their initial population
 and their loop's random stream whatever the rater, so the comparison is paired. Running
 the same command again resumes unfinished runs and redraws everything; the numbers are
-a function of the settings alone.
+a function of the settings alone. ``--finished-only`` runs nothing and tabulates the
+comparisons whose runs have all finished (say, from another shell while a study runs).
 
 ``pbt-vs-random`` runs PBT with Q-learners (rater ``deviation``) and ``evolve`` with
 random replacements (same rater, population and number of iterations) for each seed, and
@@ -39,7 +40,7 @@ from scipy import stats
 
 from metaeval import plots, reports, rundir
 from metaeval.errors import MetaEvalError
-from metaeval.loops.compare import compare, title_of
+from metaeval.loops.compare import compare, load_comparison, title_of
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
 
@@ -117,8 +118,23 @@ def _rounded(x: float) -> float:
     return round(x, 12) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
+def finished_comparison(out: Path, base: EvolveConfig, seeds: int) -> pd.DataFrame | None:
+    """The comparison in ``out`` if every rater's run of every seed has finished (read
+    only: nothing runs), else None."""
+    if not (Path(out) / rundir.CONFIG).exists():
+        return None
+    runs, stored = load_comparison(out)
+    if replace(stored, rater=base.rater, seed=base.seed) != base:
+        raise MetaEvalError(f"{out} holds a comparison with other settings than this study's")
+    if [rater for rater in RATERS if len(runs.get(rater, {})) < seeds]:
+        return None
+    return reports.comparison_frame(runs)
+
+
 def raters_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
-                 every: int, jobs: int, learner_episodes: int) -> pd.DataFrame:
+                 every: int, jobs: int, learner_episodes: int, finished_only: bool = False) -> pd.DataFrame:
+    """Run (or with ``finished_only``, only tabulate the finished) comparisons; see the module
+    docstring for what is written."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     tables, paired, timing, failures = [], [], [], []
@@ -127,13 +143,16 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
             base = EvolveConfig(game=game, iterations=iterations, replace=replacement,
                                 learner_episodes=learner_episodes)
             label = {"game": game, "replacement": replacement}
-            try:
-                comparison, _, failed = compare(base, RATERS, list(range(seeds)), out / game / replacement,
-                                                jobs=jobs, progress=False)
-            except MetaEvalError as exc:  # every run failed: the study goes on with the next one
-                comparison, failed = None, pd.DataFrame([{"rater": "all", "error": str(exc)}])
-            failures.append(failed.assign(**label))
-            pd.concat(failures, ignore_index=True).to_csv(out / "failures.csv", index=False)
+            if finished_only:  # failures.csv is left as the runs left it
+                comparison = finished_comparison(out / game / replacement, base, seeds)
+            else:
+                try:
+                    comparison, _, failed = compare(base, RATERS, list(range(seeds)), out / game / replacement,
+                                                    jobs=jobs, progress=False)
+                except MetaEvalError as exc:  # every run failed: the study goes on with the next one
+                    comparison, failed = None, pd.DataFrame([{"rater": "all", "error": str(exc)}])
+                failures.append(failed.assign(**label))
+                pd.concat(failures, ignore_index=True).to_csv(out / "failures.csv", index=False)
             if comparison is None:
                 continue
             tables.append(summary(comparison).assign(**label))
@@ -196,6 +215,8 @@ def main(argv=None) -> None:
     raters.add_argument("--jobs", type=int, default=2)
     raters.add_argument("--learner-episodes", type=int, default=2000)
     raters.add_argument("--publish", type=Path, help="copy the tables and figures into this directory")
+    raters.add_argument("--finished-only", action="store_true",
+                        help="run nothing: tabulate the comparisons in --out whose runs have all finished")
     versus = commands.add_parser("pbt-vs-random")
     versus.add_argument("--out", type=Path, required=True)
     versus.add_argument("--seeds", type=int, default=3)
@@ -207,7 +228,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.study == "raters":
         table = raters_study(args.out, args.games.split(","), args.replacements.split(","), args.seeds,
-                             args.iterations, args.every, args.jobs, args.learner_episodes)
+                             args.iterations, args.every, args.jobs, args.learner_episodes, args.finished_only)
         if args.publish:
             publish(args.out, args.publish)
     else:

@@ -2,6 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from metaeval import MetaEvalError
 from metaeval.loops.study import markdown_table, paired_statistics, summary
 
 
@@ -74,3 +75,25 @@ def test_a_study_reruns_bit_for_bit_into_a_new_directory(tmp_path):
     assert first == run(tmp_path / "second")
     assert (tmp_path / "first" / "sheriff-random-paired.png").stat().st_size > 0
     assert b"deviation" in first["paired.csv"] and b"pairs" in first["paired.csv"]
+
+
+def test_finished_only_tabulates_finished_comparisons_and_runs_nothing(tmp_path):
+    from metaeval.loops.study import raters_study
+
+    settings = dict(seeds=2, iterations=3, every=2, jobs=1, learner_episodes=10)
+    raters_study(tmp_path / "full", ["sheriff"], ["random"], **settings)
+    ran = {name: (tmp_path / "full" / name).read_bytes() for name in ("study.csv", "paired.csv", "study.md")}
+    (tmp_path / "full" / "study.csv").unlink()
+    # kuhn_3p was never run: it is skipped, and no run starts.
+    raters_study(tmp_path / "full", ["kuhn_3p", "sheriff"], ["random"], finished_only=True, **settings)
+    assert {name: (tmp_path / "full" / name).read_bytes() for name in ran} == ran
+    assert not (tmp_path / "full" / "kuhn_3p").exists()
+    # Asked for 3 seeds, the comparison has not finished: nothing is tabulated or started.
+    before = sorted(p.relative_to(tmp_path) for p in (tmp_path / "full").rglob("*"))
+    (tmp_path / "full" / "study.csv").unlink()
+    raters_study(tmp_path / "full", ["sheriff"], ["random"], finished_only=True, **{**settings, "seeds": 3})
+    assert not (tmp_path / "full" / "study.csv").exists()
+    assert sorted(p.relative_to(tmp_path) for p in (tmp_path / "full").rglob("*")) == [
+        p for p in before if p.name != "study.csv"]
+    with pytest.raises(MetaEvalError, match="other settings"):
+        raters_study(tmp_path / "full", ["sheriff"], ["random"], finished_only=True, **{**settings, "iterations": 4})
