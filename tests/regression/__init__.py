@@ -26,6 +26,12 @@ GAMES = {
         "iteration 92: the loop's MECCE Newton stopped at a KKT residual of 5.6e-7 with f 5e-3 "
         "above its minimum; damped Newton reaches the minimum"
     ),
+    "kuhn_3p_best_response_seed1_iteration41": (
+        "python -m metaeval.loops.study raters --seeds 30 --iterations 300, kuhn_3p with "
+        "best-response replacements, nash rater, seed 1, iteration 41: pygambit's logit path "
+        "follower ran for over 13 minutes without ending (it ends at a max regret of 1e-7 in "
+        "0.12 s, not at 1e-8)"
+    ),
     "agent57_bootstrap_replicate10": (
         "metaeval.rate(agent-vs-task game of the shipped Agent57 table, 'nash', bootstrap=200, "
         "seed=0), replicate 10: the task player's largest-support LP on the unbounded cone ended "
