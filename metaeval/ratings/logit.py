@@ -24,12 +24,12 @@ Jacobian built from a few tensor contractions, and a step limit. pygambit's own 
 has none, and on some meta-games it does not end: on the 8 x 8 x 8 kuhn_3p meta-game of
 ``tests/regression`` it ran for over 13 minutes, where this tracer ends in 0.2 s. On
 random 3-player games pygambit takes 30 s of CPU at 32^3 (92 ms a step) and over 120 s
-at 64^3, this tracer 0.5 s and 6 s, ending at the same point. At 8 per player it is
-slower: over the 783 final meta-games of the rater study a nash rating took 0.28 CPU s
-through it and 0.18 through pygambit's (which ended on all of these within 60 s), with
-equal ratings except in degenerate games, where the refinement reaches another point of
-the same continuum of equilibria (50 games, differences up to 1e-4, both at max regret
-1e-14). pygambit's follower remains the fallback when this tracer gives up, and the
+at 64^3, this tracer 0.5 s and 6 s, ending at the same point. Over the 783 final
+8-per-player meta-games of the rater study a nash rating took 155 CPU s in all through
+it and 170 through pygambit's (which ended on each of these within 60 s), with ratings
+equal to 1e-9 except in 53 degenerate games, where the refinement reaches another point
+of the same continuum of equilibria (differences up to 1.1e-4, both at max regret below
+1.2e-14). pygambit's follower remains the fallback when this tracer gives up, and the
 reference it is tested against.
 """
 
@@ -216,8 +216,17 @@ def payoff_against(payoffs: np.ndarray, strategies, player: int) -> np.ndarray:
     values = payoffs[player]
     for q in reversed(range(len(strategies))):
         if q != player:
-            values = np.tensordot(values, strategies[q], axes=([q], [0]))
+            values = _contract(values, strategies[q], q)
     return values
+
+
+def _contract(values: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
+    """``values`` summed against ``x`` along ``axis`` (``np.tensordot(values, x, ([axis], [0]))``,
+    whose overhead was most of a small game's tracing time)."""
+    last = values.ndim - 1
+    if axis != last:  # move the axis last, keeping the others' order
+        values = values.transpose(*range(axis), *range(axis + 1, last + 1), axis)
+    return values @ x
 
 
 def max_regret(payoffs: np.ndarray, strategies) -> float:
@@ -293,5 +302,5 @@ def _cross_payoffs(payoff, x, p, q):
     values = payoff
     for r in reversed(range(len(x))):
         if r not in (p, q):
-            values = np.tensordot(values, x[r], axes=([r], [0]))
+            values = _contract(values, x[r], r)
     return values if p < q else values.T
