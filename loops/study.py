@@ -82,9 +82,10 @@ def summary(comparison: pd.DataFrame) -> pd.DataFrame:
     per_run = comparison.groupby(["rater", "seed"], sort=False).agg(
         final_gap=("cce_gap", "last"), mean_gap=("cce_gap", "mean"), final_welfare=("welfare", "last"),
         final_age=("population_age", "last"))
-    table = per_run.groupby("rater", sort=False).agg(["mean", "std"])  # raters in the comparison's order
+    by_rater = per_run.groupby("rater", sort=False)  # raters in the comparison's order
+    table = by_rater.agg(["mean", "std"])
     table.columns = [f"{a}_{b}" for a, b in table.columns]
-    return table.assign(seeds=per_run.groupby("rater", sort=False).size()).reset_index()
+    return table.assign(seeds=by_rater.size()).reset_index()
 
 
 def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:
@@ -126,7 +127,7 @@ def finished_comparison(out: Path, base: EvolveConfig, seeds: int) -> pd.DataFra
     runs, stored = load_comparison(out)
     if replace(stored, rater=base.rater, seed=base.seed) != base:
         raise MetaEvalError(f"{out} holds a comparison with other settings than this study's")
-    if [rater for rater in RATERS if len(runs.get(rater, {})) < seeds]:
+    if any(len(runs.get(rater, {})) < seeds for rater in RATERS):
         return None
     return reports.comparison_frame(runs)
 
@@ -162,10 +163,10 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
             timing.append({**label, "median_seconds_per_iteration": float(comparison.seconds.median()),
                            "iterations": len(comparison)})
             # Rewritten after every comparison, so a study stopped part-way keeps its tables.
-            pd.concat(tables, ignore_index=True).to_csv(out / "study.csv", index=False)
-            pd.concat(paired, ignore_index=True).to_csv(out / "paired.csv", index=False)
-            (out / "study.md").write_text(markdown_table(pd.concat(tables, ignore_index=True),
-                                                         pd.concat(paired, ignore_index=True)))
+            study, paired_table = pd.concat(tables, ignore_index=True), pd.concat(paired, ignore_index=True)
+            study.to_csv(out / "study.csv", index=False)
+            paired_table.to_csv(out / "paired.csv", index=False)
+            (out / "study.md").write_text(markdown_table(study, paired_table))
             pd.DataFrame(timing).to_csv(out / "timing.csv", index=False)
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
 

@@ -46,7 +46,7 @@ class _Uniforms:
 
     def __init__(self, rng: np.random.Generator):
         blocks = iter(lambda: rng.random(self.BLOCK).tolist(), None)  # endless: a list is never None
-        self.rng, self.draw = rng, itertools.chain.from_iterable(blocks).__next__
+        self.draw = itertools.chain.from_iterable(blocks).__next__
 
     def choice(self, categorical: tuple[list[float], int]) -> int:
         """An index drawn from a :func:`_categorical`: the first whose running total exceeds

@@ -109,9 +109,10 @@ def test_a_bisected_draw_is_the_first_running_total_to_exceed_it(weights, seed):
     total = sum(w for w in weights if w > 0)
     probabilities = [w / total if w > 0 else w for w in weights]  # tiny negatives, as tables allow
     categorical = _categorical(probabilities)
-    uniforms = _Uniforms(np.random.default_rng(seed))
+    rng = np.random.default_rng(seed)
+    uniforms = _Uniforms(rng)
     edges = [u for t in categorical[0] for u in (t, np.nextafter(t, -1), np.nextafter(t, 2))]
-    for u in [*uniforms.rng.random(50), *edges, 0.0, 1.0 - 2**-53]:
+    for u in [*rng.random(50), *edges, 0.0, 1.0 - 2**-53]:
         uniforms.draw = iter([float(u)]).__next__
         assert uniforms.choice(categorical) == linear_draw(probabilities, u)
 
