@@ -63,10 +63,11 @@ pbt-results: $(STAMP)
 	cp runs/pbt-vs-random/cce_gap.png runs/pbt-vs-random/final.csv docs/results/pbt/
 
 # Does the rater matter? 30 seeds x 300 iterations x 5 raters x 4 replacements x 2 games
-# (resumable: rerun to continue). study-small is the reduced run the README reports.
+# (resumable: rerun to continue; runs recorded in docs/results/study-full/records are not
+# run again). study-small is the reduced run the README reports.
 study: $(STAMP)
 	$(BIN)/python -m metaeval.loops.study raters --out runs/study-full --seeds 30 --iterations 300 --jobs 2 \
-		--publish docs/results/study-full
+		--records docs/results/study-full/records --publish docs/results/study-full
 
 study-small: $(STAMP)
 	$(BIN)/python -m metaeval.loops.study raters --out runs/study --games kuhn_3p,sheriff \

@@ -89,26 +89,9 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     run_dir = open_comparison(out, base, raters, seeds)
     run_dir.write_config({"command": sys.argv})
     configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds]
-    bar = tqdm(total=len(configs), desc=f"compare {base.game}", unit="run",
-               disable=None if progress is None else not progress)
-    outcomes = []
-    if jobs == 1:
-        for config in configs:
-            outcomes.append(_run((config, run_directory(out, config), progress)))
-            _report(outcomes[-1], config, out, bar)
-    else:
-        # On an interrupt or an error, leaving the block terminates the workers at once:
-        # no queued run starts, and the runs in flight resume from their last checkpoint.
-        with multiprocessing.Pool(jobs, initializer=_worker_signals) as pool:
-            work = [(c, run_directory(out, c), False) for c in configs]
-            for config, outcome in zip(configs, pool.imap(_run, work)):
-                outcomes.append(outcome)
-                _report(outcome, config, out, bar)
-    bar.close()
-
     runs: dict[str, dict[int, list[dict]]] = {}
     failed = []
-    for config, outcome in zip(configs, outcomes):  # in the order asked for
+    for config, outcome in run_all(configs, out, jobs, progress, desc=f"compare {base.game}"):
         if isinstance(outcome, str):
             failed.append({"rater": config.rater, "seed": config.seed,
                            "run_directory": str(run_directory(out, config)), "error": outcome})
@@ -119,6 +102,29 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     if not runs:
         raise MetaEvalError(f"every run of the comparison failed; see {out / FAILURES}")
     return (*write_comparison(out, runs, title=title_of(base)), failures)
+
+
+def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | None, desc: str):
+    """Run every config in ``run_directory(out, config)``, ``jobs`` at once, yielding
+    ``(config, records or error text)`` in the order given; a failure is also said on
+    stderr as soon as it happens."""
+    bar = tqdm(total=len(configs), desc=desc, unit="run", disable=None if progress is None else not progress)
+    try:
+        if jobs == 1:
+            for config in configs:
+                outcome = _run((config, run_directory(out, config), progress))
+                _report(outcome, config, out, bar)
+                yield config, outcome
+        else:
+            # On an interrupt or an error, leaving the block terminates the workers at once:
+            # no queued run starts, and the runs in flight resume from their last checkpoint.
+            with multiprocessing.Pool(jobs, initializer=_worker_signals) as pool:
+                work = [(c, run_directory(out, c), False) for c in configs]
+                for config, outcome in zip(configs, pool.imap(_run, work)):
+                    _report(outcome, config, out, bar)
+                    yield config, outcome
+    finally:
+        bar.close()
 
 
 def _report(outcome, config: EvolveConfig, out: Path, bar) -> None:
@@ -144,11 +150,16 @@ def title_of(base: EvolveConfig) -> str:
 
 
 def write_comparison(out: Path, runs, title: str = ""):
-    comparison = reports.comparison_frame(runs)
+    """Tables and figures of a comparison's finished runs (see the module docstring)."""
+    return write_comparison_frame(out, reports.comparison_frame(runs), title)
+
+
+def write_comparison_frame(out: Path, comparison: pd.DataFrame, title: str = ""):
+    Path(out).mkdir(parents=True, exist_ok=True)
     final = reports.final_gaps(comparison)
     comparison.to_csv(Path(out) / "comparison.csv", index=False)
     final.to_csv(Path(out) / "final.csv", index=False)
-    if "uniform" in runs and len(runs) > 1:
+    if "uniform" in set(comparison.rater) and comparison.rater.nunique() > 1:
         reports.paired_differences(comparison).to_csv(Path(out) / "paired.csv", index=False)
     plots.plot_comparison(out, comparison, title=title)
     return comparison, final

@@ -2,25 +2,29 @@
 
     python -m metaeval.loops.study raters --out runs/study [--games kuhn_3p,sheriff]
         [--replacements random,mutate,best-response,learned] [--seeds 30] [--iterations 300] [--jobs 2]
-        [--publish docs/results/study-full] [--finished-only]
+        [--records docs/results/study-full/records] [--publish docs/results/study-full] [--finished-only]
     python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random [--seeds 3] [--steps 20]
         [--episodes-per-step 500] [--matchmaking mecce]
 
-``raters`` runs ``compare`` (every rater x seed, resumable) for each game and replacement
-in ``OUT/GAME/REPLACEMENT``, then writes ``study.csv`` (final and mean full-game CCE gap,
-final welfare and the final population's mean age per rater), ``paired.csv`` (each rater minus uniform, seed by seed:
-mean, sign counts, sign-test and Wilcoxon p-values, at every ``--every`` iterations, so
-one sees how the paired statistic evolves with the iteration count), ``timing.csv``
-(median seconds per iteration for each replacement), ``failures.csv`` (runs stopped by
-an error, with the error; the others are tabulated, and a pair counts only where both
-runs finished), one figure per game and replacement with a line per rater
-(``GAME/REPLACEMENT/cce_gap.png``) and one of the paired difference from uniform at every
-iteration (``GAME-REPLACEMENT-paired.png``), and ``study.md``, the final figures of
-``study.csv`` and ``paired.csv`` as one Markdown table. Runs with one seed share their initial population
-and their loop's random stream whatever the rater, so the comparison is paired. Running
-the same command again resumes unfinished runs and redraws everything; the numbers are
-a function of the settings alone. ``--finished-only`` runs nothing and tabulates the
-comparisons whose runs have all finished (say, from another shell while a study runs).
+``raters`` runs every rater x seed (an evolve run in ``OUT/GAME/REPLACEMENT/RATER/seedS``,
+resumable) for each game and replacement and keeps each finished run's summary in
+``RECORDS/GAME/REPLACEMENT`` (``study_records``; a recorded run is not run again, so a
+study kept with its records continues or re-tabulates on any machine). From the records
+it writes the comparison's tables and figures in ``OUT/GAME/REPLACEMENT`` (as ``compare``
+does; ``cce_gap.png`` has a line per rater), then ``study.csv`` (final and mean full-game
+CCE gap, final welfare and the final population's mean age per rater), ``paired.csv``
+(each rater minus uniform, seed by seed: mean, sign counts, sign-test and Wilcoxon
+p-values, at every ``--every`` iterations, so one sees how the paired statistic evolves
+with the iteration count), ``timing.csv`` (median seconds per iteration for each
+replacement), ``failures.csv`` (runs stopped by an error, with the error; the others are
+tabulated, and a pair counts only where both runs finished), one figure of the paired
+difference from uniform at every iteration (``GAME-REPLACEMENT-paired.png``), and
+``study.md``, the final figures of ``study.csv`` and ``paired.csv`` as one Markdown
+table. Runs with one seed share their initial population and their loop's random stream
+whatever the rater, so the comparison is paired. Running the same command again resumes
+unfinished runs and redraws everything; the numbers are a function of the settings
+alone. ``--finished-only`` runs nothing and tabulates the comparisons whose runs are all
+recorded (say, from another shell while a study runs).
 
 ``pbt-vs-random`` runs PBT with Q-learners (rater ``deviation``) and ``evolve`` with
 random replacements (same rater, population and number of iterations) for each seed, and
@@ -39,10 +43,10 @@ import pandas as pd
 from scipy import stats
 
 from metaeval import plots, reports, rundir
-from metaeval.errors import MetaEvalError
-from metaeval.loops.compare import compare, load_comparison, title_of
+from metaeval.loops.compare import run_all, run_directory, title_of, write_comparison_frame
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
+from metaeval.loops.study_records import RunRecords
 
 RATERS = ["uniform", "nash", "alpharank", "deviation", "payoff"]
 TIE = 1e-9
@@ -119,24 +123,14 @@ def _rounded(x: float) -> float:
     return round(x, 12) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-def finished_comparison(out: Path, base: EvolveConfig, seeds: int) -> pd.DataFrame | None:
-    """The comparison in ``out`` if every rater's run of every seed has finished (read
-    only: nothing runs), else None."""
-    if not (Path(out) / rundir.CONFIG).exists():
-        return None
-    runs, stored = load_comparison(out)
-    if replace(stored, rater=base.rater, seed=base.seed) != base:
-        raise MetaEvalError(f"{out} holds a comparison with other settings than this study's")
-    if any(len(runs.get(rater, {})) < seeds for rater in RATERS):
-        return None
-    return reports.comparison_frame(runs)
-
-
 def raters_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
-                 every: int, jobs: int, learner_episodes: int, finished_only: bool = False) -> pd.DataFrame:
+                 every: int, jobs: int, learner_episodes: int, finished_only: bool = False,
+                 records: Path | None = None) -> pd.DataFrame:
     """Run (or with ``finished_only``, only tabulate the finished) comparisons; see the module
-    docstring for what is written."""
+    docstring for what is written. A run recorded in ``records`` (default ``OUT/records``)
+    is not run again."""
     out = Path(out)
+    records = Path(records) if records is not None else out / "records"
     out.mkdir(parents=True, exist_ok=True)
     tables, paired, timing, failures = [], [], [], []
     for replacement in replacements:
@@ -144,18 +138,15 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
             base = EvolveConfig(game=game, iterations=iterations, replace=replacement,
                                 learner_episodes=learner_episodes)
             label = {"game": game, "replacement": replacement}
-            if finished_only:  # failures.csv is left as the runs left it
-                comparison = finished_comparison(out / game / replacement, base, seeds)
-            else:
-                try:
-                    comparison, _, failed = compare(base, RATERS, list(range(seeds)), out / game / replacement,
-                                                    jobs=jobs, progress=False)
-                except MetaEvalError as exc:  # every run failed: the study goes on with the next one
-                    comparison, failed = None, pd.DataFrame([{"rater": "all", "error": str(exc)}])
-                failures.append(failed.assign(**label))
+            recorded = RunRecords(records / game / replacement, base)
+            if not finished_only:  # failures.csv is left as the runs left it
+                failures.append(_run_unrecorded(base, seeds, out / game / replacement, recorded, jobs).assign(**label))
                 pd.concat(failures, ignore_index=True).to_csv(out / "failures.csv", index=False)
-            if comparison is None:
+            complete = all(recorded.has(r, s) for r in RATERS for s in range(seeds))
+            comparison = recorded.comparison(RATERS, list(range(seeds)))
+            if comparison is None or (finished_only and not complete):
                 continue
+            write_comparison_frame(out / game / replacement, comparison, title=title_of(base))
             tables.append(summary(comparison).assign(**label))
             paired.append(paired_statistics(comparison, every).assign(**label))
             plots.plot_paired(out / f"{game}-{replacement}-paired.png", paired_statistics(comparison, 1),
@@ -169,6 +160,20 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
             (out / "study.md").write_text(markdown_table(study, paired_table))
             pd.DataFrame(timing).to_csv(out / "timing.csv", index=False)
     return pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+
+
+def _run_unrecorded(base: EvolveConfig, seeds: int, out: Path, recorded: RunRecords, jobs: int) -> pd.DataFrame:
+    """Run every rater and seed not yet in ``recorded`` (in ``out/RATER/seedS``, resuming
+    what is there) and record each as it finishes; returns the failed runs."""
+    configs = [replace(base, rater=r, seed=s) for r in RATERS for s in range(seeds) if not recorded.has(r, s)]
+    failed = []
+    for config, outcome in run_all(configs, out, jobs, progress=None, desc=title_of(base)):
+        if isinstance(outcome, str):
+            failed.append({"rater": config.rater, "seed": config.seed,
+                           "run_directory": str(run_directory(out, config)), "error": outcome})
+        else:
+            recorded.write(config.rater, config.seed, reports.summary_frame(outcome))
+    return pd.DataFrame(failed, columns=["rater", "seed", "run_directory", "error"])
 
 
 def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episodes_per_step: int,
@@ -217,7 +222,10 @@ def main(argv=None) -> None:
     raters.add_argument("--learner-episodes", type=int, default=2000)
     raters.add_argument("--publish", type=Path, help="copy the tables and figures into this directory")
     raters.add_argument("--finished-only", action="store_true",
-                        help="run nothing: tabulate the comparisons in --out whose runs have all finished")
+                        help="run nothing: tabulate the comparisons whose runs are all recorded")
+    raters.add_argument("--records", type=Path,
+                        help="where each finished run's summary is kept (default OUT/records); recorded runs "
+                             "are not run again")
     versus = commands.add_parser("pbt-vs-random")
     versus.add_argument("--out", type=Path, required=True)
     versus.add_argument("--seeds", type=int, default=3)
@@ -229,7 +237,8 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.study == "raters":
         table = raters_study(args.out, args.games.split(","), args.replacements.split(","), args.seeds,
-                             args.iterations, args.every, args.jobs, args.learner_episodes, args.finished_only)
+                             args.iterations, args.every, args.jobs, args.learner_episodes, args.finished_only,
+                             args.records)
         if args.publish:
             publish(args.out, args.publish)
     else:

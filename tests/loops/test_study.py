@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -73,6 +75,12 @@ def test_a_study_reruns_bit_for_bit_into_a_new_directory(tmp_path):
 
     first = run(tmp_path / "first")
     assert first == run(tmp_path / "second")
+    records = sorted((tmp_path / "first" / "records").rglob("*.csv.gz"))
+    assert len(records) == 2 * 5  # a record per rater and seed
+    for path in records:  # the same bytes but for the wall-clock column
+        again = tmp_path / "second" / path.relative_to(tmp_path / "first")
+        frames = [pd.read_csv(p).drop(columns="seconds") for p in (path, again)]
+        pd.testing.assert_frame_equal(*frames, check_exact=True)
     assert (tmp_path / "first" / "sheriff-random-paired.png").stat().st_size > 0
     assert b"deviation" in first["paired.csv"] and b"pairs" in first["paired.csv"]
 
@@ -97,3 +105,40 @@ def test_finished_only_tabulates_finished_comparisons_and_runs_nothing(tmp_path)
         p for p in before if p.name != "study.csv"]
     with pytest.raises(MetaEvalError, match="other settings"):
         raters_study(tmp_path / "full", ["sheriff"], ["random"], finished_only=True, **{**settings, "iterations": 4})
+
+
+def test_a_study_continues_from_its_records_without_rerunning_them(tmp_path):
+    from metaeval.loops.study import raters_study
+
+    settings = dict(seeds=2, iterations=3, every=2, jobs=1, learner_episodes=10, records=tmp_path / "records")
+    raters_study(tmp_path / "first", ["sheriff"], ["random"], **settings)
+    tables = {name: (tmp_path / "first" / name).read_bytes() for name in ("study.csv", "paired.csv", "study.md")}
+    # Another machine with the records and none of the run directories: nothing runs again.
+    raters_study(tmp_path / "elsewhere", ["sheriff"], ["random"], **settings)
+    assert {name: (tmp_path / "elsewhere" / name).read_bytes() for name in tables} == tables
+    assert not list((tmp_path / "elsewhere").rglob("iterations.jsonl"))
+    # A lost record is redone, and only that run.
+    (tmp_path / "records" / "sheriff" / "random" / "nash" / "seed1.csv.gz").unlink()
+    raters_study(tmp_path / "third", ["sheriff"], ["random"], **settings)
+    assert [p.parent.relative_to(tmp_path) for p in (tmp_path / "third").rglob("iterations.jsonl")] == [
+        Path("third/sheriff/random/nash/seed1")]
+    assert {name: (tmp_path / "third" / name).read_bytes() for name in tables} == tables
+
+
+def test_records_refuse_other_settings_unfinished_runs_and_damage(tmp_path):
+    from metaeval.loops.evolve import EvolveConfig
+    from metaeval.loops.study_records import RunRecords
+
+    base = EvolveConfig(game="sheriff", iterations=3)
+    records = RunRecords(tmp_path, base)
+    frame = pd.DataFrame({"iteration": [0, 1, 2], "cce_gap": [0.1, 1 / 3, np.pi]})
+    with pytest.raises(MetaEvalError, match="only finished runs"):
+        records.write("uniform", 0, frame.iloc[:2])
+    assert not records.has("uniform", 0)
+    records.write("uniform", 0, frame)
+    pd.testing.assert_frame_equal(records.read("uniform", 0), frame, check_exact=True)  # full precision
+    with pytest.raises(MetaEvalError, match="other settings"):
+        RunRecords(tmp_path, EvolveConfig(game="sheriff", iterations=4))
+    records.file("uniform", 0).write_bytes(b"not gzip")
+    with pytest.raises(MetaEvalError, match="unreadable"):
+        records.read("uniform", 0)

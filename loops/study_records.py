@@ -1,0 +1,77 @@
+"""The study's records: one small table per finished run, kept apart from the run directories.
+
+A run directory holds checkpoints, logs and figures (about 800 kB per run of 300
+iterations); what the study tabulates is the run's summary (``reports.summary_frame``:
+one row per iteration). The records keep just that, gzipped CSV with full float
+precision (about 20 kB a run), in ``RECORDS/RATER/seedS.csv.gz`` beside a
+``settings.json`` of the settings that change results and the number of iterations.
+Being small, the records can be kept with the published tables, so a study continues
+where it stopped on another machine, or is re-tabulated, without rerunning finished
+runs. A record is a function of the settings alone, except for its ``seconds`` column
+(wall-clock time).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from metaeval import rundir
+from metaeval.errors import MetaEvalError
+from metaeval.fileio import atomic_write
+from metaeval.loops.evolve import EvolveConfig
+
+SETTINGS = "settings.json"
+PER_RUN = ("rater", "seed")
+# mtime 0: the same table gives the same bytes.
+_GZIP = {"method": "gzip", "mtime": 0}
+
+
+class RunRecords:
+    """The records of one game and replacement's runs (every rater and seed) in ``path``."""
+
+    def __init__(self, path, base: EvolveConfig):
+        self.path = Path(path)
+        self.settings = {**{k: v for k, v in base.result_settings().items() if k not in PER_RUN},
+                         "iterations": base.iterations}
+        self.iterations = base.iterations
+        stored = self.path / SETTINGS
+        if stored.exists() and rundir.read_json(stored) != json.loads(json.dumps(self.settings)):
+            raise MetaEvalError(f"{self.path} holds the records of runs with other settings than these: "
+                                f"{rundir.read_json(stored)} (asked for {self.settings})")
+
+    def file(self, rater: str, seed: int) -> Path:
+        return self.path / rater / f"seed{seed}.csv.gz"
+
+    def has(self, rater: str, seed: int) -> bool:
+        return self.file(rater, seed).exists()
+
+    def write(self, rater: str, seed: int, summary: pd.DataFrame) -> None:
+        """Keep a finished run's summary (atomically; a partial file is never left)."""
+        if len(summary) < self.iterations:
+            raise MetaEvalError(f"run {rater} seed {seed} has {len(summary)} of {self.iterations} iterations: "
+                                "only finished runs are recorded")
+        if not (self.path / SETTINGS).exists():
+            self.path.mkdir(parents=True, exist_ok=True)
+            rundir.write_json(self.path / SETTINGS, self.settings)
+        path = self.file(rater, seed)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda f: summary.to_csv(f, index=False, compression=_GZIP))
+
+    def read(self, rater: str, seed: int) -> pd.DataFrame:
+        try:
+            return pd.read_csv(self.file(rater, seed), compression="gzip")
+        except (OSError, EOFError, ValueError) as exc:
+            raise MetaEvalError(f"record {self.file(rater, seed)} is unreadable ({exc}); delete it and rerun "
+                                "the study to redo that run") from None
+
+    def comparison(self, raters: list[str], seeds: list[int]) -> pd.DataFrame | None:
+        """The recorded runs as ``reports.comparison_frame`` would give them (raters and
+        seeds in the order asked for), or None if none is recorded."""
+        frames = [self.read(r, s).assign(rater=r, seed=s) for r in raters for s in seeds if self.has(r, s)]
+        if not frames:
+            return None
+        table = pd.concat(frames, ignore_index=True)
+        return table[["rater", "seed", *table.columns[:-2]]]
