@@ -34,6 +34,7 @@ draws both CCE gaps in one figure.
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -68,8 +69,8 @@ def paired_statistics(comparison: pd.DataFrame, every: int, baseline: str = "uni
             sign_p = stats.binomtest(lower, lower + higher).pvalue if lower + higher else 1.0
             wilcoxon_p = stats.wilcoxon(nonzero).pvalue if len(nonzero) else 1.0
             rows.append({"iteration": int(iteration), "rater": rater, "baseline": baseline,
-                         "pairs": len(diff), "mean_difference": float(diff.mean()),
-                         "standard_error": float(diff.std(ddof=1) / np.sqrt(len(diff))) if len(diff) > 1 else np.nan,
+                         "pairs": len(diff), "mean_difference": mean(diff),
+                         "standard_error": std(diff) / math.sqrt(len(diff)),
                          "lower": lower,
                          "equal": len(diff) - lower - higher, "higher": higher,
                          "sign_test_p": float(sign_p), "wilcoxon_p": float(wilcoxon_p)})
@@ -84,12 +85,29 @@ def summary(comparison: pd.DataFrame) -> pd.DataFrame:
     payoff_columns = [c for c in comparison.columns if c.startswith("mean_payoff_p")]
     comparison = comparison.assign(welfare=comparison[payoff_columns].sum(axis=1))
     per_run = comparison.groupby(["rater", "seed"], sort=False).agg(
-        final_gap=("cce_gap", "last"), mean_gap=("cce_gap", "mean"), final_welfare=("welfare", "last"),
+        final_gap=("cce_gap", "last"), mean_gap=("cce_gap", mean), final_welfare=("welfare", "last"),
         final_age=("population_age", "last"))
     by_rater = per_run.groupby("rater", sort=False)  # raters in the comparison's order
-    table = by_rater.agg(["mean", "std"])
+    table = by_rater.agg([mean, std])
     table.columns = [f"{a}_{b}" for a, b in table.columns]
     return table.assign(seeds=by_rater.size()).reset_index()
+
+
+def mean(values) -> float:
+    """The mean from the correctly rounded sum (``math.fsum``): the same bits whatever the
+    order of the values or the summation pandas or NumPy use (pandas' grouped mean changed
+    the last bit of this study's tables between releases)."""
+    values = list(values)
+    return math.fsum(values) / len(values) if values else float("nan")
+
+
+def std(values) -> float:
+    """Sample standard deviation (n − 1) from correctly rounded sums, as :func:`mean`."""
+    values = list(values)
+    if len(values) < 2:
+        return float("nan")
+    centre = mean(values)
+    return math.sqrt(math.fsum((v - centre) ** 2 for v in values) / (len(values) - 1))
 
 
 def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:

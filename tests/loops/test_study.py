@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from metaeval import MetaEvalError
-from metaeval.loops.study import markdown_table, paired_statistics, summary
+from metaeval.loops.study import markdown_table, mean, paired_statistics, std, summary
 
 
 def comparison(differences):
@@ -142,3 +142,15 @@ def test_records_refuse_other_settings_unfinished_runs_and_damage(tmp_path):
     records.file("uniform", 0).write_bytes(b"not gzip")
     with pytest.raises(MetaEvalError, match="unreadable"):
         records.read("uniform", 0)
+
+
+def test_means_and_deviations_are_correctly_rounded_whatever_the_order():
+    rng = np.random.default_rng(0)
+    values = list(rng.lognormal(0, 3, 300))  # a wide spread: naive sums depend on the order
+    assert mean([0.1] * 10) == 0.1 != sum([0.1] * 10) / 10
+    assert mean([1e16, 1.0, -1e16]) == 1 / 3
+    for _ in range(20):
+        shuffled = list(rng.permutation(values))
+        assert mean(shuffled) == mean(values) and std(shuffled) == std(values)
+    assert std(values) == pytest.approx(np.std(values, ddof=1), rel=1e-12)
+    assert np.isnan(std([1.0])) and np.isnan(mean([]))
