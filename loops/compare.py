@@ -47,6 +47,11 @@ def _run(job: tuple[EvolveConfig, Path, bool | None]) -> list[dict] | str:
         return f"{type(exc).__name__}: {exc}"
 
 
+def _indexed_run(item: tuple[int, tuple]) -> tuple[int, list[dict] | str]:
+    index, job = item
+    return index, _run(job)
+
+
 def _worker_signals() -> None:
     """Workers leave interrupts to the parent, which terminates them at once."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -89,9 +94,12 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     run_dir = open_comparison(out, base, raters, seeds)
     run_dir.write_config({"command": sys.argv})
     configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds]
+    outcomes = {(c.rater, c.seed): outcome for c, outcome in run_all(configs, out, jobs, progress,
+                                                                     desc=f"compare {base.game}")}
     runs: dict[str, dict[int, list[dict]]] = {}
     failed = []
-    for config, outcome in run_all(configs, out, jobs, progress, desc=f"compare {base.game}"):
+    for config in configs:  # in the order asked for
+        outcome = outcomes[config.rater, config.seed]
         if isinstance(outcome, str):
             failed.append({"rater": config.rater, "seed": config.seed,
                            "run_directory": str(run_directory(out, config)), "error": outcome})
@@ -106,8 +114,8 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
 
 def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | None, desc: str):
     """Run every config in ``run_directory(out, config)``, ``jobs`` at once, yielding
-    ``(config, records or error text)`` in the order given; a failure is also said on
-    stderr as soon as it happens."""
+    ``(config, records or error text)`` as each run ends (so a slow run holds back no
+    other's result); a failure is also said on stderr as soon as it happens."""
     bar = tqdm(total=len(configs), desc=desc, unit="run", disable=None if progress is None else not progress)
     try:
         if jobs == 1:
@@ -119,10 +127,10 @@ def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | 
             # On an interrupt or an error, leaving the block terminates the workers at once:
             # no queued run starts, and the runs in flight resume from their last checkpoint.
             with multiprocessing.Pool(jobs, initializer=_worker_signals) as pool:
-                work = [(c, run_directory(out, c), False) for c in configs]
-                for config, outcome in zip(configs, pool.imap(_run, work)):
-                    _report(outcome, config, out, bar)
-                    yield config, outcome
+                work = [(i, (c, run_directory(out, c), False)) for i, c in enumerate(configs)]
+                for i, outcome in pool.imap_unordered(_indexed_run, work):
+                    _report(outcome, configs[i], out, bar)
+                    yield configs[i], outcome
     finally:
         bar.close()
 

@@ -67,3 +67,15 @@ def test_every_run_failing_is_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(MetaEvalError, match="every run of the comparison failed"):
         compare(EvolveConfig(game="kuhn_3p", iterations=1), ["broken"], [0], tmp_path, progress=False)
     assert pd.read_csv(tmp_path / FAILURES).error[0] == "MetaEvalError: always fails"
+
+
+def test_parallel_runs_are_yielded_as_they_end_and_compared_in_the_order_asked(tmp_path):
+    from metaeval.loops.compare import run_all
+
+    slow, quick = EvolveConfig(game="kuhn_3p", iterations=60), EvolveConfig(game="kuhn_3p", iterations=1, seed=1)
+    ended = [config for config, _ in run_all([slow, quick], tmp_path, jobs=2, progress=False, desc="")]
+    assert ended == [quick, slow]  # the quick run is not held back behind the slow one
+    comparison, _, _ = compare(EvolveConfig(game="sheriff", iterations=2), ["deviation", "uniform"], [1, 0],
+                               tmp_path / "cmp", jobs=2, progress=False)
+    assert list(dict.fromkeys(zip(comparison.rater, comparison.seed))) == [
+        ("deviation", 1), ("deviation", 0), ("uniform", 1), ("uniform", 0)]
