@@ -32,6 +32,7 @@ PER_RUN = ("rater", "seed")
 """Settings that vary between the runs of a comparison."""
 
 FAILURES = "failures.csv"
+FAILURE_COLUMNS = ["rater", "seed", "run_directory", "error"]
 
 
 def run_directory(out: Path, config: EvolveConfig) -> Path:
@@ -101,11 +102,10 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     for config in configs:  # in the order asked for
         outcome = outcomes[config.rater, config.seed]
         if isinstance(outcome, str):
-            failed.append({"rater": config.rater, "seed": config.seed,
-                           "run_directory": str(run_directory(out, config)), "error": outcome})
+            failed.append(failure(out, config, outcome))
         else:
             runs.setdefault(config.rater, {})[config.seed] = outcome
-    failures = pd.DataFrame(failed, columns=["rater", "seed", "run_directory", "error"])
+    failures = pd.DataFrame(failed, columns=FAILURE_COLUMNS)
     write_failures(out, failures)
     if not runs:
         raise MetaEvalError(f"every run of the comparison failed; see {out / FAILURES}")
@@ -143,6 +143,12 @@ def _report(outcome, config: EvolveConfig, out: Path, bar) -> None:
                    f"({run_directory(out, config)}): {outcome}", file=sys.stderr)
 
 
+def failure(out: Path, config: EvolveConfig, error: str) -> dict:
+    """A row of ``failures.csv``."""
+    return {"rater": config.rater, "seed": config.seed, "run_directory": str(run_directory(out, config)),
+            "error": error}
+
+
 def write_failures(out: Path, failures: pd.DataFrame) -> None:
     """``failures.csv`` listing the failed runs; removed when none failed."""
     path = Path(out) / FAILURES
@@ -163,6 +169,7 @@ def write_comparison(out: Path, runs, title: str = ""):
 
 
 def write_comparison_frame(out: Path, comparison: pd.DataFrame, title: str = ""):
+    """As :func:`write_comparison`, from a ``reports.comparison_frame`` table."""
     Path(out).mkdir(parents=True, exist_ok=True)
     final = reports.final_gaps(comparison)
     comparison.to_csv(Path(out) / "comparison.csv", index=False)

@@ -44,7 +44,7 @@ import pandas as pd
 from scipy import stats
 
 from metaeval import plots, reports
-from metaeval.loops.compare import run_all, run_directory, title_of, write_comparison_frame
+from metaeval.loops.compare import FAILURE_COLUMNS, failure, run_all, title_of, write_comparison_frame
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
 from metaeval.loops.study_records import RunRecords
@@ -160,9 +160,10 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
             if not finished_only:  # failures.csv is left as the runs left it
                 failures.append(_run_unrecorded(base, seeds, out / game / replacement, recorded, jobs).assign(**label))
                 pd.concat(failures, ignore_index=True).to_csv(out / "failures.csv", index=False)
-            complete = all(recorded.has(r, s) for r in RATERS for s in range(seeds))
+            if finished_only and not all(recorded.has(r, s) for r in RATERS for s in range(seeds)):
+                continue
             comparison = recorded.comparison(RATERS, list(range(seeds)))
-            if comparison is None or (finished_only and not complete):
+            if comparison is None:
                 continue
             write_comparison_frame(out / game / replacement, comparison, title=title_of(base))
             tables.append(summary(comparison).assign(**label))
@@ -187,11 +188,10 @@ def _run_unrecorded(base: EvolveConfig, seeds: int, out: Path, recorded: RunReco
     failed = []
     for config, outcome in run_all(configs, out, jobs, progress=None, desc=title_of(base)):
         if isinstance(outcome, str):
-            failed.append({"rater": config.rater, "seed": config.seed,
-                           "run_directory": str(run_directory(out, config)), "error": outcome})
+            failed.append(failure(out, config, outcome))
         else:
             recorded.write(config.rater, config.seed, reports.summary_frame(outcome))
-    return pd.DataFrame(failed, columns=["rater", "seed", "run_directory", "error"])
+    return pd.DataFrame(failed, columns=FAILURE_COLUMNS)
 
 
 def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episodes_per_step: int,

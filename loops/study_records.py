@@ -21,10 +21,10 @@ import pandas as pd
 from metaeval import rundir
 from metaeval.errors import MetaEvalError
 from metaeval.fileio import atomic_write
+from metaeval.loops.compare import PER_RUN
 from metaeval.loops.evolve import EvolveConfig
 
 SETTINGS = "settings.json"
-PER_RUN = ("rater", "seed")
 # mtime 0: the same table gives the same bytes.
 _GZIP = {"method": "gzip", "mtime": 0}
 
@@ -36,7 +36,6 @@ class RunRecords:
         self.path = Path(path)
         self.settings = {**{k: v for k, v in base.result_settings().items() if k not in PER_RUN},
                          "iterations": base.iterations}
-        self.iterations = base.iterations
         stored = self.path / SETTINGS
         if stored.exists() and rundir.read_json(stored) != json.loads(json.dumps(self.settings)):
             raise MetaEvalError(f"{self.path} holds the records of runs with other settings than these: "
@@ -50,9 +49,9 @@ class RunRecords:
 
     def write(self, rater: str, seed: int, summary: pd.DataFrame) -> None:
         """Keep a finished run's summary (atomically; a partial file is never left)."""
-        if len(summary) < self.iterations:
-            raise MetaEvalError(f"run {rater} seed {seed} has {len(summary)} of {self.iterations} iterations: "
-                                "only finished runs are recorded")
+        if len(summary) < self.settings["iterations"]:
+            raise MetaEvalError(f"run {rater} seed {seed} has {len(summary)} of {self.settings['iterations']} "
+                                "iterations: only finished runs are recorded")
         if not (self.path / SETTINGS).exists():
             self.path.mkdir(parents=True, exist_ok=True)
             rundir.write_json(self.path / SETTINGS, self.settings)
