@@ -29,11 +29,15 @@ at 64^3, this tracer 0.5 s and 6 s, ending at the same point. Over the 783 final
 it and 170 through pygambit's (which ended on each of these within 60 s), with ratings
 equal to 1e-9 except in 53 degenerate games, where the refinement reaches another point
 of the same continuum of equilibria (differences up to 1.1e-4, both at max regret below
-1.2e-14). pygambit's follower remains the fallback when this tracer gives up, and the
-reference it is tested against.
+1.2e-14). pygambit's follower remains the fallback when this tracer gives up far from
+the end (:func:`_branch_end`), and the reference it is tested against.
 """
 
 from __future__ import annotations
+
+import io
+import subprocess
+import sys
 
 import numpy as np
 import scipy.linalg
@@ -42,6 +46,8 @@ from metaeval.errors import MetaEvalError
 from metaeval.threads import one_blas_thread
 
 TRACE_REGRET = 1e-8
+STALLED_REGRET = 1e-6  # the nash rater's accepted max regret
+GAMBIT_SECONDS = 300
 SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
 # Supports can also be read off the payoffs: the strategies within this gap of a best
 # response (payoffs of range 1). Where a strategy is dominated only by a margin far below
@@ -51,10 +57,7 @@ BEST_RESPONSE_GAPS = (1e-12, 1e-10)
 
 def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
     """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``."""
-    try:
-        strategies = trace_logit_branch(payoffs, TRACE_REGRET)
-    except MetaEvalError:  # a step below 1e-8 or past the step limit: pygambit's follower
-        strategies = _gambit_logit(payoffs)
+    strategies = _branch_end(payoffs)
     traced_regret = max_regret(payoffs, strategies)
     supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
     supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
@@ -70,14 +73,60 @@ def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
                key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, strategies)))
 
 
+class BranchStalled(MetaEvalError):
+    """The tracer's steps fell below 1e-8 (or ran past the step limit) short of its target;
+    ``strategies`` is the point it reached."""
+
+    def __init__(self, message: str, strategies: list[np.ndarray]):
+        super().__init__(message)
+        self.strategies = strategies
+
+
+def _branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
+    """The branch's point at ``TRACE_REGRET``, from :func:`trace_logit_branch`. Where its
+    steps stall short of that target (on a kuhn_3p meta-game of ``tests/regression``, at
+    lambda = 5e7 and a max regret of 1.2e-8 x range, where the equations are too stiff for
+    the corrector), the point reached is kept if its max regret is already below
+    ``STALLED_REGRET`` x range: the refinement then takes it to an exact equilibrium.
+    Otherwise pygambit's follower, in a child process stopped after ``GAMBIT_SECONDS``:
+    it has no step limit, and on that meta-game it ran for 55 minutes towards 1e-8 and
+    grew to 11.7 GB."""
+    try:
+        return trace_logit_branch(payoffs, TRACE_REGRET)
+    except BranchStalled as stalled:
+        if max_regret(payoffs, stalled.strategies) <= STALLED_REGRET * float(np.ptp(payoffs)):
+            return stalled.strategies
+    except MetaEvalError:
+        pass
+    return _gambit_logit(payoffs)
+
+
 def _gambit_logit(payoffs: np.ndarray) -> list[np.ndarray]:
+    """pygambit's end point of the principal branch (:func:`gambit_branch_end`) computed in
+    a child process, which is stopped after ``GAMBIT_SECONDS``."""
+    sent = io.BytesIO()
+    np.save(sent, payoffs)
+    try:
+        child = subprocess.run([sys.executable, "-c", "from metaeval.ratings.logit import _gambit_child; _gambit_child()"],
+                               input=sent.getvalue(), capture_output=True, timeout=GAMBIT_SECONDS)
+    except subprocess.TimeoutExpired:
+        raise MetaEvalError(f"the logit path of this game could not be followed (our tracer gave up, and "
+                            f"pygambit's follower did not end within {GAMBIT_SECONDS} s)") from None
+    if child.returncode != 0:
+        lines = child.stderr.decode().strip().splitlines() or [f"pygambit's follower exited with {child.returncode}"]
+        raise MetaEvalError(lines[-1])
+    received = np.load(io.BytesIO(child.stdout))
+    return [received[f"arr_{p}"] for p in range(len(received.files))]
+
+
+def gambit_branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
     """pygambit's end point of the principal branch, at max regret TRACE_REGRET x range
     (it has no step limit: it may not return)."""
     # Imported here: pygambit is only needed for this solver.
     import pygambit
 
-    game = pygambit.Game.from_arrays(*payoffs)
     try:
+        game = pygambit.Game.from_arrays(*payoffs)
         traced = pygambit.nash.logit_solve(game, maxregret=TRACE_REGRET).equilibria
     except (RuntimeError, ValueError) as exc:
         raise MetaEvalError(f"the logit path of this game could not be followed (pygambit: {exc})") from None
@@ -130,12 +179,12 @@ def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
             if point is None:
                 step /= _MAX_ACCELERATION
                 if step < _MIN_STEP:
-                    raise MetaEvalError("the logit path of this game could not be followed (step below 1e-8)")
+                    raise BranchStalled("the logit path of this game could not be followed (step below 1e-8)", x)
                 continue
             v, tangent = point, new_tangent
             x = _strategies(v, offsets)
             step /= min(slow_down, _MAX_ACCELERATION)
-    raise MetaEvalError(f"the logit path of this game did not end within {_MAX_STEPS} steps")
+    raise BranchStalled(f"the logit path of this game did not end within {_MAX_STEPS} steps", x)
 
 
 def _tangent(payoffs, v, previous, offsets):
@@ -304,3 +353,17 @@ def _cross_payoffs(payoff, x, p, q):
         if r not in (p, q):
             values = _contract(values, x[r], r)
     return values if p < q else values.T
+
+
+def _gambit_child() -> None:
+    """The child process of :func:`_gambit_logit`: payoffs (``np.save``) on stdin, pygambit's
+    end point (``np.savez``, one array per player) on stdout, a MetaEvalError on stderr."""
+    payoffs = np.load(io.BytesIO(sys.stdin.buffer.read()))
+    try:
+        strategies = gambit_branch_end(payoffs)
+    except MetaEvalError as error:
+        sys.exit(str(error))
+    sent = io.BytesIO()
+    np.savez(sent, *strategies)
+    sys.stdout.buffer.write(sent.getvalue())
+

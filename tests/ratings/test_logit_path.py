@@ -5,7 +5,7 @@ import pytest
 
 import metaeval
 from metaeval.ratings import logit
-from metaeval.ratings.logit import TRACE_REGRET, max_regret, trace_logit_branch
+from metaeval.ratings.logit import STALLED_REGRET, TRACE_REGRET, BranchStalled, max_regret, trace_logit_branch
 from metaeval.ratings.nash import well_scaled
 from tests import regression
 
@@ -24,7 +24,7 @@ def test_traced_end_point_is_pygambits(seed, shape):
     payoffs = scaled_game(seed, shape)
     ours = trace_logit_branch(payoffs, TRACE_REGRET)
     assert max_regret(payoffs, ours) <= TRACE_REGRET * np.ptp(payoffs)
-    for mine, theirs in zip(ours, logit._gambit_logit(payoffs)):
+    for mine, theirs in zip(ours, logit.gambit_branch_end(payoffs)):
         np.testing.assert_allclose(mine, theirs, atol=1e-6)
 
 
@@ -73,3 +73,37 @@ def test_a_meta_game_where_pygambits_follower_does_not_end():
                                                     [0.4, 0, 0.4, 0.05, 0, 0.05, 0.05, 0.05],
                                                     [0, 0, 0, 0, 0.5, 0, 0, 0.5]]):
         np.testing.assert_allclose(mine, expected, atol=1e-12)
+
+
+def test_a_meta_game_where_the_tracer_stalls_just_short_of_its_target():
+    """The tracer's steps fall below 1e-8 at a max regret of 1.2e-8 x range, where pygambit's
+    follower does not end either; the point reached is refined to an exact equilibrium, the
+    one pygambit's follower approaches (it reaches 1e-7 x range in 0.2 s)."""
+    import pygambit
+
+    game = regression.load("kuhn_3p_best_response_seed6_iteration228")
+    payoffs = well_scaled(game.payoffs)[0]
+    with pytest.raises(BranchStalled, match="step below 1e-8") as stalled:
+        trace_logit_branch(payoffs, TRACE_REGRET)
+    regret = max_regret(payoffs, stalled.value.strategies) / np.ptp(payoffs)
+    assert TRACE_REGRET < regret < STALLED_REGRET
+    rating = metaeval.rate(game, "nash")
+    assert rating.diagnostics["max_regret"] <= 1e-15
+    gambit = pygambit.Game.from_arrays(*payoffs)
+    profile = pygambit.nash.logit_solve(gambit, maxregret=1e-7).equilibria[0]
+    for mine, player in zip(rating.distribution, gambit.players):
+        np.testing.assert_allclose(mine, [float(profile[s]) for s in player.strategies], atol=1e-5)
+    np.testing.assert_allclose(rating.distribution[0], [0, 1 / 6, 1 / 6, 0, 1 / 6, 1 / 2, 0, 0], atol=1e-12)
+
+
+def test_pygambits_follower_is_stopped_at_its_time_limit(monkeypatch):
+    through_pygambit(monkeypatch)
+    monkeypatch.setattr(logit, "GAMBIT_SECONDS", 0.01)
+    game = metaeval.MetaGame(np.random.default_rng(0).uniform(-1, 1, size=(3, 4, 4, 4)))
+    with pytest.raises(metaeval.MetaEvalError, match="did not end within 0.01 s"):
+        metaeval.rate(game, "nash")
+
+
+def test_pygambits_errors_reach_the_caller():
+    with pytest.raises(metaeval.MetaEvalError, match=r"could not be followed \(pygambit: Invalid value\)"):
+        logit._gambit_logit(np.full((2, 2, 2), np.nan))

@@ -155,25 +155,6 @@ def test_an_equilibrium_with_large_regret_is_refused(monkeypatch):
         metaeval.rate(game, "nash")
 
 
-def test_a_path_following_failure_is_a_metaeval_error(monkeypatch):
-    """The tracer gives up, and so does pygambit's follower it falls back on."""
-    import pygambit
-
-    from metaeval.ratings import logit
-
-    def gives_up(payoffs, target):
-        raise MetaEvalError("the logit path of this game could not be followed (step below 1e-8)")
-
-    def broken(game, maxregret):
-        raise RuntimeError("Invalid value")
-
-    monkeypatch.setattr(logit, "trace_logit_branch", gives_up)
-    monkeypatch.setattr(pygambit.nash, "logit_solve", broken)
-    game = metaeval.MetaGame.from_matrix([[3.0, 0.0], [5.0, 1.0]], [[3.0, 5.0], [0.0, 1.0]])
-    with pytest.raises(MetaEvalError, match="logit path of this game could not be followed .pygambit: Invalid"):
-        metaeval.rate(game, "nash")
-
-
 def test_a_game_where_the_interior_point_solver_is_inaccurate():
     """From the stress corpus: Clarabel ends 'optimal_inaccurate' on this zero-sum game;
     the maximiser has rows 0 and 4, copies, sharing 0.4."""

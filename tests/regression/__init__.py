@@ -32,6 +32,12 @@ GAMES = {
         "follower ran for over 13 minutes without ending (it ends at a max regret of 1e-7 in "
         "0.12 s, not at 1e-8)"
     ),
+    "kuhn_3p_best_response_seed6_iteration228": (
+        "metaeval evolve --game kuhn_3p --rater nash --replace best-response --seed 6 "
+        "--iterations 300, iteration 228: the logit tracer's steps stall at lambda 5e7 and a max "
+        "regret of 1.2e-8 x range, and pygambit's follower, its fallback, ran for 55 minutes "
+        "(11.7 GB) without reaching 1e-8"
+    ),
     "agent57_bootstrap_replicate10": (
         "metaeval.rate(agent-vs-task game of the shipped Agent57 table, 'nash', bootstrap=200, "
         "seed=0), replicate 10: the task player's largest-support LP on the unbounded cone ended "
