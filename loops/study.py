@@ -3,6 +3,8 @@
     python -m metaeval.loops.study raters --out runs/study [--games kuhn_3p,sheriff]
         [--replacements random,mutate,best-response,learned] [--seeds 30] [--iterations 300] [--jobs 2]
         [--records docs/results/study-full/records] [--publish docs/results/study-full] [--finished-only]
+    python -m metaeval.loops.study check --records docs/results/study-full/records --out runs/check
+        [--games ...] [--replacements ...] [--raters nash] [--seeds 0,1,2] [--jobs 2]
     python -m metaeval.loops.study pbt-vs-random --out runs/pbt-vs-random [--seeds 3] [--steps 20]
         [--episodes-per-step 500] [--matchmaking mecce]
 
@@ -26,6 +28,10 @@ unfinished runs and redraws everything; the numbers are a function of the settin
 alone. ``--finished-only`` runs nothing and tabulates the comparisons whose runs are all
 recorded (say, from another shell while a study runs).
 
+``check`` reruns recorded runs afresh and compares each with its record
+(``study_records.check_records``), writing ``OUT/check.csv``; it exits with status 1 if
+any differs.
+
 ``pbt-vs-random`` runs PBT with Q-learners (rater ``deviation``) and ``evolve`` with
 random replacements (same rater, population and number of iterations) for each seed, and
 draws both CCE gaps in one figure.
@@ -44,10 +50,11 @@ import pandas as pd
 from scipy import stats
 
 from metaeval import plots, reports
+from metaeval.errors import MetaEvalError
 from metaeval.loops.compare import FAILURE_COLUMNS, failure, run_all, title_of, write_comparison_frame
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
-from metaeval.loops.study_records import RunRecords
+from metaeval.loops.study_records import RunRecords, check_records
 
 RATERS = ["uniform", "nash", "alpharank", "deviation", "payoff"]
 TIE = 1e-9
@@ -194,6 +201,24 @@ def _run_unrecorded(base: EvolveConfig, seeds: int, out: Path, recorded: RunReco
     return pd.DataFrame(failed, columns=FAILURE_COLUMNS)
 
 
+def check_study(records: Path, out: Path, games: list[str], replacements: list[str], raters: list[str],
+                seeds: list[int], jobs: int) -> pd.DataFrame:
+    """:func:`check_records` for every recorded game and replacement, into ``OUT/check.csv``."""
+    checked = []
+    for game in games:
+        for replacement in replacements:
+            path = Path(records) / game / replacement
+            if path.is_dir():
+                checked.append(check_records(RunRecords.at(path), raters, seeds, Path(out) / game / replacement, jobs)
+                               .assign(game=game, replacement=replacement))
+    if not checked:
+        raise MetaEvalError(f"no records under {records}")
+    table = pd.concat(checked, ignore_index=True)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    table.to_csv(Path(out) / "check.csv", index=False)
+    return table
+
+
 def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episodes_per_step: int,
                       matchmaking: str, workers: int) -> pd.DataFrame:
     out = Path(out)
@@ -244,6 +269,14 @@ def main(argv=None) -> None:
     raters.add_argument("--records", type=Path,
                         help="where each finished run's summary is kept (default OUT/records); recorded runs "
                              "are not run again")
+    check = commands.add_parser("check", help="rerun recorded runs and compare them with their records")
+    check.add_argument("--records", type=Path, required=True)
+    check.add_argument("--out", type=Path, required=True)
+    check.add_argument("--games", default="kuhn_3p,sheriff")
+    check.add_argument("--replacements", default=",".join(REPLACEMENTS))
+    check.add_argument("--raters", default=",".join(RATERS))
+    check.add_argument("--seeds", default="0", help="comma-separated seeds")
+    check.add_argument("--jobs", type=int, default=2)
     versus = commands.add_parser("pbt-vs-random")
     versus.add_argument("--out", type=Path, required=True)
     versus.add_argument("--seeds", type=int, default=3)
@@ -259,6 +292,12 @@ def main(argv=None) -> None:
                              args.records)
         if args.publish:
             publish(args.out, args.publish)
+    elif args.study == "check":
+        table = check_study(args.records, args.out, args.games.split(","), args.replacements.split(","),
+                            args.raters.split(","), [int(s) for s in args.seeds.split(",")], args.jobs)
+        if not table.identical.all():
+            print(table.to_string(index=False))
+            raise SystemExit(1)
     else:
         table = pbt_versus_random(args.out, args.seeds, args.steps, args.population, args.episodes_per_step,
                                   args.matchmaking, args.workers)

@@ -13,15 +13,18 @@ runs. A record is a function of the settings alone, except for its ``seconds`` c
 
 from __future__ import annotations
 
+import io
 import json
+from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from metaeval import rundir
+from metaeval import reports, rundir
 from metaeval.errors import MetaEvalError
 from metaeval.fileio import atomic_write
-from metaeval.loops.compare import PER_RUN
+from metaeval.loops.compare import PER_RUN, run_all
 from metaeval.loops.evolve import EvolveConfig
 
 SETTINGS = "settings.json"
@@ -59,6 +62,12 @@ class RunRecords:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(path, lambda f: summary.to_csv(f, index=False, compression=_GZIP))
 
+    @classmethod
+    def at(cls, path) -> RunRecords:
+        """The records in ``path``, with the settings stored there."""
+        settings = dict(rundir.read_json(Path(path) / SETTINGS))
+        return cls(path, EvolveConfig(**settings))
+
     def read(self, rater: str, seed: int) -> pd.DataFrame:
         try:
             return pd.read_csv(self.file(rater, seed), compression="gzip")
@@ -74,3 +83,27 @@ class RunRecords:
             return None
         table = pd.concat(frames, ignore_index=True)
         return table[["rater", "seed", *table.columns[:-2]]]
+
+
+def check_records(records: RunRecords, raters: list[str], seeds: list[int], out: Path, jobs: int) -> pd.DataFrame:
+    """Rerun the recorded runs of ``raters`` x ``seeds`` afresh in ``out`` and compare each
+    summary with its record, every column but ``seconds``: one row per run, with
+    ``identical`` (bit for bit, as the record's CSV is read back) and the largest absolute
+    difference."""
+    base = EvolveConfig(**records.settings)
+    configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds if records.has(r, s)]
+    rows = []
+    for config, outcome in run_all(configs, Path(out), jobs, progress=None, desc=f"checking {records.path}"):
+        row = {"rater": config.rater, "seed": config.seed}
+        if isinstance(outcome, str):
+            rows.append({**row, "identical": False, "max_difference": np.nan, "error": outcome})
+            continue
+        fresh = pd.read_csv(io.StringIO(reports.summary_frame(outcome).to_csv(index=False))).drop(columns="seconds")
+        recorded = records.read(config.rater, config.seed).drop(columns="seconds")
+        same_shape = list(fresh.columns) == list(recorded.columns) and len(fresh) == len(recorded)
+        numeric = fresh.select_dtypes("number").columns
+        difference = (float(np.nanmax(np.abs(fresh[numeric].to_numpy() - recorded[numeric].to_numpy())))
+                      if same_shape else np.nan)
+        rows.append({**row, "identical": same_shape and fresh.equals(recorded), "max_difference": difference,
+                     "error": ""})
+    return pd.DataFrame(rows, columns=["rater", "seed", "identical", "max_difference", "error"])

@@ -125,6 +125,27 @@ def test_a_study_continues_from_its_records_without_rerunning_them(tmp_path):
     assert {name: (tmp_path / "third" / name).read_bytes() for name in tables} == tables
 
 
+def test_a_check_reruns_recorded_runs_and_finds_a_changed_record(tmp_path):
+    from metaeval.loops.study import check_study, raters_study
+    from metaeval.loops.study_records import RunRecords
+
+    records = tmp_path / "records"
+    raters_study(tmp_path / "study", ["sheriff"], ["mutate"], seeds=2, iterations=3, every=2, jobs=1,
+                 learner_episodes=10, records=records)
+    stored = RunRecords.at(records / "sheriff" / "mutate")
+    changed = stored.read("nash", 1)
+    changed.loc[2, "cce_gap"] = np.nextafter(changed.loc[2, "cce_gap"], np.inf)  # one ulp
+    stored.write("nash", 1, changed)
+    table = check_study(records, tmp_path / "check", ["kuhn_3p", "sheriff"], ["random", "mutate"],
+                        ["uniform", "nash"], [0, 1], jobs=1)
+    assert table[["rater", "seed", "identical"]].values.tolist() == [
+        ["uniform", 0, True], ["uniform", 1, True], ["nash", 0, True], ["nash", 1, False]]
+    assert 0 < table.max_difference.iloc[3] <= 1e-12 and (table.max_difference.iloc[:3] == 0).all()
+    assert pd.read_csv(tmp_path / "check" / "check.csv").identical.tolist() == [True, True, True, False]
+    with pytest.raises(MetaEvalError, match="no records"):
+        check_study(tmp_path / "nowhere", tmp_path / "check", ["sheriff"], ["mutate"], ["nash"], [0], jobs=1)
+
+
 def test_records_refuse_other_settings_unfinished_runs_and_damage(tmp_path):
     from metaeval.loops.evolve import EvolveConfig
     from metaeval.loops.study_records import RunRecords
