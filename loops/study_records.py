@@ -24,7 +24,7 @@ import pandas as pd
 from metaeval import reports, rundir
 from metaeval.errors import MetaEvalError
 from metaeval.fileio import atomic_write
-from metaeval.loops.compare import PER_RUN, run_all
+from metaeval.loops.compare import PER_RUN, run_all, run_directory
 from metaeval.loops.evolve import EvolveConfig
 
 SETTINGS = "settings.json"
@@ -85,25 +85,32 @@ class RunRecords:
         return table[["rater", "seed", *table.columns[:-2]]]
 
 
-def check_records(records: RunRecords, raters: list[str], seeds: list[int], out: Path, jobs: int) -> pd.DataFrame:
+def check_records(records: RunRecords, raters: list[str], seeds: list[int], out: Path, jobs: int,
+                  rewrite: bool = False) -> pd.DataFrame:
     """Rerun the recorded runs of ``raters`` x ``seeds`` afresh in ``out`` and compare each
     summary with its record, every column but ``seconds``: one row per run, with
     ``identical`` (bit for bit, as the record's CSV is read back) and the largest absolute
-    difference."""
+    difference. With ``rewrite``, a differing record is replaced by the rerun's summary
+    (after a deliberate change of results)."""
     base = EvolveConfig(**records.settings)
     configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds if records.has(r, s)]
+    if any(run_directory(out, c).exists() for c in configs):  # a run there would resume, not rerun
+        raise MetaEvalError(f"{out} already holds runs; a check reruns afresh, in a new directory")
     rows = []
     for config, outcome in run_all(configs, Path(out), jobs, progress=None, desc=f"checking {records.path}"):
         row = {"rater": config.rater, "seed": config.seed}
         if isinstance(outcome, str):
             rows.append({**row, "identical": False, "max_difference": np.nan, "error": outcome})
             continue
-        fresh = pd.read_csv(io.StringIO(reports.summary_frame(outcome).to_csv(index=False))).drop(columns="seconds")
+        summary = reports.summary_frame(outcome)
+        fresh = pd.read_csv(io.StringIO(summary.to_csv(index=False))).drop(columns="seconds")
         recorded = records.read(config.rater, config.seed).drop(columns="seconds")
         same_shape = list(fresh.columns) == list(recorded.columns) and len(fresh) == len(recorded)
         numeric = fresh.select_dtypes("number").columns
         difference = (float(np.nanmax(np.abs(fresh[numeric].to_numpy() - recorded[numeric].to_numpy())))
                       if same_shape else np.nan)
-        rows.append({**row, "identical": same_shape and fresh.equals(recorded), "max_difference": difference,
-                     "error": ""})
+        identical = same_shape and fresh.equals(recorded)
+        if rewrite and not identical:
+            records.write(config.rater, config.seed, summary)
+        rows.append({**row, "identical": identical, "max_difference": difference, "error": ""})
     return pd.DataFrame(rows, columns=["rater", "seed", "identical", "max_difference", "error"])

@@ -142,6 +142,11 @@ def test_a_check_reruns_recorded_runs_and_finds_a_changed_record(tmp_path):
         ["uniform", 0, True], ["uniform", 1, True], ["nash", 0, True], ["nash", 1, False]]
     assert 0 < table.max_difference.iloc[3] <= 1e-12 and (table.max_difference.iloc[:3] == 0).all()
     assert pd.read_csv(tmp_path / "check" / "check.csv").identical.tolist() == [True, True, True, False]
+    with pytest.raises(MetaEvalError, match="already holds runs"):
+        check_study(records, tmp_path / "check", ["sheriff"], ["mutate"], ["nash"], [1], jobs=1)
+    rewritten = check_study(records, tmp_path / "again", ["sheriff"], ["mutate"], ["nash"], [1], jobs=1, rewrite=True)
+    assert not rewritten.identical.any()
+    assert check_study(records, tmp_path / "third", ["sheriff"], ["mutate"], ["nash"], [1], jobs=1).identical.all()
     with pytest.raises(MetaEvalError, match="no records"):
         check_study(tmp_path / "nowhere", tmp_path / "check", ["sheriff"], ["mutate"], ["nash"], [0], jobs=1)
 
