@@ -89,28 +89,31 @@ def check_records(records: RunRecords, raters: list[str], seeds: list[int], out:
                   rewrite: bool = False) -> pd.DataFrame:
     """Rerun the recorded runs of ``raters`` x ``seeds`` afresh in ``out`` and compare each
     summary with its record, every column but ``seconds``: one row per run, with
-    ``identical`` (bit for bit, as the record's CSV is read back) and the largest absolute
-    difference. With ``rewrite``, a differing record is replaced by the rerun's summary
+    ``identical`` (bit for bit, as the record's CSV is read back), the largest absolute
+    difference and the first iteration that differs, in the order asked for. With ``rewrite``, a differing record is replaced by the rerun's summary
     (after a deliberate change of results)."""
     base = EvolveConfig(**records.settings)
     configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds if records.has(r, s)]
     if any(run_directory(out, c).exists() for c in configs):  # a run there would resume, not rerun
         raise MetaEvalError(f"{out} already holds runs; a check reruns afresh, in a new directory")
-    rows = []
+    rows = {}
     for config, outcome in run_all(configs, Path(out), jobs, progress=None, desc=f"checking {records.path}"):
         row = {"rater": config.rater, "seed": config.seed}
         if isinstance(outcome, str):
-            rows.append({**row, "identical": False, "max_difference": np.nan, "error": outcome})
+            rows[config.rater, config.seed] = {**row, "identical": False, "error": outcome}
             continue
         summary = reports.summary_frame(outcome)
         fresh = pd.read_csv(io.StringIO(summary.to_csv(index=False))).drop(columns="seconds")
         recorded = records.read(config.rater, config.seed).drop(columns="seconds")
-        same_shape = list(fresh.columns) == list(recorded.columns) and len(fresh) == len(recorded)
-        numeric = fresh.select_dtypes("number").columns
-        difference = (float(np.nanmax(np.abs(fresh[numeric].to_numpy() - recorded[numeric].to_numpy())))
-                      if same_shape else np.nan)
-        identical = same_shape and fresh.equals(recorded)
+        identical = fresh.equals(recorded)
+        if list(fresh.columns) == list(recorded.columns) and len(fresh) == len(recorded):
+            numeric = fresh.select_dtypes("number").columns
+            gaps = np.abs(fresh[numeric].to_numpy() - recorded[numeric].to_numpy())
+            differing = np.flatnonzero(~(fresh.isna() & recorded.isna() | (fresh == recorded)).all(axis=1))
+            row.update(max_difference=float(np.nanmax(gaps)),
+                       first_difference=int(fresh.iteration.iloc[differing[0]]) if len(differing) else None)
         if rewrite and not identical:
             records.write(config.rater, config.seed, summary)
-        rows.append({**row, "identical": identical, "max_difference": difference, "error": ""})
-    return pd.DataFrame(rows, columns=["rater", "seed", "identical", "max_difference", "error"])
+        rows[config.rater, config.seed] = {**row, "identical": identical, "error": ""}
+    columns = ["rater", "seed", "identical", "max_difference", "first_difference", "error"]
+    return pd.DataFrame([rows[c.rater, c.seed] for c in configs], columns=columns)

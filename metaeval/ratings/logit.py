@@ -88,6 +88,10 @@ def _branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
     lambda = 5e7 and a max regret of 1.2e-8 x range, where the equations are too stiff for
     the corrector), the point reached is kept if its max regret is already below
     ``STALLED_REGRET`` x range: the refinement then takes it to an exact equilibrium.
+    Stalls are common on meta-games of learned policies (18 in 60 iterations of a kuhn_3p
+    run, at max regrets of 1.1e-8 to 2.7e-7); on those 18 the ratings differ from the ones
+    reached through pygambit's follower (5 to 19 s a game, against 0.3) by 5e-10 to 4.4e-6,
+    both exact equilibria (max regret below 1e-16) of a continuum of them.
     Otherwise pygambit's follower, in a child process stopped after ``GAMBIT_SECONDS``:
     it has no step limit, and on that meta-game it ran for 55 minutes towards 1e-8 and
     grew to 11.7 GB."""

@@ -141,6 +141,7 @@ def test_a_check_reruns_recorded_runs_and_finds_a_changed_record(tmp_path):
     assert table[["rater", "seed", "identical"]].values.tolist() == [
         ["uniform", 0, True], ["uniform", 1, True], ["nash", 0, True], ["nash", 1, False]]
     assert 0 < table.max_difference.iloc[3] <= 1e-12 and (table.max_difference.iloc[:3] == 0).all()
+    assert table.first_difference.iloc[3] == 2 and table.first_difference.iloc[:3].isna().all()
     assert pd.read_csv(tmp_path / "check" / "check.csv").identical.tolist() == [True, True, True, False]
     with pytest.raises(MetaEvalError, match="already holds runs"):
         check_study(records, tmp_path / "check", ["sheriff"], ["mutate"], ["nash"], [1], jobs=1)
