@@ -90,8 +90,9 @@ def check_records(records: RunRecords, raters: list[str], seeds: list[int], out:
     """Rerun the recorded runs of ``raters`` x ``seeds`` afresh in ``out`` and compare each
     summary with its record, every column but ``seconds``: one row per run, with
     ``identical`` (bit for bit, as the record's CSV is read back), the largest absolute
-    difference and the first iteration that differs, in the order asked for. With ``rewrite``, a differing record is replaced by the rerun's summary
-    (after a deliberate change of results)."""
+    difference and the first iteration that differs, in the order asked for. With
+    ``rewrite``, a differing record is replaced by the rerun's summary (after a deliberate
+    change of results)."""
     base = EvolveConfig(**records.settings)
     configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds if records.has(r, s)]
     if any(run_directory(out, c).exists() for c in configs):  # a run there would resume, not rerun
