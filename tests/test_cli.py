@@ -166,8 +166,11 @@ def test_plot_of_hand_edited_files_is_a_clear_error_or_skips_bad_records(tmp_pat
                              "--out", run], "lacks rater")
 
 
+# Prints the child's peak resident memory (KiB) and CPU seconds: the work it did, whatever
+# else the machine is running (its wall time doubles on a loaded machine).
 MEASURED = ("import resource, sys; from metaeval.cli import main; code = main(sys.argv[1:]); "
-            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss); sys.exit(code)")
+            "usage = resource.getrusage(resource.RUSAGE_SELF); "
+            "print(usage.ru_maxrss, usage.ru_utime + usage.ru_stime); sys.exit(code)")
 
 
 @pytest.mark.parametrize("args, message", [
@@ -175,14 +178,13 @@ MEASURED = ("import resource, sys; from metaeval.cli import main; code = main(sy
     (["--population", "2000"], "2000 x 2000 x 2000 policies (8e+09 joints) needs about"),
 ])
 def test_work_that_cannot_fit_is_refused_in_seconds_with_little_memory(tmp_path, args, message):
-    start = time.perf_counter()
     result = subprocess.run([sys.executable, "-c", MEASURED, "evolve", *args, "--out", str(tmp_path / "run")],
                             capture_output=True, text=True, timeout=120)
-    seconds = time.perf_counter() - start
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert message in result.stderr and "over the memory budget of 4 GiB" in result.stderr
-    assert seconds < 10
-    assert int(result.stdout) < 1 << 20  # peak resident memory in KiB: below 1 GiB
+    peak_kib, cpu_seconds = result.stdout.split()
+    assert int(peak_kib) < 1 << 20  # below 1 GiB
+    assert float(cpu_seconds) < 10  # importing the package is most of it
     assert not (tmp_path / "run").exists()
 
 
