@@ -1,36 +1,38 @@
-"""Tabular Q-learning (OpenSpiel's ``QLearner``) against opponents drawn from a distribution.
+"""Tabular Q-learning, as OpenSpiel's ``QLearner`` does it, against opponents drawn from a distribution.
 
 A learner's state is a value table ``[S, A]`` on the player's information-state layout
 (:mod:`metaeval.spiel.tree`), so it can be saved, copied and perturbed like a policy
 table; its policy is greedy in those values (uniform over tied legal actions, hence
 uniform at states never visited), which is what ``QLearner`` plays with exploration off.
 
-Episodes are driven here rather than through ``rl_environment.Environment``: the agent
-is given each information state as the string key the policy tables use (so its values
+Episodes are driven here rather than through ``rl_environment.Environment``: the learner
+is keyed by the information state as the string key the policy tables use (so its values
 map onto the layout), no observation tensors are computed, and chance outcomes and
 opponents' actions come from the caller's seeded generator. The histories an episode
 passes through are kept (:class:`_History`: who moves, the information-state key, legal
 actions, chance and reward), so a game state is built and queried once per history
-rather than once per visit, which halves the training time. ``QLearner`` explores
-through numpy's global generator; the subclass here draws its epsilon-greedy choice
-(same distribution) from the caller's generator instead, through ``_get_action_probs``,
-the hook ``QLearner`` provides for that, so training is reproducible from the seed and
-leaves global state alone. ``python -m bench.learners`` times this driver against
-OpenSpiel's environment loop.
+rather than once per visit, which halves the training time.
+
+The learner itself is :class:`_QLearner`, not ``QLearner``: the same undiscounted update
+``Q(s, a) += step_size * (r + max_b Q(s', b) - Q(s, a))`` and the same epsilon-greedy
+distribution, in the same floating-point operations, but called directly at each move
+instead of through ``QLearner.step`` and a ``TimeStep`` built for every move, whose
+overhead was half the training time (``python -m bench.learners`` times both, and
+``tests/learners`` trains both side by side and finds the same values bit for bit). Its
+epsilon-greedy draw comes from the caller's generator (``QLearner`` draws from numpy's
+global one), so training is reproducible from the seed and leaves global state alone.
 """
 
 from __future__ import annotations
 
 import bisect
+import collections
 import functools
 import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import pyspiel
-from open_spiel.python import rl_environment, rl_tools
-from open_spiel.python.algorithms.tabular_qlearner import QLearner
-
 from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.learners.opponents import Opponents
@@ -65,30 +67,50 @@ def _categorical(probabilities) -> tuple[list[float], int]:
     return totals, max(i for i, p in enumerate(probabilities) if p > 0)
 
 
-class _SeededQLearner(QLearner):
-    """``QLearner`` whose epsilon-greedy draw comes from ``uniforms``: a uniform legal
-    action with probability epsilon, else a uniform one among the greedy actions. Its
-    steps carry no action probabilities (``probs`` is None): the driver uses only the
-    action, and building them was a large share of the training time."""
+class _QLearner:
+    """OpenSpiel's ``QLearner`` (undiscounted, constant step size and epsilon), stepped by
+    the driver: :meth:`act` at each of the learner's moves, :meth:`end` when the episode
+    ends. The epsilon-greedy choice (a uniform legal action with probability epsilon,
+    else a uniform one among the greedy actions) takes one draw from ``uniforms``."""
 
-    def __init__(self, player, num_actions, uniforms: _Uniforms, **options):
-        super().__init__(player, num_actions, **options)
-        self._uniforms = uniforms
+    __slots__ = ("q_values", "step_size", "epsilon", "uniforms", "last_key", "last_action")
 
-    def _get_action_probs(self, info_state, legal_actions, epsilon):
-        values = self._q_values[info_state]
-        best = max(values[a] for a in legal_actions)
-        greedy = [a for a in legal_actions if values[a] == best]
-        u = self._uniforms.draw()
+    def __init__(self, step_size: float, epsilon: float, uniforms: _Uniforms):
+        self.q_values = collections.defaultdict(lambda: collections.defaultdict(float))  # as QLearner's
+        self.step_size, self.epsilon, self.uniforms = step_size, epsilon, uniforms
+        self.last_key = self.last_action = None  # where the learner last acted this episode
+
+    def act(self, key: str, legal: list[int], reward: float) -> int:
+        """The action at information state ``key``, after learning from the move before,
+        which led here with ``reward``."""
+        values = self.q_values[key]
+        best = max(values[a] for a in legal)
+        u, epsilon = self.uniforms.draw(), self.epsilon
         if u < epsilon:
-            return legal_actions[min(int(u / epsilon * len(legal_actions)), len(legal_actions) - 1)], None
-        return greedy[min(int((u - epsilon) / (1 - epsilon) * len(greedy)), len(greedy) - 1)], None
+            action = legal[min(int(u / epsilon * len(legal)), len(legal) - 1)]
+        else:
+            greedy = [a for a in legal if values[a] == best]
+            action = greedy[min(int((u - epsilon) / (1 - epsilon) * len(greedy)), len(greedy) - 1)]
+        if self.last_key is not None:
+            self._learn(reward + best)
+        self.last_key, self.last_action = key, action
+        return action
+
+    def end(self, reward: float) -> None:
+        """The episode ended with ``reward`` since the learner's last move."""
+        if self.last_key is not None:
+            self._learn(reward)
+            self.last_key = self.last_action = None
+
+    def _learn(self, target: float) -> None:
+        values = self.q_values[self.last_key]
+        values[self.last_action] += self.step_size * (target - values[self.last_action])
 
 
 @dataclass(frozen=True)
 class QLearning:
-    """OpenSpiel's tabular ``QLearner`` with a constant step size and exploration rate
-    (its defaults: 0.1 and epsilon-greedy with epsilon 0.2), undiscounted."""
+    """Q-learning as OpenSpiel's tabular ``QLearner`` with a constant step size and
+    exploration rate (its defaults: 0.1 and epsilon-greedy with epsilon 0.2), undiscounted."""
 
     step_size: float = 0.1
     epsilon: float = 0.2
@@ -119,8 +141,7 @@ class QLearning:
             raise MetaEvalError(f"values of shape {values.shape} do not fit player {player}'s layout {layout.legal.shape}")
         tables = _opponent_tables(game, player, opponents)
         uniforms = _Uniforms(rng)
-        agent = _SeededQLearner(player, game.num_distinct_actions(), uniforms, step_size=self.step_size,
-                                epsilon_schedule=rl_tools.ConstantSchedule(self.epsilon))
+        agent = _QLearner(self.step_size, self.epsilon, uniforms)
         _load_values(agent, layout, values)
         lookups = [game_tree(game).players[q].template.state_lookup for q in range(game.num_players())]
         root = _root(str(game))
@@ -164,18 +185,18 @@ def _table(layout, policy, player: int) -> np.ndarray:
     return policy_table(layout, policy, player)
 
 
-# QLearner keeps its values in ``_q_values`` (info state -> action -> value) and offers no
-# accessor; these two functions are the only places that touch it.
-def _load_values(agent: QLearner, layout, values: np.ndarray) -> None:
+# The learner keeps its values as QLearner does (info state -> action -> value); a value
+# table on the layout goes in and comes out through these two functions.
+def _load_values(agent: _QLearner, layout, values: np.ndarray) -> None:
     for key, row in zip(layout.keys, values):
         for action in np.flatnonzero(layout.legal[layout.template.state_lookup[key]]):
             if row[action] != 0.0:
-                agent._q_values[key][int(action)] = float(row[action])
+                agent.q_values[key][int(action)] = float(row[action])
 
 
-def _read_values(agent: QLearner, layout) -> np.ndarray:
+def _read_values(agent: _QLearner, layout) -> np.ndarray:
     values = np.zeros(layout.legal.shape)
-    for key, actions in agent._q_values.items():
+    for key, actions in agent.q_values.items():
         row = layout.template.state_lookup[key]
         for action, value in actions.items():
             values[row, action] = value
@@ -184,14 +205,13 @@ def _read_values(agent: QLearner, layout) -> np.ndarray:
 
 class _History:
     """A history of the game as an episode sees it: who moves (``CHANCE`` or a player), the
-    mover's information-state key and legal actions (and the ``TimeStep`` observations
-    holding them, for when the mover is the learner), the chance distribution (a
+    mover's information-state key and legal actions, the chance distribution (a
     :func:`_categorical` over ``outcomes``), the rewards on arrival, and the children
     reached so far. The game state is kept only until every child has been built."""
 
     CHANCE = -1
-    __slots__ = ("state", "game_type", "children", "terminal", "player", "key", "legal", "observations",
-                 "outcomes", "chance", "rewards")
+    __slots__ = ("state", "game_type", "children", "terminal", "player", "key", "legal", "outcomes", "chance",
+                 "rewards")
 
     def __init__(self, state, game_type):
         self.state, self.game_type, self.children = state, game_type, {}
@@ -206,7 +226,6 @@ class _History:
             self.player = state.current_player()
             self.key = infostate_key(game_type, state, self.player)
             self.legal = state.legal_actions()
-            self.observations = {"info_state": {self.player: self.key}, "legal_actions": {self.player: self.legal}}
 
     def child(self, action: int) -> _History:
         child = self.children.get(action)
@@ -224,7 +243,7 @@ def _root(game_string: str) -> _History:
     return _History(game.new_initial_state(), game.get_type())
 
 
-def _episode(root, player: int, agent: QLearner, tables, lookups, uniforms: _Uniforms) -> None:
+def _episode(root, player: int, agent: _QLearner, tables, lookups, uniforms: _Uniforms) -> None:
     node = root
     reward = 0.0  # accumulated since the learner last acted
     while not node.terminal:
@@ -233,13 +252,9 @@ def _episode(root, player: int, agent: QLearner, tables, lookups, uniforms: _Uni
             node = node.child(node.outcomes[uniforms.choice(node.chance)])
             continue
         if current == player:
-            step = rl_environment.TimeStep(observations=node.observations, rewards={player: reward},
-                                           discounts={player: 1.0}, step_type=rl_environment.StepType.MID)
+            node = node.child(agent.act(node.key, node.legal, reward))
             reward = 0.0
-            node = node.child(agent.step(step).action)
         else:
             node = node.child(uniforms.choice(tables[current][lookups[current][node.key]]))
         reward += node.rewards[player]
-    agent.step(rl_environment.TimeStep(
-        observations={"info_state": {player: None}, "legal_actions": {player: []}},
-        rewards={player: reward}, discounts={player: 0.0}, step_type=rl_environment.StepType.LAST))
+    agent.end(reward)

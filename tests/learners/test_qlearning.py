@@ -9,7 +9,8 @@ from scipy import stats
 
 from metaeval import MetaEvalError, games, spiel
 from metaeval.learners import Opponents, QLearning
-from metaeval.learners.qlearning import _categorical, _SeededQLearner, _Uniforms
+from metaeval.learners.qlearning import _categorical, _Uniforms
+from tests.learners import reference
 
 SEEDS = range(10)
 
@@ -81,15 +82,42 @@ def test_opponents_are_drawn_from_the_distribution(kuhn3):
 
 
 def test_seeded_exploration_has_the_qlearner_distribution():
+    """The reference's seeded draw (which metaeval's learner matches bit for bit, below)
+    has the distribution of QLearner's own epsilon-greedy choice."""
     uniforms = _Uniforms(np.random.default_rng(0))
-    agent = _SeededQLearner(0, 4, uniforms, epsilon_schedule=rl_tools.ConstantSchedule(0.3))
+    agent = reference.SeededQLearner(0, 4, uniforms, epsilon_schedule=rl_tools.ConstantSchedule(0.3))
     agent._q_values["s"].update({0: 1.0, 1: 2.0, 2: 2.0, 3: -1.0})
-    reference = QLearner(0, 4)
-    reference._q_values["s"].update(agent._q_values["s"])
-    _, expected = reference._epsilon_greedy("s", [0, 1, 2, 3], 0.3)
+    openspiel = QLearner(0, 4)
+    openspiel._q_values["s"].update(agent._q_values["s"])
+    _, expected = openspiel._epsilon_greedy("s", [0, 1, 2, 3], 0.3)
     draws = [agent._get_action_probs("s", [0, 1, 2, 3], 0.3) for _ in range(20000)]
     counts = np.bincount([action for action, _ in draws], minlength=4)
     assert stats.chisquare(counts, 20000 * expected).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("name, player, learner", [
+    ("kuhn_2p", 1, QLearning()),
+    ("kuhn_3p", 0, QLearning()),
+    ("kuhn_3p", 2, QLearning(step_size=0.37, epsilon=0.0)),
+    ("sheriff", 0, QLearning()),
+    ("sheriff", 1, QLearning(step_size=1.0, epsilon=1.0)),
+    ("leduc_poker", 0, QLearning(step_size=0.05, epsilon=0.5)),
+])
+def test_values_equal_openspiels_qlearner_bit_for_bit(name, player, learner):
+    """Side by side with OpenSpiel's QLearner stepped through TimeSteps (same episodes and
+    draws): the same values to the last bit, from zeros and from trained values, against a
+    mixture of two opponent profiles."""
+    game = games.load(name)
+    rng = np.random.default_rng(len(name) + player)
+    profiles = [tuple(spiel.random_policy(game, q, rng) for q in range(game.num_players())) for _ in range(2)]
+    opponents = Opponents(profiles, [0.3, 0.7])
+    ours = learner.train(game, player, opponents, 300, np.random.default_rng(5))
+    theirs = reference.train(learner, game, player, opponents, 300, np.random.default_rng(5))
+    assert np.count_nonzero(ours) > 5
+    np.testing.assert_array_equal(ours, theirs)
+    ours = learner.train(game, player, opponents, 200, np.random.default_rng(6), values=ours)
+    theirs = reference.train(learner, game, player, opponents, 200, np.random.default_rng(6), values=theirs)
+    np.testing.assert_array_equal(ours, theirs)
 
 
 def linear_draw(probabilities, u):
