@@ -2,12 +2,13 @@
 
     python -m bench.learners
 
-Both train OpenSpiel's tabular ``QLearner`` (player 0 of kuhn_3p, epsilon 0.2, step size
-0.1) against the same fixed random opponents. The reference is the loop of OpenSpiel's
-examples: an ``rl_environment.Environment`` stepping the game, ``QLearner`` keyed by the
+Both train tabular Q-learning (player 0 of kuhn_3p, epsilon 0.2, step size 0.1) against
+the same fixed random opponents. The reference is the loop of OpenSpiel's examples: an
+``rl_environment.Environment`` stepping the game, OpenSpiel's ``QLearner`` keyed by the
 information-state tensor and exploring through ``np.random.choice``, opponents' actions
-drawn from their tables. metaeval drives ``pyspiel`` states directly, keys the agent by
-the information-state string, and draws exploration from a seeded generator
+drawn from their tables. metaeval walks a cache of the game's histories, keys the learner
+by the information-state string, steps QLearner's update itself (the same values as
+``QLearner`` bit for bit, tested) and draws exploration from a seeded generator
 (:mod:`metaeval.learners.qlearning`). Times are medians of 3 (CPU seconds, so that other
 work on the machine counts less).
 """

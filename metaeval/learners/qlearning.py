@@ -17,7 +17,7 @@ The learner itself is :class:`_QLearner`, not ``QLearner``: the same undiscounte
 ``Q(s, a) += step_size * (r + max_b Q(s', b) - Q(s, a))`` and the same epsilon-greedy
 distribution, in the same floating-point operations, but called directly at each move
 instead of through ``QLearner.step`` and a ``TimeStep`` built for every move, whose
-overhead was half the training time (``python -m bench.learners`` times both, and
+overhead was more than half the training time (``python -m bench.learners`` times both, and
 ``tests/learners`` trains both side by side and finds the same values bit for bit). Its
 epsilon-greedy draw comes from the caller's generator (``QLearner`` draws from numpy's
 global one), so training is reproducible from the seed and leaves global state alone.
