@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyspiel
+
 from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.learners.opponents import Opponents
@@ -142,13 +143,13 @@ class QLearning:
         tables = _opponent_tables(game, player, opponents)
         uniforms = _Uniforms(rng)
         agent = _QLearner(self.step_size, self.epsilon, uniforms)
-        _load_values(agent, layout, values)
+        _load_values(agent.q_values, layout, values)
         lookups = [game_tree(game).players[q].template.state_lookup for q in range(game.num_players())]
         root = _root(str(game))
         profiles = _categorical(opponents.probabilities)
         for _ in range(episodes):
             _episode(root, player, agent, tables[uniforms.choice(profiles)], lookups, uniforms)
-        return _read_values(agent, layout)
+        return _read_values(agent.q_values, layout)
 
     def policy(self, game, player: int, values: np.ndarray):
         """The greedy policy of ``values``: a read-only ``TabularPolicy`` (ties split evenly)."""
@@ -185,18 +186,18 @@ def _table(layout, policy, player: int) -> np.ndarray:
     return policy_table(layout, policy, player)
 
 
-# The learner keeps its values as QLearner does (info state -> action -> value); a value
-# table on the layout goes in and comes out through these two functions.
-def _load_values(agent: _QLearner, layout, values: np.ndarray) -> None:
+# The learner keeps its values as QLearner does (``q_values``: info state -> action ->
+# value); a value table on the layout goes in and comes out through these two functions.
+def _load_values(q_values, layout, values: np.ndarray) -> None:
     for key, row in zip(layout.keys, values):
         for action in np.flatnonzero(layout.legal[layout.template.state_lookup[key]]):
             if row[action] != 0.0:
-                agent.q_values[key][int(action)] = float(row[action])
+                q_values[key][int(action)] = float(row[action])
 
 
-def _read_values(agent: _QLearner, layout) -> np.ndarray:
+def _read_values(q_values, layout) -> np.ndarray:
     values = np.zeros(layout.legal.shape)
-    for key, actions in agent.q_values.items():
+    for key, actions in q_values.items():
         row = layout.template.state_lookup[key]
         for action, value in actions.items():
             values[row, action] = value

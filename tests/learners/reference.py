@@ -12,7 +12,8 @@ from open_spiel.python import rl_environment, rl_tools
 from open_spiel.python.algorithms.tabular_qlearner import QLearner
 
 from metaeval import games
-from metaeval.learners.qlearning import _categorical, _History, _opponent_tables, _root, _Uniforms
+from metaeval.learners.qlearning import (_categorical, _History, _load_values, _opponent_tables, _read_values,
+                                         _root, _Uniforms)
 from metaeval.spiel.tree import game_tree
 
 
@@ -43,20 +44,13 @@ def train(learner, game, player, opponents, episodes, rng, values=None) -> np.nd
     agent = SeededQLearner(player, game.num_distinct_actions(), uniforms, step_size=learner.step_size,
                            epsilon_schedule=rl_tools.ConstantSchedule(learner.epsilon))
     if values is not None:
-        for key, row in zip(layout.keys, values):
-            for action in np.flatnonzero(layout.legal[layout.template.state_lookup[key]]):
-                if row[action] != 0.0:
-                    agent._q_values[key][int(action)] = float(row[action])
+        _load_values(agent._q_values, layout, values)
     tables = _opponent_tables(game, player, opponents)
     lookups = [game_tree(game).players[q].template.state_lookup for q in range(game.num_players())]
     profiles = _categorical(opponents.probabilities)
     for _ in range(episodes):
         episode(_root(str(game)), player, agent, tables[uniforms.choice(profiles)], lookups, uniforms)
-    trained = np.zeros(layout.legal.shape)
-    for key, actions in agent._q_values.items():
-        for action, value in actions.items():
-            trained[layout.template.state_lookup[key], action] = value
-    return trained
+    return _read_values(agent._q_values, layout)
 
 
 def episode(root, player, agent, tables, lookups, uniforms) -> None:
