@@ -9,8 +9,11 @@ information-state tensor and exploring through ``np.random.choice``, opponents' 
 drawn from their tables. metaeval walks a cache of the game's histories, keys the learner
 by the information-state string, steps QLearner's update itself (the same values as
 ``QLearner`` bit for bit, tested) and draws exploration from a seeded generator
-(:mod:`metaeval.learners.qlearning`). Times are medians of 3 (CPU seconds, so that other
-work on the machine counts less).
+(:mod:`metaeval.learners.qlearning`). A second table times metaeval's driver with its own
+learner against the same driver stepping OpenSpiel's ``QLearner`` through ``TimeStep``
+objects (``tests/learners/reference.py``, which gives the same values bit for bit), on
+kuhn_3p and sheriff. Times are medians of 3 (CPU seconds, so that other work on the
+machine counts less).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from open_spiel.python.algorithms.tabular_qlearner import QLearner
 from bench.timing import median_time
 from metaeval import games, spiel
 from metaeval.learners import Opponents, QLearning
+from tests.learners import reference as qlearner_step
 
 EPISODES = 2000
 
@@ -62,6 +66,19 @@ def main() -> None:
     print(f"{'rl_environment + QLearner (OpenSpiel)':<40}{reference:>9.3f}{EPISODES / reference:>12.0f}")
     print(f"{'metaeval QLearning.train':<40}{ours:>9.3f}{EPISODES / ours:>12.0f}")
     print(f"speed-up: {reference / ours:.2f}x")
+    print(f"\n{EPISODES} episodes, player 0 against random opponents: the learner stepped by metaeval "
+          "against QLearner.step (CPU s, median of 3)")
+    print(f"{'game':<10}{'QLearner.step':>15}{'metaeval':>10}{'speed-up':>10}")
+    for name in ["kuhn_3p", "sheriff"]:
+        game = games.load(name)
+        rng = np.random.default_rng(1)
+        profile = Opponents([tuple(spiel.random_policy(game, q, rng) for q in range(game.num_players()))], [1.0])
+        step, theirs = median_time(lambda: qlearner_step.train(learner, game, 0, profile, EPISODES,
+                                                               np.random.default_rng(0)), 3, time.process_time)
+        ours, values = median_time(lambda: learner.train(game, 0, profile, EPISODES, np.random.default_rng(0)), 3,
+                                   time.process_time)
+        assert np.array_equal(values, theirs), f"{name}: the learners' values differ"
+        print(f"{name:<10}{step:>15.3f}{ours:>10.3f}{step / ours:>9.2f}x")
 
 
 if __name__ == "__main__":
