@@ -37,7 +37,7 @@ PARTS = ("psro", "jpsro", "cap", "leduc3")
 
 
 def metaeval_run(game: str, solver: str, oracle: str, iterations: int, cap=None,
-                 tie_break: str = "first") -> tuple[pd.DataFrame, PSRO]:
+                 tie_break: str = "drawn") -> tuple[pd.DataFrame, PSRO]:
     """metaeval's loop: per iteration its gap, exploitability and cumulative wall time; and the run."""
     run = PSRO(PSROConfig(game=game, solver=solver, oracle=oracle, iterations=iterations, cap=cap,
                           tie_break=tie_break))

@@ -64,7 +64,7 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=None, help="save the evaluator and the PSRO run here")
     args = parser.parse_args(argv)
     train_and_rate(args.out)
-    records = psro(PSROConfig(game="kuhn_2p", solver="nash", iterations=12, seed=0),
+    records = psro(PSROConfig(game="kuhn_2p", solver="nash", iterations=16, seed=0),
                    out=None if args.out is None else args.out / "psro", oracle=mostly_best_response,
                    progress=False)
     print("PSRO with a custom oracle, exploitability per iteration:",

@@ -67,7 +67,7 @@ class PSROConfig:
     game: str = "kuhn_3p"
     solver: str = "mgcce"
     oracle: str = "jpsro"
-    tie_break: str = "first"
+    tie_break: str = "drawn"
     iterations: int = 30
     seed: int = 0
     cap: int | None = None
@@ -85,7 +85,7 @@ class PSROConfig:
             (self.oracle in ORACLES, f"unknown oracle {self.oracle!r}; choose one of {', '.join(ORACLES)}"),
             (self.tie_break in TIE_BREAKS,
              f"unknown tie_break {self.tie_break!r}; choose one of {', '.join(TIE_BREAKS)}"),
-            (self.tie_break == "first" or self.oracle == "jpsro",
+            (self.tie_break == "drawn" or self.oracle == "jpsro",
              f"tie_break {self.tie_break!r} applies to the jpsro oracle, not {self.oracle!r}"),
             (self.prune_by in metaeval.RATERS,
              f"unknown rater {self.prune_by!r} for pruning; choose one of {', '.join(sorted(metaeval.RATERS))}"),
@@ -110,8 +110,7 @@ class PSROConfig:
         keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
         if self.mode == "sampled":
             keys.append("episodes")
-        if self.tie_break != "first":  # runs stored before the option keep resuming
-            keys.append("tie_break")
+        keys.append("tie_break")
         return {k: getattr(self, k) for k in keys}
 
 
@@ -131,7 +130,7 @@ class PSRO:
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
         self.oracle = oracle or ORACLES[config.oracle]
-        if oracle is None and config.tie_break != "first":
+        if oracle is None and config.tie_break != "drawn":
             self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)
         self.game = games.load(config.game)
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
@@ -250,7 +249,7 @@ class PSRO:
     @staticmethod
     def title_of(config: PSROConfig) -> str:
         cap = "" if config.cap is None else f", cap {config.cap} by {config.prune_by}"
-        ties = "" if config.tie_break == "first" else f", {config.tie_break} ties"
+        ties = "" if config.tie_break == "drawn" else f", {config.tie_break} ties"
         return f"{config.game}, {config.oracle}{ties}, {config.solver}, seed {config.seed}{cap}"
 
 

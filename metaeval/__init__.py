@@ -6,4 +6,4 @@ from metaeval.game import MetaGame
 from metaeval.ratings import RATERS, Rating, rate
 
 __all__ = ["Evaluator", "MetaEvalError", "MetaGame", "RATERS", "Rating", "rate"]
-__version__ = "0.1.0"
+__version__ = "0.2.0"

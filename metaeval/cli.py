@@ -96,8 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="meta-solver: uniform, nash, alpharank, mecce, mgcce, deviation")
     psro.add_argument("--oracle", default="jpsro",
                       help="jpsro (best response to the opponents' joint marginal), psro, random")
-    psro.add_argument("--tie-break", choices=["first", "openspiel"], default="first",
-                      help="jpsro: lowest best action (first) or OpenSpiel jpsro's choice (openspiel)")
+    psro.add_argument("--tie-break", choices=["drawn", "openspiel"], default="drawn",
+                      help="jpsro: a seeded draw among tied best actions (drawn) or OpenSpiel jpsro's choice (openspiel)")
     psro.add_argument("--iterations", type=_positive(int), default=30)
     psro.add_argument("--seed", type=int, default=0)
     psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player")

@@ -33,6 +33,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
 from metaeval.selection import lowest_rated, rank_order
+from metaeval.spiel.best_response import drawn_choices, pure_table
 from metaeval.spiel.policies import policy_table, tabular_policy
 from metaeval.spiel.tree import game_tree
 
@@ -304,6 +305,23 @@ class Evaluator:
             self._gap_cache = (key, cce_gap(self.game, population, sigma, workers=self.workers, address=self.address,
                                             evaluator=self._exact, log_dir=self.log_dir))
         return self._gap_cache[1]
+
+    def best_response(self, player: int, sigma, rng: np.random.Generator) -> policy_lib.TabularPolicy:
+        """A pure best response of ``player`` to the opponents' joint marginal of ``sigma``
+        (read off the cached :meth:`gap`): at every state one of the actions within
+        ``spiel.gap.TIE_TOLERANCE`` of the best, drawn uniformly by ``rng``.
+
+        Drawn, not the lowest: tied actions are common (states no one reaches tie all their
+        actions), and always taking the lowest makes loops stall, e.g. capped PSRO on
+        kuhn_3p (README, "PSRO and JPSRO"); within the tolerance, not by rounding, so a run
+        does not depend on the build of the linear algebra (README, "Bit for bit").
+        """
+        self._check_player(player)
+        if not isinstance(rng, np.random.Generator):
+            raise MetaEvalError(f"best_response draws among tied actions with rng, a numpy Generator; got {rng!r}")
+        choices = drawn_choices(self.gap(sigma).best_actions[player], rng)
+        tree = self._exact.tree
+        return tabular_policy(tree.players[player], pure_table(tree, player, choices))
 
     def openspiel_best_response(self, player: int, sigma) -> policy_lib.TabularPolicy:
         """The best response OpenSpiel's JPSRO would add for ``player`` against sigma

@@ -214,7 +214,8 @@ class RunDirectory:
                 raise MetaEvalError(f"{config_path} is damaged: it has no settings; use another --out")
             missing = [k for k in result_settings if k not in previous]
             if missing:
-                raise MetaEvalError(f"{config_path} is damaged: it lacks {', '.join(missing)}; use another --out")
+                raise MetaEvalError(f"{config_path} lacks {', '.join(missing)} (damaged, or written by an earlier "
+                                  "metaeval); use another --out")
             differ = [k for k, v in result_settings.items() if previous[k] != v]
             if differ:
                 raise MetaEvalError(

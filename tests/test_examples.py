@@ -17,7 +17,7 @@ def test_training_loop_rates_cfr_snapshots_and_psro_reaches_an_equilibrium(tmp_p
     assert all(b < a for a, b in zip(exploitability, exploitability[1:]))
     # PSRO with exact best responses (and some random ones) ends at the game's Nash equilibrium.
     psro = [float(x) for x in out.split("exploitability per iteration:")[1].split()]
-    assert len(psro) == 12 and psro[0] > 0.4 and psro[-1] < 1e-3
+    assert len(psro) == 16 and psro[0] > 0.4 and psro[-1] < 1e-3
     saved = metaeval.Evaluator.load(tmp_path / "evaluator")
     assert saved.sizes == (6, 6)  # capped by pruning
     assert abs(saved.exploitability() - exploitability[-1]) <= 5e-5  # printed to 4 decimals

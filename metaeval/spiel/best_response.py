@@ -22,15 +22,11 @@ from metaeval.spiel.tree import GameTree
 
 def best_response(tree: GameTree, player: int, weights: np.ndarray,
                   tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """Best-response values ``[M]`` and chosen actions ``[S, M]`` for weights ``[Z, M]``.
-
-    At every state the choice is the lowest legal action whose value is within
-    ``tolerance * sum_z |w(z)|`` of the state's best (0: the first with the best value
-    in floating point, so near-ties are decided by rounding).
-    """
+    """Best-response values ``[M]`` and chosen actions ``[S, M]`` for weights ``[Z, M]``:
+    at every state the lowest of its best actions (:func:`backward_pass`)."""
     weights = np.asarray(weights, dtype=np.float64)
-    slack = tolerance * np.abs(weights).sum(axis=0)
-    return backward_pass(tree, player, sequence_weights(tree, player, weights), slack)
+    values, best = backward_pass(tree, player, sequence_weights(tree, player, weights), tolerance)
+    return values, best.argmax(axis=1)
 
 
 def sequence_weights(tree: GameTree, player: int, weights: np.ndarray, start: int = 0) -> np.ndarray:
@@ -43,19 +39,28 @@ def sequence_weights(tree: GameTree, player: int, weights: np.ndarray, start: in
 
 
 def backward_pass(tree: GameTree, player: int, values: np.ndarray,
-                  slack: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`best_response` from the terminals' weights per sequence ``values [S*A + 1, M]``
-    (:func:`sequence_weights`; overwritten); ``slack``: the tie tolerance in absolute terms."""
+                  tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Best-response values ``[M]`` and best actions ``[S, A, M]`` from the terminals' weights
+    per sequence ``values [S*A + 1, M]`` (:func:`sequence_weights`; overwritten).
+
+    A state's best actions are its legal actions whose value is within
+    ``tolerance * sum |values|`` (per problem, over all sequences) of the state's best; with
+    a tolerance well above rounding, actions tied in exact arithmetic are all best, whatever
+    the rounding of the weights. Any choice among them at every state is a best response (up
+    to the tolerance at each state; exactly, where the ties are exact), since a state's value
+    is its best action's whichever is played below.
+    """
     layout = tree.players[player]
     num_states, num_actions = layout.legal.shape
-    choices = np.zeros((num_states, values.shape[1]), dtype=np.int64)
+    slack = tolerance * np.abs(values).sum(axis=0)
+    best_actions = np.zeros((num_states, num_actions, values.shape[1]), dtype=bool)
     for rows in reversed(layout.levels):
         q = values[:-1].reshape(num_states, num_actions, -1)[rows]
         q = np.where(layout.legal[rows][:, :, None], q, -np.inf)
         best = q.max(axis=1)
-        choices[rows] = (q >= (best - slack)[:, None, :]).argmax(axis=1)
+        best_actions[rows] = q >= (best - slack)[:, None, :]
         np.add.at(values, layout.parent[rows], best)
-    return values[-1], choices
+    return values[-1], best_actions
 
 
 def reached_states(tree: GameTree, player: int, reach: np.ndarray) -> np.ndarray:
@@ -76,3 +81,10 @@ def pure_table(tree: GameTree, player: int, choices: np.ndarray) -> np.ndarray:
     table = np.zeros(layout.legal.shape)
     table[np.arange(len(choices)), choices] = 1.0
     return table
+
+
+def drawn_choices(best_actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """``[S]``: at every state one of its ``best_actions [S, A]``, uniformly at random (the
+    best action with the highest of keys drawn from ``rng``, one per state and action)."""
+    keys = rng.random(best_actions.shape)
+    return np.where(best_actions, keys, -1.0).argmax(axis=1)

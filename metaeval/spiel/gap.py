@@ -41,7 +41,8 @@ from metaeval.threads import one_blas_thread
 #: OpenSpiel's JPSRO drops joint and opponents' marginal masses below this (its ``DIST_TOL``).
 OPENSPIEL_DIST_TOL = 1e-8
 #: Best-response actions within this fraction of the total absolute weight of the best are
-#: tied in :func:`openspiel_best_response`.
+#: tied (:func:`metaeval.spiel.best_response.backward_pass`): well above the rounding of the
+#: weights, so which actions tie does not depend on the build of the linear algebra.
 TIE_TOLERANCE = 1e-9
 #: Terminals per piece of a gap computation (the unit of work of an actor).
 PIECE_TERMINALS = 1 << 18
@@ -50,13 +51,17 @@ PIECE_TERMINALS = 1 << 18
 @dataclass(frozen=True)
 class CCEGap:
     """``total = sum(per_player)``, ``per_player[p] = max(0, best_response_values[p] - on_policy_values[p])``;
-    ``best_responses[p]`` is a pure ``TabularPolicy`` of player p attaining its value."""
+    ``best_actions[p] [S, A]``: at each of player p's states, the actions within
+    ``TIE_TOLERANCE`` of the best; ``best_responses[p]`` is the pure ``TabularPolicy`` taking
+    the lowest of them (any choice among them attains the value,
+    :meth:`metaeval.Evaluator.best_response`)."""
 
     total: float
     per_player: np.ndarray
     best_response_values: np.ndarray
     on_policy_values: np.ndarray
     best_responses: tuple[policy_lib.TabularPolicy, ...]
+    best_actions: tuple[np.ndarray, ...]
 
 
 @dataclass(frozen=True)
@@ -93,11 +98,12 @@ def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) ->
 def cce_from_pieces(tree, pieces: list[GapPiece], results) -> CCEGap:
     """The CCE gap from the :func:`piece_values` of :func:`gap_pieces` (in their order)."""
     deviations = list(_deviations(tree, pieces, results))
-    values = np.array([value[0] for value, _, _ in deviations])
-    on_policy = np.array([follow[0] for _, follow, _ in deviations])
+    values = np.array([value[0] for value, _, _, _ in deviations])
+    on_policy = np.array([follow[0] for _, follow, _, _ in deviations])
     per_player = np.maximum(values - on_policy, 0.0)
-    responses = tuple(response[0] for _, _, response in deviations)
-    return CCEGap(float(per_player.sum()), per_player, values, on_policy, responses)
+    responses = tuple(response[0] for _, _, response, _ in deviations)
+    best_actions = tuple(best[:, :, 0] for _, _, _, best in deviations)
+    return CCEGap(float(per_player.sum()), per_player, values, on_policy, responses, best_actions)
 
 
 def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CEGap:
@@ -106,15 +112,15 @@ def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> 
     pieces = gap_pieces(tree, per_recommendation=True)
     results = [piece_values(tree, _rows(reaches, p), sigma, p) for p in pieces]
     deviations = list(_deviations(tree, pieces, results))
-    gains = tuple(np.maximum(value - follow, 0.0) for value, follow, _ in deviations)
+    gains = tuple(np.maximum(value - follow, 0.0) for value, follow, _, _ in deviations)
     per_player = np.array([g.sum() for g in gains])
     return CEGap(
         total=float(per_player.sum()),
         per_player=per_player,
         gains=gains,
-        best_response_values=tuple(value for value, _, _ in deviations),
-        on_policy_values=tuple(follow for _, follow, _ in deviations),
-        best_responses=tuple(responses for _, _, responses in deviations),
+        best_response_values=tuple(value for value, _, _, _ in deviations),
+        on_policy_values=tuple(follow for _, follow, _, _ in deviations),
+        best_responses=tuple(responses for _, _, responses, _ in deviations),
     )
 
 
@@ -172,16 +178,18 @@ def _drop_small(distribution: np.ndarray) -> np.ndarray:
 
 
 def _deviations(tree, pieces: list[GapPiece], results):
-    """Per player: best-response values, on-policy values and best responses, one per
-    recommendation (CE) or a single one (CCE), as arrays and a tuple of policies."""
+    """Per player: best-response values, on-policy values, best responses (the lowest best
+    action at every state) and best actions ``[S, A, M]``, one per recommendation (CE) or a
+    single one (CCE, M = 1)."""
     for player in range(tree.num_players):
         own = [(piece, result) for piece, result in zip(pieces, results, strict=True) if piece.player == player]
         follow = sum(result[0] for _, result in own)
         if not own[0][0].per_recommendation:
             follow = follow.sum(keepdims=True)
-        values, choices = backward_pass(tree, player, sum(result[1] for _, result in own))
+        values, best = backward_pass(tree, player, sum(result[1] for _, result in own), TIE_TOLERANCE)
         layout = tree.players[player]
-        yield values, follow, tuple(tabular_policy(layout, pure_table(tree, player, c)) for c in choices.T)
+        responses = tuple(tabular_policy(layout, pure_table(tree, player, c)) for c in best.argmax(axis=1).T)
+        yield values, follow, responses, best
 
 
 def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int) -> np.ndarray:

@@ -274,7 +274,7 @@ def test_a_config_without_its_settings_is_a_clear_error(tmp_path):
     stored = rundir.read_json(tmp_path / "config.json")
     del stored["settings"]["rater"]
     rundir.write_json(tmp_path / "config.json", stored)
-    with pytest.raises(MetaEvalError, match="config.json is damaged: it lacks rater"):
+    with pytest.raises(MetaEvalError, match="config.json lacks rater"):
         Evolution(config, out=tmp_path)
 
 

@@ -94,13 +94,17 @@ def test_a_capped_run_stays_converged_and_keeps_the_meta_distribution_available(
         sigma = marginals(evaluator.meta_distribution(solver))
         ids = evaluator.ids
         result = prune(*args, **kwargs)
-        lost_mass.append(max(sum(m for i, m in zip(ids[p], sigma[p]) if i in result.removed[p]) for p in range(3)))
+        fits = max(len(protected) for protected in result.protected) <= 8
+        lost_mass.append((fits, max(sum(m for i, m in zip(ids[p], sigma[p]) if i in result.removed[p])
+                                    for p in range(3))))
         return result
 
     evaluator.prune = watched_prune
     records = run.run(progress=False)
     assert check_pruning(records, 8)
-    assert lost_mass and max(lost_mass) < 1e-8
+    # sigma's mass is kept whenever its support fits the cap (mgcce's full-support sigma
+    # sometimes holds 9 policies of a player before convergence, and must then lose some)
+    assert any(fits for fits, _ in lost_mass) and max(mass for fits, mass in lost_mass if fits) < 1e-8
     gaps = [r["cce_gap"] for r in records]
     converged = next(i for i, g in enumerate(gaps) if g <= 1e-9)
     assert converged <= len(gaps) - 5 and max(gaps[converged:]) <= 1e-9
@@ -161,7 +165,7 @@ def test_openspiel_tie_break_holds_the_populations_of_openspiels_jpsro():
     jpsro.run_loop(game, "kuhn_3p", iterations=iterations - 1, policy_init="uniform", target_equilibrium="cce",
                    train_meta_solver="mgcce", eval_meta_solver="uni", callback=callback)
     runs = {tie_break: PSRO(PSROConfig(game="kuhn_3p", solver="mgcce", iterations=iterations, tie_break=tie_break))
-            for tie_break in ("openspiel", "first")}
+            for tie_break in ("openspiel", "drawn")}
     records = {tie_break: run.run(progress=False) for tie_break, run in runs.items()}
     ours = runs["openspiel"].evaluator
     for p in range(3):
@@ -174,14 +178,17 @@ def test_openspiel_tie_break_holds_the_populations_of_openspiels_jpsro():
             np.testing.assert_array_equal(a, b)
     for record, (_, gap) in zip(records["openspiel"], theirs):
         assert record["cce_gap"] == pytest.approx(gap, abs=1e-5)
-    # the default's choice among ties differs, so the check has teeth
-    assert records["first"][1]["cce_gap"] > theirs[1][1] + 0.1
+    # the default's draws among ties hold other populations, so the check has teeth
+    drawn = runs["drawn"].evaluator
+    assert any(not np.array_equal(drawn.policy(p, i).action_probability_array, ours.policy(p, j).action_probability_array)
+               for p in range(3) for i, j in zip(drawn.ids[p], ours.ids[p]))
 
 
-def test_tie_break_is_checked_and_resumes_runs_stored_without_it():
+def test_tie_break_is_checked_and_a_run_does_not_resume_with_another(tmp_path):
     with pytest.raises(MetaEvalError, match="tie_break"):
         PSROConfig(tie_break="last")
     with pytest.raises(MetaEvalError, match="jpsro oracle"):
         PSROConfig(oracle="psro", tie_break="openspiel")
-    assert "tie_break" not in PSROConfig().result_settings()
-    assert PSROConfig(tie_break="openspiel").result_settings()["tie_break"] == "openspiel"
+    psro(PSROConfig(game="kuhn_2p", solver="uniform", iterations=1), out=tmp_path, progress=False)
+    with pytest.raises(MetaEvalError, match="different tie_break"):
+        PSRO(PSROConfig(game="kuhn_2p", solver="uniform", iterations=2, tie_break="openspiel"), out=tmp_path)

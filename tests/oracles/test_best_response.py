@@ -78,16 +78,13 @@ def test_random_and_hook_oracles_have_the_same_shape():
     assert evaluator.add(1, drawn) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="known limitation: the default tie-break among exactly tied best "
-                   "actions is decided by rounding (README, 'Bit for bit'); strict, so a fix shows here")
 @pytest.mark.parametrize("game, rater", [("sheriff", "uniform"), ("kuhn_3p", "deviation")])
 def test_a_best_response_loop_does_not_depend_on_rounding_noise_in_sigma(monkeypatch, game, rater):
-    """Actions tied in exact arithmetic should not go to whichever rounding favours: with
-    the loop's MECCE moved by a relative 1e-14 (as another build of the linear algebra moves
-    it), the loop should add the same best responses. It does not yet: these runs take
-    other best responses from iteration 7 (sheriff) and 10 (kuhn_3p) on. Ties within 1e-9
-    to the lowest action would pass this test, but make capped mgcce PSRO on kuhn_3p stall
-    as OpenSpiel's tie-break does (tests/loops/test_psro.py)."""
+    """Actions tied in exact arithmetic do not go to whichever rounding favours: with the
+    loop's MECCE moved by a relative 1e-14 (as another build of the linear algebra moves
+    it), the loop adds the same best responses. (When the lowest action with the best value
+    in floating point was taken, these runs took other best responses from iteration 7
+    (sheriff) and 10 (kuhn_3p) on.)"""
     config = EvolveConfig(game=game, rater=rater, replace="best-response", iterations=20, seed=0)
     unperturbed = evolve(config, out=None, progress=False)
     meta_distribution = metaeval.Evaluator.meta_distribution
@@ -104,3 +101,58 @@ def test_a_best_response_loop_does_not_depend_on_rounding_noise_in_sigma(monkeyp
         assert a["policy_ids"] == b["policy_ids"] and a["discarded"] == b["discarded"]
         np.testing.assert_array_equal(a["mean_payoff"], b["mean_payoff"])  # the same populations
         assert b["cce_gap"] == pytest.approx(a["cce_gap"], abs=1e-9)
+
+
+def deterministic_evaluator(game, per_player, seed):
+    """An evaluator of deterministic policies: they leave states unreached, so best actions tie."""
+    rng = np.random.default_rng(seed)
+    evaluator = metaeval.Evaluator(game)
+    for p in range(game.num_players()):
+        for _ in range(per_player):
+            evaluator.add(p, spiel.random_policy(game, p, rng, "deterministic"))
+    return evaluator
+
+
+def test_drawn_best_responses_attain_the_value_and_draw_uniformly_among_tied_actions():
+    game = games.load("kuhn_3p")
+    evaluator = deterministic_evaluator(game, 2, seed=5)
+    population = evaluator.population
+    sigma = np.random.default_rng(6).dirichlet(np.ones(8)).reshape(2, 2, 2)
+    gap = evaluator.gap(sigma)
+    player, draws = 1, 400
+    responses = [evaluator.best_response(player, sigma, np.random.default_rng(seed)) for seed in range(draws)]
+    tables = np.array([r.action_probability_array for r in responses])
+    distinct = np.unique(tables, axis=0, return_index=True)[1]
+    assert len(distinct) > 1  # ties to draw from
+    for index in distinct[:5]:
+        lone = spiel.Population(game, [[responses[index]] if q == player else population.policies[q]
+                                       for q in range(3)])
+        payoff = spiel.exact_metagame(game, lone).payoffs[player]
+        assert np.sum(payoff * sigma.sum(axis=player, keepdims=True)) == pytest.approx(
+            gap.best_response_values[player], abs=1e-12)
+    best = gap.best_actions[player]
+    counts = tables.sum(axis=0)  # per state and action: how often drawn
+    assert not counts[~best].any()  # only best actions are drawn
+    expected = np.broadcast_to(draws / best.sum(axis=1, keepdims=True), best.shape)
+    assert np.all(np.abs(counts - expected)[best] < 5 * np.sqrt(expected[best]))  # uniformly
+    np.testing.assert_array_equal(
+        evaluator.best_response(player, sigma, np.random.default_rng(3)).action_probability_array, tables[3])
+    with pytest.raises(metaeval.MetaEvalError, match="rng"):
+        evaluator.best_response(player, sigma, None)
+
+
+def test_best_actions_tie_within_the_tolerance_not_by_rounding(monkeypatch):
+    """Sheriff with deterministic policies: moving sigma by a relative 1e-14 leaves the best
+    actions as they are; taking ties in floating point (tolerance 0) it moves them in several of 20."""
+    game = games.load("sheriff")
+
+    def moved_best_actions(seed):
+        evaluator = deterministic_evaluator(game, 2, seed)
+        sigma = np.random.default_rng(seed).dirichlet(np.ones(4)).reshape(2, 2)
+        noise = 1 + 1e-14 * np.random.default_rng(11).standard_normal(sigma.shape)
+        exact, moved = evaluator.gap(sigma), evaluator.gap(sigma * noise / (sigma * noise).sum())
+        return sum(not np.array_equal(a, b) for a, b in zip(exact.best_actions, moved.best_actions))
+
+    assert sum(map(moved_best_actions, range(20))) == 0
+    monkeypatch.setattr(spiel.gap, "TIE_TOLERANCE", 0.0)
+    assert sum(map(moved_best_actions, range(20))) > 0
