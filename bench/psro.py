@@ -1,6 +1,6 @@
 """PSRO and JPSRO against OpenSpiel's ``psro_v2`` and ``jpsro``, measured in one run.
 
-Run from the repository root: ``python -m bench.psro [--part psro|jpsro|cap|leduc3|all]``
+Run from the repository root: ``python -m bench.psro [--part psro|jpsro|cap|ties|leduc3|all]``
 (needs the ``bench`` extra: OpenSpiel's Nash meta-solver imports cvxopt). Parts:
 
 - ``psro``: kuhn_2p and leduc_2p, Nash meta-solver, exact best responses. OpenSpiel's
@@ -15,6 +15,10 @@ Run from the repository root: ``python -m bench.psro [--part psro|jpsro|cap|ledu
   Full-game CCE gap per iteration and cumulative wall time; the speed-up is OpenSpiel's
   total time over metaeval's time to first reach a gap at or below OpenSpiel's final one.
 - ``cap``: kuhn_3p JPSRO with and without ``--cap K --prune-by deviation`` (``--caps``).
+- ``ties``: kuhn_3p JPSRO with mgcce, without a cap and with cap 8, under each choice among
+  tied best actions: the default draw (``--tie-seeds`` seeds), OpenSpiel's, and the lowest
+  tied action (the gap's ``best_responses``); the iteration from which the gap stays at or
+  below 1e-6.
 - ``leduc3``: a few JPSRO iterations on leduc_3p, seconds per iteration.
 
 Tables are printed; CSVs and figures go to ``--out``. Timings are wall clock on whatever
@@ -33,7 +37,7 @@ import pandas as pd
 from metaeval import games, plots
 from metaeval.loops.psro import PSRO, PSROConfig
 
-PARTS = ("psro", "jpsro", "cap", "leduc3")
+PARTS = ("psro", "jpsro", "cap", "ties", "leduc3")
 
 
 def metaeval_run(game: str, solver: str, oracle: str, iterations: int, cap=None,
@@ -203,6 +207,35 @@ def part_cap(args, out: Path):
     (out / plots.GAP_PLOT).rename(out / "cap_kuhn_3p_gap.png")
 
 
+def settled(gaps, tolerance: float = 1e-6) -> int | None:
+    """The first iteration from which every gap is at most ``tolerance``."""
+    above = [i for i, gap in enumerate(gaps) if gap > tolerance]
+    first = above[-1] + 1 if above else 0
+    return first if first < len(gaps) else None
+
+
+def lowest_tied_action(evaluator, player, sigma, rng):
+    """The best response taking the lowest tied action at every state."""
+    return evaluator.gap(sigma).best_responses[player]
+
+
+def part_ties(args, out: Path):
+    rows = []
+    for cap in (None, 8):
+        choices = [("drawn", seed, None) for seed in range(args.tie_seeds)]
+        choices += [("openspiel", 0, None), ("lowest", 0, lowest_tied_action)]
+        for tie_break, seed, oracle in choices:
+            config = PSROConfig(game="kuhn_3p", solver="mgcce", iterations=args.tie_iterations, seed=seed, cap=cap,
+                                tie_break="drawn" if oracle else tie_break)
+            gaps = [record["cce_gap"] for record in PSRO(config, oracle=oracle).run(progress=False)]
+            rows.append({"cap": cap, "tie_break": tie_break, "seed": seed, "settled": settled(gaps),
+                         "gap at 8": gaps[8], "final gap": gaps[-1]})
+    table = pd.DataFrame(rows)
+    print(f"\nkuhn_3p JPSRO, mgcce, {args.tie_iterations} iterations: first iteration from which the gap stays <= 1e-6")
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    table.to_csv(out / "ties_kuhn_3p.csv", index=False)
+
+
 def part_leduc3(args, out: Path):
     start = time.perf_counter()
     pyspiel_game = games.load("leduc_3p")
@@ -226,11 +259,13 @@ def main(argv=None):
     parser.add_argument("--jpsro-iterations", type=int, default=9, help="OpenSpiel jpsro iterations (0..8)")
     parser.add_argument("--iterations", type=int, default=30, help="metaeval JPSRO iterations on kuhn_3p")
     parser.add_argument("--caps", default="16,8", help="caps of the cap part, comma-separated")
+    parser.add_argument("--tie-seeds", type=int, default=10, help="seeds of the default draw in the ties part")
+    parser.add_argument("--tie-iterations", type=int, default=20)
     parser.add_argument("--leduc3-iterations", type=int, default=4)
     parser.add_argument("--out", type=Path, default=Path("runs/bench-psro"))
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    parts = {"psro": part_psro, "jpsro": part_jpsro, "cap": part_cap, "leduc3": part_leduc3}
+    parts = {"psro": part_psro, "jpsro": part_jpsro, "cap": part_cap, "ties": part_ties, "leduc3": part_leduc3}
     for part in PARTS if args.part == "all" else (args.part,):
         parts[part](args, args.out)
 

@@ -311,10 +311,11 @@ class Evaluator:
         (read off the cached :meth:`gap`): at every state one of the actions within
         ``spiel.gap.TIE_TOLERANCE`` of the best, drawn uniformly by ``rng``.
 
-        Drawn, not the lowest: tied actions are common (states no one reaches tie all their
-        actions), and always taking the lowest makes loops stall, e.g. capped PSRO on
-        kuhn_3p (README, "PSRO and JPSRO"); within the tolerance, not by rounding, so a run
-        does not depend on the build of the linear algebra (README, "Bit for bit").
+        Drawn, not the lowest: ties are common (at a state the opponents never reach every
+        action ties), and the lowest would give every call the same response (a loop
+        replacing several policies would add copies) and the same play wherever the
+        value leaves it open. Tied within the tolerance, not by rounding, so a run does not
+        depend on the build of the linear algebra (README, "Bit for bit").
         """
         self._check_player(player)
         if not isinstance(rng, np.random.Generator):

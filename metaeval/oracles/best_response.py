@@ -28,7 +28,8 @@ def jpsro(evaluator, player: int, sigma, rng: np.random.Generator, tie_break: st
     ``jpsro`` adds (:meth:`metaeval.Evaluator.openspiel_best_response`: sigma's masses
     below 1e-8 dropped, uniform at states the opponents never reach, ties within 1e-9 to
     the lowest action), so a run holds the same populations as ``jpsro.run_loop``. It is
-    not the default because it converges more slowly (README, "PSRO and JPSRO").
+    not the default: it is one fixed choice, the same at every call, and on kuhn_3p with
+    mgcce it settles no sooner (README, "PSRO and JPSRO").
     """
     if tie_break == "openspiel":
         return evaluator.openspiel_best_response(player, sigma)
