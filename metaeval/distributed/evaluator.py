@@ -87,11 +87,13 @@ class GapTask:
 
 @dataclass(frozen=True)
 class GapResult:
-    """A piece's on-policy values and deviation weights per sequence (``piece_values``)."""
+    """A piece's on-policy values, deviation weights per sequence and their terminals' total
+    absolute weight (``piece_values``)."""
 
     index: int
     follow: np.ndarray
     sequences: np.ndarray
+    magnitude: np.ndarray
     evaluated: int  # terminals of the piece
 
 
@@ -155,8 +157,8 @@ class ShardEvaluator:
         piece = task.piece
         reaches = [np.stack([row[piece.start : piece.stop] for row in rows], axis=1)
                    for rows in self._reach_rows(task.columns)]
-        follow, sequences = piece_values(self._exact.tree, reaches, task.sigma, piece)
-        return GapResult(task.index, follow, sequences, piece.stop - piece.start)
+        return GapResult(task.index, *piece_values(self._exact.tree, reaches, task.sigma, piece),
+                         piece.stop - piece.start)
 
     def _reach_rows(self, columns) -> list[list[np.ndarray]]:
         """Per player, the reach rows ``[Z]`` of the policies with these tokens (cached)."""

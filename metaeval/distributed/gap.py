@@ -53,4 +53,4 @@ def cce_gap(game, population, sigma, workers: int = 1, address: str | None = Non
         results, _ = pool.run(shards, sync, bar, max_retries, shard_timeout)
     finally:
         bar.close()
-    return cce_from_pieces(tree, pieces, [(result.follow, result.sequences) for result in results])
+    return cce_from_pieces(tree, pieces, [(result.follow, result.sequences, result.magnitude) for result in results])

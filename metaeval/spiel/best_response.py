@@ -23,9 +23,11 @@ from metaeval.spiel.tree import GameTree
 def best_response(tree: GameTree, player: int, weights: np.ndarray,
                   tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Best-response values ``[M]`` and chosen actions ``[S, M]`` for weights ``[Z, M]``:
-    at every state the lowest of its best actions (:func:`backward_pass`)."""
+    at every state the lowest of its best actions (:func:`backward_pass`), ties within
+    ``tolerance * sum_z |w(z)|``."""
     weights = np.asarray(weights, dtype=np.float64)
-    values, best = backward_pass(tree, player, sequence_weights(tree, player, weights), tolerance)
+    slack = tolerance * np.abs(weights).sum(axis=0)
+    values, best = backward_pass(tree, player, sequence_weights(tree, player, weights), slack)
     return values, best.argmax(axis=1)
 
 
@@ -39,20 +41,19 @@ def sequence_weights(tree: GameTree, player: int, weights: np.ndarray, start: in
 
 
 def backward_pass(tree: GameTree, player: int, values: np.ndarray,
-                  tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+                  slack: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Best-response values ``[M]`` and best actions ``[S, A, M]`` from the terminals' weights
     per sequence ``values [S*A + 1, M]`` (:func:`sequence_weights`; overwritten).
 
-    A state's best actions are its legal actions whose value is within
-    ``tolerance * sum |values|`` (per problem, over all sequences) of the state's best; with
-    a tolerance well above rounding, actions tied in exact arithmetic are all best, whatever
-    the rounding of the weights. Any choice among them at every state is a best response (up
-    to the tolerance at each state; exactly, where the ties are exact), since a state's value
-    is its best action's whichever is played below.
+    A state's best actions are its legal actions whose value is within ``slack`` (per
+    problem, in absolute terms) of the state's best. With a slack well above the rounding
+    of the values, e.g. a small fraction of the terminals' total absolute weight, actions
+    tied in exact arithmetic are all best, whatever the rounding. Any choice among them at
+    every state is a best response (up to the slack at each state; exactly, where the ties
+    are exact), since a state's value is its best action's whichever is played below.
     """
     layout = tree.players[player]
     num_states, num_actions = layout.legal.shape
-    slack = tolerance * np.abs(values).sum(axis=0)
     best_actions = np.zeros((num_states, num_actions, values.shape[1]), dtype=bool)
     for rows in reversed(layout.levels):
         q = values[:-1].reshape(num_states, num_actions, -1)[rows]

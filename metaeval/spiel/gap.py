@@ -40,9 +40,10 @@ from metaeval.threads import one_blas_thread
 
 #: OpenSpiel's JPSRO drops joint and opponents' marginal masses below this (its ``DIST_TOL``).
 OPENSPIEL_DIST_TOL = 1e-8
-#: Best-response actions within this fraction of the total absolute weight of the best are
-#: tied (:func:`metaeval.spiel.best_response.backward_pass`): well above the rounding of the
-#: weights, so which actions tie does not depend on the build of the linear algebra.
+#: Best-response actions within this fraction of the terminals' total absolute weight of the
+#: best are tied (:func:`metaeval.spiel.best_response.backward_pass`): well above the rounding
+#: of the values, so which actions tie does not depend on the build of the linear algebra.
+#: (The terminals' weights, not the values: a player's values can cancel to rounding residue.)
 TIE_TOLERANCE = 1e-9
 #: Terminals per piece of a gap computation (the unit of work of an actor).
 PIECE_TERMINALS = 1 << 18
@@ -132,16 +133,18 @@ def gap_pieces(tree, per_recommendation: bool) -> list[GapPiece]:
 
 
 def piece_values(tree, reaches: list[np.ndarray], sigma: np.ndarray, piece: GapPiece):
-    """The piece's on-policy values ``[K_p]`` and its deviation weights per sequence of the
-    player ``[S*A + 1, M]`` (M: 1, or K_p per recommendation), from the rows
-    ``start .. stop`` of the reach matrices, ``reaches[q] [stop - start, K_q]``."""
+    """The piece's on-policy values ``[K_p]``, its deviation weights per sequence of the
+    player ``[S*A + 1, M]`` (M: 1, or K_p per recommendation) and their terminals' total
+    absolute weight ``[M]``, from the rows ``start .. stop`` of the reach matrices,
+    ``reaches[q] [stop - start, K_q]``."""
     player, terminals = piece.player, slice(piece.start, piece.stop)
     conditional = conditional_reach(reaches, sigma, player)
     payoff = tree.chance[terminals] * tree.returns[terminals, player]
     follow = payoff @ (reaches[player] * conditional)  # [K_p]
     if not piece.per_recommendation:
         conditional = conditional.sum(axis=1, keepdims=True)
-    return follow, sequence_weights(tree, player, payoff[:, None] * conditional, piece.start)
+    weights = payoff[:, None] * conditional
+    return follow, sequence_weights(tree, player, weights, piece.start), np.abs(weights).sum(axis=0)
 
 
 def _rows(reaches: list[np.ndarray], piece: GapPiece) -> list[np.ndarray]:
@@ -186,7 +189,8 @@ def _deviations(tree, pieces: list[GapPiece], results):
         follow = sum(result[0] for _, result in own)
         if not own[0][0].per_recommendation:
             follow = follow.sum(keepdims=True)
-        values, best = backward_pass(tree, player, sum(result[1] for _, result in own), TIE_TOLERANCE)
+        magnitude = sum(result[2] for _, result in own)
+        values, best = backward_pass(tree, player, sum(result[1] for _, result in own), TIE_TOLERANCE * magnitude)
         layout = tree.players[player]
         responses = tuple(tabular_policy(layout, pure_table(tree, player, c)) for c in best.argmax(axis=1).T)
         yield values, follow, responses, best
