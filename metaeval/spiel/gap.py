@@ -24,6 +24,7 @@ the game alone, so a gap is the same bit for bit in-process and on Ray actors
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from open_spiel.python import policy as policy_lib
@@ -99,11 +100,11 @@ def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) ->
 def cce_from_pieces(tree, pieces: list[GapPiece], results) -> CCEGap:
     """The CCE gap from the :func:`piece_values` of :func:`gap_pieces` (in their order)."""
     deviations = list(_deviations(tree, pieces, results))
-    values = np.array([value[0] for value, _, _, _ in deviations])
-    on_policy = np.array([follow[0] for _, follow, _, _ in deviations])
+    values = np.array([d.values[0] for d in deviations])
+    on_policy = np.array([d.follow[0] for d in deviations])
     per_player = np.maximum(values - on_policy, 0.0)
-    responses = tuple(response[0] for _, _, response, _ in deviations)
-    best_actions = tuple(best[:, :, 0] for _, _, _, best in deviations)
+    responses = tuple(d.responses[0] for d in deviations)
+    best_actions = tuple(d.best_actions[:, :, 0] for d in deviations)
     return CCEGap(float(per_player.sum()), per_player, values, on_policy, responses, best_actions)
 
 
@@ -113,15 +114,15 @@ def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> 
     pieces = gap_pieces(tree, per_recommendation=True)
     results = [piece_values(tree, _rows(reaches, p), sigma, p) for p in pieces]
     deviations = list(_deviations(tree, pieces, results))
-    gains = tuple(np.maximum(value - follow, 0.0) for value, follow, _, _ in deviations)
+    gains = tuple(np.maximum(d.values - d.follow, 0.0) for d in deviations)
     per_player = np.array([g.sum() for g in gains])
     return CEGap(
         total=float(per_player.sum()),
         per_player=per_player,
         gains=gains,
-        best_response_values=tuple(value for value, _, _, _ in deviations),
-        on_policy_values=tuple(follow for _, follow, _, _ in deviations),
-        best_responses=tuple(responses for _, _, responses, _ in deviations),
+        best_response_values=tuple(d.values for d in deviations),
+        on_policy_values=tuple(d.follow for d in deviations),
+        best_responses=tuple(d.responses for d in deviations),
     )
 
 
@@ -180,6 +181,15 @@ def _drop_small(distribution: np.ndarray) -> np.ndarray:
     return kept / kept.sum()
 
 
+class Deviations(NamedTuple):
+    """One player's best-response values, on-policy values, best responses and best actions."""
+
+    values: np.ndarray
+    follow: np.ndarray
+    responses: tuple
+    best_actions: np.ndarray
+
+
 def _deviations(tree, pieces: list[GapPiece], results):
     """Per player: best-response values, on-policy values, best responses (the lowest best
     action at every state) and best actions ``[S, A, M]``, one per recommendation (CE) or a
@@ -193,7 +203,7 @@ def _deviations(tree, pieces: list[GapPiece], results):
         values, best = backward_pass(tree, player, sum(result[1] for _, result in own), TIE_TOLERANCE * magnitude)
         layout = tree.players[player]
         responses = tuple(tabular_policy(layout, pure_table(tree, player, c)) for c in best.argmax(axis=1).T)
-        yield values, follow, responses, best
+        yield Deviations(values, follow, responses, best)
 
 
 def conditional_reach(reaches: list[np.ndarray], sigma: np.ndarray, player: int) -> np.ndarray:
