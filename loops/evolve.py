@@ -13,7 +13,6 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +20,7 @@ from tqdm.auto import tqdm
 
 import metaeval
 from metaeval import budget, games, oracles, rundir, spiel
+from metaeval.build import build_versions
 from metaeval.errors import MetaEvalError
 from metaeval.evaluator import Evaluator
 from metaeval.learners import QLearning
@@ -139,17 +139,6 @@ def random_new_policy(game, player: int, rng: np.random.Generator):
     return spiel.random_policy(game, player, rng)
 
 
-def _versions() -> dict:
-    names = ["numpy", "scipy", "open_spiel", "ortools", "highspy", "cvxpy", "ray", "pygambit", "pandas"]
-    versions = {"python": sys.version.split()[0], "metaeval": metaeval.__version__}
-    for name in names:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
 def _scalars(diagnostics: dict) -> dict:
     """The JSON-friendly, reproducible scalar part of a rater's diagnostics."""
     keep = {}
@@ -248,7 +237,7 @@ class Evolution:
         checkpoint; returns the record as logged."""
         if not self.run_dir.committed:
             self.run_dir.write_config(
-                {"from_iteration": record["iteration"], "versions": _versions(), "command": sys.argv}
+                {"from_iteration": record["iteration"], "versions": build_versions(), "command": sys.argv}
             )
         logged = self._on_disk.pop(record["iteration"], None)
         if logged is None:

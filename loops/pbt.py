@@ -33,11 +33,12 @@ from tqdm.auto import tqdm
 
 import metaeval
 from metaeval import games, rundir
+from metaeval.build import build_versions
 from metaeval.errors import MetaEvalError
 from metaeval.evaluator import Evaluator
 from metaeval.fileio import atomic_savez
 from metaeval.learners import LEARNERS, Opponents
-from metaeval.loops.evolve import _scalars, _versions, mecce_fields
+from metaeval.loops.evolve import _scalars, mecce_fields
 from metaeval.matchmaking import RULES
 from metaeval.meta_solvers import SOLVERS
 from metaeval.mutation import perturb_values
@@ -251,7 +252,7 @@ class PBT:
         self.step_index += 1
         self.records.append(record)
         if self.run_dir is not None:
-            self.run_dir.log(record, {"from_step": record["iteration"], "versions": _versions(), "command": sys.argv})
+            self.run_dir.log(record, {"from_step": record["iteration"], "versions": build_versions(), "command": sys.argv})
             self._checkpoint()
         return record
 

@@ -33,10 +33,11 @@ from tqdm.auto import tqdm
 
 import metaeval
 from metaeval import games, rundir, spiel
+from metaeval.build import build_versions
 from metaeval.errors import MetaEvalError
 from metaeval.evaluator import Evaluator
 from metaeval.loops import checkpoint
-from metaeval.loops.evolve import SUPPORT_MASS, _versions as versions
+from metaeval.loops.evolve import SUPPORT_MASS
 from metaeval.meta_solvers import SOLVERS, marginals
 from metaeval.oracles import ORACLES, TIE_BREAKS
 
@@ -222,7 +223,7 @@ class PSRO:
         self.iteration += 1
         self.records.append(record)
         if self.run_dir is not None:
-            self.run_dir.log(record, {"from_iteration": record["iteration"], "versions": versions(), "command": sys.argv})
+            self.run_dir.log(record, {"from_iteration": record["iteration"], "versions": build_versions(), "command": sys.argv})
             checkpoint.save(self.out, self.iteration, evaluator.population, evaluator.built_metagame, self.rng)
         return record
 
