@@ -51,10 +51,10 @@ from scipy import stats
 
 from metaeval import plots, reports
 from metaeval.errors import MetaEvalError
-from metaeval.loops.compare import FAILURE_COLUMNS, failure, run_all, title_of, write_comparison_frame
+from metaeval.loops.compare import FAILURE_COLUMNS, failure, run_all, run_directory, title_of, write_comparison_frame
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
-from metaeval.loops.study_records import RunRecords, check_records
+from metaeval.loops.study_records import RunRecords, check_records, session_builds
 
 RATERS = ["uniform", "nash", "alpharank", "deviation", "payoff"]
 TIE = 1e-9
@@ -197,7 +197,8 @@ def _run_unrecorded(base: EvolveConfig, seeds: int, out: Path, recorded: RunReco
         if isinstance(outcome, str):
             failed.append(failure(out, config, outcome))
         else:
-            recorded.write(config.rater, config.seed, reports.summary_frame(outcome))
+            recorded.write(config.rater, config.seed, reports.summary_frame(outcome),
+                           session_builds(run_directory(out, config)))
     return pd.DataFrame(failed, columns=FAILURE_COLUMNS)
 
 

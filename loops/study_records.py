@@ -4,7 +4,10 @@ A run directory holds checkpoints, logs and figures (about 800 kB per run of 300
 iterations); what the study tabulates is the run's summary (``reports.summary_frame``:
 one row per iteration). The records keep just that, gzipped CSV with full float
 precision (about 20 kB a run), in ``RECORDS/RATER/seedS.csv.gz`` beside a
-``settings.json`` of the settings that change results and the number of iterations.
+``settings.json`` of the settings that change results and the number of iterations,
+and ``RECORDS/RATER/seedS.build.json``: the build of each session of the run
+(:func:`metaeval.build.build_versions`), so a check can tell a run that differs on
+the same build from one made on another.
 Being small, the records can be kept with the published tables, so a study continues
 where it stopped on another machine, or is re-tabulated, without rerunning finished
 runs. A record is a function of the settings alone, except for its ``seconds`` column
@@ -47,11 +50,15 @@ class RunRecords:
     def file(self, rater: str, seed: int) -> Path:
         return self.path / rater / f"seed{seed}.csv.gz"
 
+    def build_file(self, rater: str, seed: int) -> Path:
+        return self.path / rater / f"seed{seed}.build.json"
+
     def has(self, rater: str, seed: int) -> bool:
         return self.file(rater, seed).exists()
 
-    def write(self, rater: str, seed: int, summary: pd.DataFrame) -> None:
-        """Keep a finished run's summary (atomically; a partial file is never left)."""
+    def write(self, rater: str, seed: int, summary: pd.DataFrame, builds: list[dict]) -> None:
+        """Keep a finished run's summary and the ``builds`` of its sessions (each file
+        atomically, the summary last: a partial record is never left)."""
         if len(summary) < self.settings["iterations"]:
             raise MetaEvalError(f"run {rater} seed {seed} has {len(summary)} of {self.settings['iterations']} "
                                 "iterations: only finished runs are recorded")
@@ -60,7 +67,16 @@ class RunRecords:
             rundir.write_json(self.path / SETTINGS, self.settings)
         path = self.file(rater, seed)
         path.parent.mkdir(parents=True, exist_ok=True)
+        rundir.write_json(self.build_file(rater, seed), builds)
         atomic_write(path, lambda f: summary.to_csv(f, index=False, compression=_GZIP))
+
+    def same_build(self, rater: str, seed: int, build: dict) -> bool | None:
+        """Whether every session of the recorded run ran on ``build`` (None: the record,
+        made by an earlier metaeval, does not say)."""
+        path = self.build_file(rater, seed)
+        if not path.exists():
+            return None
+        return all(recorded == json.loads(json.dumps(build)) for recorded in rundir.read_json(path))
 
     @classmethod
     def at(cls, path) -> RunRecords:
@@ -90,7 +106,8 @@ def check_records(records: RunRecords, raters: list[str], seeds: list[int], out:
     """Rerun the recorded runs of ``raters`` x ``seeds`` afresh in ``out`` and compare each
     summary with its record, every column but ``seconds``: one row per run, with
     ``identical`` (bit for bit, as the record's CSV is read back), the largest absolute
-    difference and the first iteration that differs, in the order asked for. With
+    difference, the first iteration that differs and ``same_build`` (whether the record
+    was made on the rerun's build: see :meth:`RunRecords.same_build`), in the order asked for. With
     ``rewrite``, a differing record is replaced by the rerun's summary (after a deliberate
     change of results)."""
     base = EvolveConfig(**records.settings)
@@ -103,7 +120,8 @@ def check_records(records: RunRecords, raters: list[str], seeds: list[int], out:
         if isinstance(outcome, str):
             rows[config.rater, config.seed] = {**row, "identical": False, "error": outcome}
             continue
-        summary = reports.summary_frame(outcome)
+        summary, builds = reports.summary_frame(outcome), session_builds(run_directory(out, config))
+        row["same_build"] = records.same_build(config.rater, config.seed, builds[-1])
         fresh = pd.read_csv(io.StringIO(summary.to_csv(index=False))).drop(columns="seconds")
         recorded = records.read(config.rater, config.seed).drop(columns="seconds")
         identical = fresh.equals(recorded)
@@ -114,7 +132,12 @@ def check_records(records: RunRecords, raters: list[str], seeds: list[int], out:
             row.update(max_difference=float(np.nanmax(gaps)),
                        first_difference=int(fresh.iteration.iloc[differing[0]]) if len(differing) else None)
         if rewrite and not identical:
-            records.write(config.rater, config.seed, summary)
+            records.write(config.rater, config.seed, summary, builds)
         rows[config.rater, config.seed] = {**row, "identical": identical, "error": ""}
-    columns = ["rater", "seed", "identical", "max_difference", "first_difference", "error"]
+    columns = ["rater", "seed", "identical", "max_difference", "first_difference", "same_build", "error"]
     return pd.DataFrame([rows[c.rater, c.seed] for c in configs], columns=columns)
+
+
+def session_builds(run_dir: Path) -> list[dict]:
+    """The build of each session of the run in ``run_dir``, from its ``config.json``."""
+    return [session["versions"] for session in rundir.read_json(Path(run_dir) / rundir.CONFIG)["sessions"]]

@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metaeval import MetaEvalError
+from metaeval import MetaEvalError, rundir
+from metaeval.build import build_versions
 from metaeval.loops.study import markdown_table, mean, paired_statistics, std, summary
 
 
@@ -135,7 +136,7 @@ def test_a_check_reruns_recorded_runs_and_finds_a_changed_record(tmp_path):
     stored = RunRecords.at(records / "sheriff" / "mutate")
     changed = stored.read("nash", 1)
     changed.loc[2, "cce_gap"] = np.nextafter(changed.loc[2, "cce_gap"], np.inf)  # one ulp
-    stored.write("nash", 1, changed)
+    stored.write("nash", 1, changed, rundir.read_json(stored.build_file("nash", 1)))
     table = check_study(records, tmp_path / "check", ["kuhn_3p", "sheriff"], ["random", "mutate"],
                         ["uniform", "nash"], [0, 1], jobs=1)
     assert table[["rater", "seed", "identical"]].values.tolist() == [
@@ -143,6 +144,13 @@ def test_a_check_reruns_recorded_runs_and_finds_a_changed_record(tmp_path):
     assert 0 < table.max_difference.iloc[3] <= 1e-12 and (table.max_difference.iloc[:3] == 0).all()
     assert table.first_difference.iloc[3] == 2 and table.first_difference.iloc[:3].isna().all()
     assert pd.read_csv(tmp_path / "check" / "check.csv").identical.tolist() == [True, True, True, False]
+    assert table.same_build.tolist() == [True] * 4  # so nash seed 1 differs on the build that made it
+    # A record made on another build says so; one made by an earlier metaeval does not know.
+    other = [{**build, "numpy": "0.0"} for build in rundir.read_json(stored.build_file("uniform", 1))]
+    rundir.write_json(stored.build_file("uniform", 1), other)
+    stored.build_file("uniform", 0).unlink()
+    this_build = rundir.read_json(stored.build_file("nash", 0))[0]
+    assert [stored.same_build("uniform", s, this_build) for s in (0, 1)] == [None, False]
     with pytest.raises(MetaEvalError, match="already holds runs"):
         check_study(records, tmp_path / "check", ["sheriff"], ["mutate"], ["nash"], [1], jobs=1)
     rewritten = check_study(records, tmp_path / "again", ["sheriff"], ["mutate"], ["nash"], [1], jobs=1, rewrite=True)
@@ -160,9 +168,10 @@ def test_records_refuse_other_settings_unfinished_runs_and_damage(tmp_path):
     records = RunRecords(tmp_path, base)
     frame = pd.DataFrame({"iteration": [0, 1, 2], "cce_gap": [0.1, 1 / 3, np.pi]})
     with pytest.raises(MetaEvalError, match="only finished runs"):
-        records.write("uniform", 0, frame.iloc[:2])
-    assert not records.has("uniform", 0)
-    records.write("uniform", 0, frame)
+        records.write("uniform", 0, frame.iloc[:2], [build_versions()])
+    assert not records.has("uniform", 0) and not records.build_file("uniform", 0).exists()
+    records.write("uniform", 0, frame, [build_versions()])
+    assert records.same_build("uniform", 0, build_versions())
     pd.testing.assert_frame_equal(records.read("uniform", 0), frame, check_exact=True)  # full precision
     with pytest.raises(MetaEvalError, match="other settings"):
         RunRecords(tmp_path, EvolveConfig(game="sheriff", iterations=4))
