@@ -1,9 +1,9 @@
 """Social-choice methods on preference profiles (Lanctot et al. 2023, "Evaluating agents
 using social choice theory"), each returning one score per alternative and a ranking.
 
-OpenSpiel's ``open_spiel.python.voting`` runs approval, Borda, plurality, Copeland,
-Schulze and ranked pairs: they are deterministic given the profile, ties in the final
-sort keeping the alternatives' order. Four are computed here instead, for a stated reason:
+OpenSpiel's ``open_spiel.python.voting`` runs approval, Borda, plurality, Copeland
+and ranked pairs: they are deterministic given the profile, ties in the final sort
+keeping the alternatives' order. Five are computed here instead, for a stated reason:
 
 - maximal lotteries: OpenSpiel returns whichever optimal lottery its LP solver finds and
   adds random noise; the optimal lotteries are not unique when margins tie, so here the
@@ -16,7 +16,11 @@ sort keeping the alternatives' order. Four are computed here instead, for a stat
 - STV: OpenSpiel writes scores as ``float(f"{base}.{tally}")``, so tallies 2 and 20 give
   the same score; here the tally is the fraction tally / 10^d, d the digits of the total
   weight (the ranking is OpenSpiel's rule: Droop quota, surplus and eliminated votes
-  transfer in vote order, ties to the alternatives' order).
+  transfer in vote order, ties to the alternatives' order);
+- Schulze: OpenSpiel sorts with the comparison p[x, y] - p[y, x] of strongest paths, which
+  is not an order when strengths tie (equal both ways is not transitive), so its first
+  alternative can be beaten (a 9-vote profile in the tests); here the ranking extends the
+  beat relation and its scores are OpenSpiel's definition on that ranking.
 """
 
 from __future__ import annotations
@@ -102,6 +106,27 @@ def iterative_maximal_lotteries(profile: Profile) -> Election:
             scores[i] = len(levels) - 1 - depth + p
     return Election("iterative_maximal_lotteries", profile.alternatives, scores, _by_score(scores),
                     details={"levels": [[profile.alternatives[i] for i, _ in w] for w in levels]})
+
+
+def schulze(profile: Profile) -> Election:
+    """Schulze's method (Schulze 2011). p[x, y] is the strength of the
+    strongest path from x to y over the defeats (N(a, b) where N(a, b) > N(b, a)), by
+    Floyd-Warshall on widest paths; x beats y when p[x, y] > p[y, x], a transitive
+    relation, so ordering by the number of alternatives each beats (ties in the
+    alternatives' order) ranks every alternative below all that beat it and puts a
+    Schulze winner first. Scores as OpenSpiel's and the voting paper's: 0 for the last,
+    then each adds N(itself, the next below) to the score of the next below."""
+    counts = profile.preferences()
+    strength = np.where(counts > counts.T, counts, 0)
+    for via in range(len(counts)):
+        strength = np.maximum(strength, np.minimum(strength[:, via, None], strength[None, via, :]))
+    np.fill_diagonal(strength, 0)
+    ranking = _by_score((strength > strength.T).sum(axis=1).astype(float))
+    scores = np.zeros(len(counts))
+    for above, below in zip(ranking[-2::-1], ranking[:0:-1]):
+        scores[above] = scores[below] + counts[above, below]
+    return Election("schulze", profile.alternatives, scores, ranking,
+                    details={"strongest_paths": strength})
 
 
 def kemeny_young(profile: Profile, max_alternatives: int = KEMENY_MAX_ALTERNATIVES) -> Election:
@@ -307,14 +332,13 @@ def stv(profile: Profile, num_winners: int | None = None) -> Election:
 
 
 def _openspiel_method(name: str, **options):
-    from open_spiel.python.voting import approval, borda, copeland, plurality, ranked_pairs, schulze
+    from open_spiel.python.voting import approval, borda, copeland, plurality, ranked_pairs
 
     return {
         "approval": lambda: approval.ApprovalVoting(k=options.get("k", 1)),
         "borda": borda.BordaVoting,
         "plurality": plurality.PluralityVoting,
         "copeland": copeland.CopelandVoting,
-        "schulze": schulze.SchulzeVoting,
         "ranked_pairs": ranked_pairs.RankedPairsVoting,
     }[name]()
 
@@ -324,8 +348,9 @@ OWN = {
     "iterative_maximal_lotteries": iterative_maximal_lotteries,
     "kemeny_young": kemeny_young,
     "stv": stv,
+    "schulze": schulze,
 }
-OPENSPIEL = ("approval", "borda", "plurality", "copeland", "schulze", "ranked_pairs")
+OPENSPIEL = ("approval", "borda", "plurality", "copeland", "ranked_pairs")
 METHODS = (*OWN, *OPENSPIEL)
 
 
