@@ -2,9 +2,16 @@
 
 import numpy as np
 import pytest
-from hypothesis import strategies as st
+from hypothesis import settings, strategies as st
 
 import metaeval
+
+# Property tests draw the same examples on every run, so a red run reproduces; a
+# search for new counterexamples is `pytest --hypothesis-profile explore
+# --hypothesis-seed N` (a sweep over seeds found the Schulze tie bug).
+settings.register_profile("default", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile("default")
 
 
 @st.composite
