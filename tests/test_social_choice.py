@@ -186,6 +186,20 @@ def test_schulze_ranks_no_alternative_above_one_that_beats_it(profile):
     assert election.ranking[0] in _schulze_winners(profile)
 
 
+@settings(max_examples=100, deadline=None)
+@given(_profiles(min_alternatives=2, max_alternatives=7))
+def test_schulze_matches_openspiel_when_no_strongest_paths_tie(profile):
+    from open_spiel.python.voting import schulze
+
+    p = _strongest_paths(profile)
+    if any(p[x, y] == p[y, x] for x, y in itertools.combinations(range(len(p)), 2)):
+        return  # OpenSpiel's comparison is an order only without such ties
+    ours = social_choice.elect(profile, "schulze")
+    theirs = schulze.SchulzeVoting().run_election(profile.to_openspiel())
+    assert ours.ranked_names() == list(theirs.ranking)
+    assert dict(zip(ours.alternatives, ours.scores)) == dict(zip(theirs.ranking, theirs.scores))
+
+
 def test_schulze_worked_example_and_the_profile_openspiel_ranks_wrongly():
     """The worked example of the Wikipedia article OpenSpiel's implementation cites (45
     voters, 5 alternatives): E > A > C > B > D, with its strongest paths. Then a 9-vote
