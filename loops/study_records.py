@@ -76,7 +76,7 @@ class RunRecords:
         path = self.build_file(rater, seed)
         if not path.exists():
             return None
-        return all(recorded == json.loads(json.dumps(build)) for recorded in rundir.read_json(path))
+        return all(recorded == build for recorded in rundir.read_json(path))
 
     @classmethod
     def at(cls, path) -> RunRecords:

@@ -121,7 +121,7 @@ def schulze(profile: Profile) -> Election:
     for via in range(len(counts)):
         strength = np.maximum(strength, np.minimum(strength[:, via, None], strength[None, via, :]))
     np.fill_diagonal(strength, 0)
-    ranking = _by_score((strength > strength.T).sum(axis=1).astype(float))
+    ranking = _by_score((strength > strength.T).sum(axis=1))
     scores = np.zeros(len(counts))
     for above, below in zip(ranking[-2::-1], ranking[:0:-1]):
         scores[above] = scores[below] + counts[above, below]
