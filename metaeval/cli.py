@@ -43,7 +43,7 @@ def _option(text: str):
 
 
 def _memory_size(text: str) -> int:
-    from metaeval import budget
+    from metaeval.runs import budget
 
     try:
         return budget.parse_size(text)
@@ -196,7 +196,7 @@ def _rate_file(args) -> None:
         return
     if path.suffix != ".csv":
         raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
-    from metaeval import plots
+    from metaeval.viz import plots
 
     rating = metaeval.rate(_table_game(args), args.rater, **dict(args.option))
     frame = rating.to_frame()
@@ -210,7 +210,7 @@ def _rate_file(args) -> None:
 @contextlib.contextmanager
 def _memory_budget(max_memory: int | None):
     """Set the budget for this command (in the environment, so compare's workers see it too)."""
-    from metaeval import budget
+    from metaeval.runs import budget
 
     previous = os.environ.get(budget.VARIABLE)
     if max_memory is not None:
@@ -299,7 +299,8 @@ def _run(args) -> int:
         frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior)
         print(frame.to_string(float_format=lambda x: f"{x:.1f}"))
     elif args.command == "plot":
-        from metaeval import plots, rundir
+        from metaeval.viz import plots
+        from metaeval.runs import rundir
         from metaeval.loops import compare, evolve
 
         config_path = args.run_dir / rundir.CONFIG

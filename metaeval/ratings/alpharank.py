@@ -18,7 +18,7 @@ one payoff table); both players get the same ratings.  It is not the default bec
 the SPEC defines alpha-Rank over joint profiles, which also covers asymmetric games.
 
 Both agree with ``open_spiel.python.egt.alpharank.compute``; the chain is built sparsely
-(sum_p (K_p - 1) transitions per profile) and solved by :mod:`metaeval.markov`, so
+(sum_p (K_p - 1) transitions per profile) and solved by :mod:`metaeval.solvers.markov`, so
 32,768 profiles take seconds instead of OpenSpiel's dense eigendecomposition, and
 262,144 (5e7 transitions) fit in 3 GiB.
 """
@@ -32,7 +32,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.markov import stationary_distribution
+from metaeval.solvers.markov import stationary_distribution
 from metaeval.ratings.base import Rating
 
 # Infinite alpha: payoff differences below this fraction of the payoff range are ties.

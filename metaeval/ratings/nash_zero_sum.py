@@ -7,7 +7,7 @@ its maximin strategy guarantees, so that strategy meets the constraints below; t
 
     max_x  -sum_i x_i log x_i   s.t.  sum_i x_i = 1,  A^T x >= v - delta,
 
-which is the maximum-entropy problem of :mod:`metaeval.mecce` with the constraint matrix
+which is the maximum-entropy problem of :mod:`metaeval.solvers.mecce` with the constraint matrix
 M = (v - delta) - A^T, solved by the same dual Newton method and safeguards as the MECCE.
 The slack delta (1e-12 of max |A|) absorbs the rounding of A^T x.
 """
@@ -18,7 +18,7 @@ import numpy as np
 from scipy.optimize import linprog
 
 from metaeval.errors import MetaEvalError
-from metaeval.mecce import max_entropy
+from metaeval.solvers.mecce import max_entropy
 
 VALUE_SLACK = 1e-12
 
