@@ -163,3 +163,43 @@ def test_a_game_where_the_interior_point_solver_is_inaccurate():
     np.testing.assert_allclose(rating.distribution[0], [0.2, 0, 0, 0, 0.2, 0.6, 0, 0], atol=1e-9)
     np.testing.assert_allclose(rating.distribution[1], [0.4, 0.6], atol=1e-9)
     assert rating.diagnostics["max_regret"] < 1e-9
+
+
+# Replicate 172 of rate(MetaGame(np.stack([A, -A]), stderr=np.full((2, 4, 4), 0.3)), "nash",
+# bootstrap=200) for A = np.random.default_rng(3).normal(size=(4, 4)). Its row strategy 3
+# falls 2.2e-4 of the range short of a best response: with the value slack it could carry
+# mass 2.6e-9, next to the support LP's cut at 1e-9, where HiGHS stopped 'Not Set'.
+REPLICATE_172 = np.array([
+    [2.038292958145078, -2.5893607070776006, 0.5387953696903425, -0.765567805416211],
+    [-0.18080654898365778, 0.29938727656102976, -2.3588925212813696, -0.3742491823302428],
+    [-0.8299248065462083, 3.086370985928508, -0.025947469075559726, -0.6332803675006224],
+    [0.520343479012044, -0.7239547675661776, -1.1447174467176593, -0.5343859904530133],
+])
+
+
+def test_zero_sum_game_with_a_near_best_response_gets_pygambits_equilibrium():
+    import pygambit
+
+    reference = pygambit.nash.lp_solve(pygambit.Game.from_arrays(REPLICATE_172, -REPLICATE_172),
+                                       rational=False).equilibria[0]
+    rating = metaeval.rate(metaeval.MetaGame.from_matrix(REPLICATE_172), "nash")
+    for x, player in zip(rating.distribution, reference.game.players):
+        np.testing.assert_allclose(x, [float(reference[s]) for s in player.strategies], atol=1e-9)
+    assert rating.distribution[0][3] == 0.0
+
+
+def test_perturbed_and_rescaled_zero_sum_games_are_rated():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        noise, scale = 10 ** rng.uniform(-12, -3), 10 ** rng.uniform(-6, 6)
+        row = scale * (REPLICATE_172 + noise * rng.standard_normal((4, 4)))
+        rating = metaeval.rate(metaeval.MetaGame.from_matrix(row), "nash")
+        assert rating.diagnostics["max_regret"] <= 1e-9 * rating.diagnostics["payoff_range"]
+
+
+def test_bootstrap_of_an_ordinary_zero_sum_game_rates_every_replicate():
+    payoffs = np.random.default_rng(3).normal(size=(4, 4))
+    game = metaeval.MetaGame(np.stack([payoffs, -payoffs]), stderr=np.full((2, 4, 4), 0.3))
+    rating = metaeval.rate(game, "nash", bootstrap=200)
+    assert rating.diagnostics["bootstrap"]["failed"] == 0
+    assert rating.replicates[0].shape == (200, 4)
