@@ -193,6 +193,7 @@ def _rate_file(args) -> None:
     if path.suffix in (".npz", ".npy"):
         rating = metaeval.rate(MetaGame.load(path), args.rater, **dict(args.option))
         print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        _report_failed_replicates(rating)
         return
     if path.suffix != ".csv":
         raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
@@ -203,8 +204,18 @@ def _rate_file(args) -> None:
     agents = frame[frame.player == rating.game.player_names[0]].sort_values(["rank", "strategy"])
     agents = agents.rename(columns={"strategy": "agent"})[["rank", "agent", "rating"]]
     print(agents.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    _report_failed_replicates(rating)
     plot = args.plot or path.with_name(f"{path.stem}_{args.game}_{args.rater}.png")
     print(f"plot: {plots.plot_rating_bars(plot, rating)}")
+
+
+def _report_failed_replicates(rating) -> None:
+    """One line naming the bootstrap replicates the rater refused, if any."""
+    settings = rating.diagnostics.get("bootstrap", {})
+    if settings.get("failed"):
+        index, message = settings["failures"][0]
+        print(f"bootstrap: {settings['failed']} of {settings['replicates']} replicates failed and are left out "
+              f"of the intervals (first, replicate {index}: {message})")
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@ import pytest
 
 import metaeval
 from metaeval import MetaEvalError, MetaGame
-from metaeval.ratings.bootstrap import Resampler, summarise
+from metaeval.ratings.bootstrap import Resampler, summarise, with_intervals
+from metaeval.ratings.uniform import uniform
 from metaeval.ratings.calibration import SMOOTH_ZERO_SUM, coverage, covered
 
 
@@ -220,3 +221,59 @@ def test_elo_intervals_cover_the_exact_ratings():
         rating = metaeval.rate(game, "elo", bootstrap=40, seed=run)
         covered.append((rating.intervals[0][:, 0] <= truth) & (truth <= rating.intervals[0][:, 1]))
     assert 0.85 <= np.mean(covered) <= 1.0
+
+
+# -- failed replicates -------------------------------------------------------------------
+def half_game():
+    """Payoff 0.5 at player 0's first joint, so that about half the draws exceed it."""
+    return noisy_game(np.stack([np.full((3, 3), 0.5), np.zeros((3, 3))]), stderr_scale=0.1)
+
+
+def refusing_high_draws(game):
+    """uniform, refusing a game whose first payoff is above 0.5 (about half the replicates)."""
+    if game.payoffs[0, 0, 0] > 0.5:
+        raise MetaEvalError("refused on purpose")
+    return uniform(game)
+
+
+def refused_replicates(game, replicates, seed):
+    resampler = Resampler(game)
+    draws = [resampler.draw(np.random.default_rng(s)) for s in np.random.SeedSequence(seed).spawn(replicates)]
+    return [b for b, drawn in enumerate(draws) if drawn[0, 0, 0] > 0.5]
+
+
+def test_failed_replicates_are_reported_and_the_others_kept():
+    game = half_game()
+    kept = with_intervals(game, refusing_high_draws, {}, 40, seed=0)
+    every = metaeval.rate(game, "uniform", bootstrap=40, seed=0)
+    refused = refused_replicates(game, 40, 0)
+    assert 0 < len(refused) < 40
+    settings = kept.diagnostics["bootstrap"]
+    assert settings["failed"] == len(refused)
+    assert settings["failures"] == [(b, "refused on purpose") for b in refused]
+    for ours, all_of_them in zip(kept.replicates, every.replicates):
+        np.testing.assert_array_equal(ours, np.delete(all_of_them, refused, axis=0))
+
+
+def test_a_bootstrap_whose_every_replicate_fails_is_refused():
+    game = half_game()
+
+    def only_the_game(drawn):
+        if drawn is not game:
+            raise MetaEvalError("refused on purpose")
+        return uniform(drawn)
+
+    with pytest.raises(MetaEvalError, match="every bootstrap replicate failed; replicate 0: refused on purpose"):
+        with_intervals(game, only_the_game, {}, 8, seed=0)
+
+
+def test_the_cli_counts_failed_replicates(tmp_path, capsys, monkeypatch):
+    from metaeval.cli import main
+
+    game = half_game()
+    game.save(tmp_path / "game.npz")
+    monkeypatch.setitem(metaeval.ratings.RATERS, "uniform", refusing_high_draws)
+    assert main(["rate", str(tmp_path / "game.npz"), "--rater", "uniform", "--option", "bootstrap=40"]) == 0
+    refused = refused_replicates(game, 40, 0)
+    assert (f"bootstrap: {len(refused)} of 40 replicates failed and are left out of the intervals "
+            f"(first, replicate {refused[0]}: refused on purpose)") in capsys.readouterr().out
