@@ -55,22 +55,35 @@ SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
 BEST_RESPONSE_GAPS = (1e-12, 1e-10)
 
 
-def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
-    """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``."""
-    strategies = _branch_end(payoffs)
+def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> list[np.ndarray]:
+    """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``.
+
+    ``symmetric`` (players identical up to relabelling, G_p(a) = G_0(a_p, a_-p)) traces
+    the branch on the symmetric subspace, one strategy shared by every player. The
+    principal branch starts there (the centroid is symmetric, and so is the unique QRE at
+    small lambda) and the equations keep it there; but where the Jacobian's
+    antisymmetric eigenvalue crosses zero (a pitchfork: in chicken [[0, -1], [1, -10]]
+    at lambda = 1.6) the unrestricted tracer can leave it for an asymmetric equilibrium,
+    rating identical players differently. On the subspace that crossing is not seen, so
+    the selected equilibrium is the limit of the symmetric branch, a symmetric Nash
+    equilibrium (which every symmetric game has; Nash 1951), and identical players get
+    identical ratings. pygambit's follower, which does not keep to the subspace, is not
+    a fallback then.
+    """
+    strategies = _branch_end(payoffs, symmetric)
     traced_regret = max_regret(payoffs, strategies)
     supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
     supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
     candidates = []
     for support in supports:
-        refined = _refine(payoffs, strategies, support)
+        refined = _refine(payoffs, strategies, support, symmetric)
         if refined is not None and (regret := max_regret(payoffs, refined)) < traced_regret:
             candidates.append((refined, regret))
-    if not candidates:
-        return strategies
-    lowest = min(regret for _, regret in candidates)
-    return min((x for x, regret in candidates if regret == lowest),
-               key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, strategies)))
+    if candidates:
+        lowest = min(regret for _, regret in candidates)
+        strategies = min((x for x, regret in candidates if regret == lowest),
+                         key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, strategies)))
+    return [x.copy() for x in strategies]  # distinct arrays, also where players share one
 
 
 class BranchStalled(MetaEvalError):
@@ -82,7 +95,7 @@ class BranchStalled(MetaEvalError):
         self.strategies = strategies
 
 
-def _branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
+def _branch_end(payoffs: np.ndarray, symmetric: bool) -> list[np.ndarray]:
     """The branch's point at ``TRACE_REGRET``, from :func:`trace_logit_branch`. Where its
     steps stall short of that target (on a kuhn_3p meta-game of ``tests/regression``, at
     lambda = 5e7 and a max regret of 1.2e-8 x range, where the equations are too stiff for
@@ -94,14 +107,16 @@ def _branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
     both exact equilibria (max regret below 1e-16) of a continuum of them.
     Otherwise pygambit's follower, in a child process stopped after ``GAMBIT_SECONDS``:
     it has no step limit, and on that meta-game it ran for 55 minutes towards 1e-8 and
-    grew to 11.7 GB."""
+    grew to 11.7 GB. A symmetric game keeps the point its tracer reached (see
+    :func:`limiting_logit_equilibrium`)."""
     try:
-        return trace_logit_branch(payoffs, TRACE_REGRET)
+        return trace_logit_branch(payoffs, TRACE_REGRET, symmetric=symmetric)
     except BranchStalled as stalled:
-        if max_regret(payoffs, stalled.strategies) <= STALLED_REGRET * float(np.ptp(payoffs)):
+        if symmetric or max_regret(payoffs, stalled.strategies) <= STALLED_REGRET * float(np.ptp(payoffs)):
             return stalled.strategies
     except MetaEvalError:
-        pass
+        if symmetric:
+            raise
     return _gambit_logit(payoffs)
 
 
@@ -150,9 +165,11 @@ _MAX_DISTANCE, _MAX_CONTRACTION, _ETA = 0.4, 0.6, 0.1
 _CORRECTOR_TOLERANCE, _MIN_STEP, _MAX_CORRECTOR_STEPS, _MAX_STEPS = 1e-4, 1e-8, 100, 100_000
 
 
-def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
+def trace_logit_branch(payoffs: np.ndarray, target: float, symmetric: bool = False) -> list[np.ndarray]:
     """The principal logit-QRE branch from lambda = 0, followed until the max regret is at
-    most ``target`` times the payoff range.
+    most ``target`` times the payoff range; with ``symmetric``, on the symmetric subspace
+    (one strategy y = log x shared by every player: player 0's equations only, each
+    derivative in x summed over the other players).
 
     Unknowns v = (y, lambda) with y = log x; per player p (strategy 0 as reference):
 
@@ -168,11 +185,11 @@ def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
     other players' strategies. The small dense solves run on one BLAS thread: threaded
     LAPACK on 200 x 200 matrices is up to 100 times slower on a busy 2-core machine.
     """
-    sizes = payoffs.shape[1:]
+    sizes = payoffs.shape[1:2] if symmetric else payoffs.shape[1:]
     offsets = np.cumsum([0, *sizes])
     goal = target * float(np.ptp(payoffs))
     v = np.concatenate([np.full(k, -np.log(k)) for k in sizes] + [[0.0]])
-    x = _strategies(v, offsets)
+    x = _profile(_strategies(v, offsets), len(payoffs))
     with one_blas_thread():
         tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets)[:2]
         step = _FIRST_STEP
@@ -186,7 +203,7 @@ def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
                     raise BranchStalled("the logit path of this game could not be followed (step below 1e-8)", x)
                 continue
             v, tangent = point, new_tangent
-            x = _strategies(v, offsets)
+            x = _profile(_strategies(v, offsets), len(payoffs))
             step /= min(slow_down, _MAX_ACCELERATION)
     raise BranchStalled(f"the logit path of this game did not end within {_MAX_STEPS} steps", x)
 
@@ -237,10 +254,11 @@ def _branch_equations(payoffs, v, offsets, jacobian=True):
     (with a spare zero last row, making it square; None if not ``jacobian``)."""
     n = offsets[-1]
     y, lam = v[:n], v[n]
-    x = _strategies(v, offsets)
+    blocks = _strategies(v, offsets)
+    x = _profile(blocks, len(payoffs))
     residual = np.empty(n)
     derivatives = np.zeros((n + 1, n + 1)) if jacobian else None
-    for p in range(len(x)):
+    for p in range(len(blocks)):
         first, stop = offsets[p], offsets[p + 1]
         rest = slice(first + 1, stop)
         values = payoff_against(payoffs, x, p)
@@ -255,13 +273,25 @@ def _branch_equations(payoffs, v, offsets, jacobian=True):
         for q in range(len(x)):
             if q != p:
                 cross = _cross_payoffs(payoffs[p], x, p, q)  # d G_p(i, x_-p) / d x_q(j)
-                derivatives[rest, offsets[q] : offsets[q + 1]] = -lam * (cross[1:] - cross[0]) * x[q]
+                b = _block(q, blocks, x)
+                derivatives[rest, offsets[b] : offsets[b + 1]] -= lam * (cross[1:] - cross[0]) * x[q]
     return residual, derivatives
 
 
 def _strategies(v, offsets) -> list[np.ndarray]:
     """x_p = exp(y_p) from the branch unknowns v = (y, lambda)."""
     return [np.exp(v[offsets[p] : offsets[p + 1]]) for p in range(len(offsets) - 1)]
+
+
+def _profile(blocks: list[np.ndarray], num_players: int) -> list[np.ndarray]:
+    """Every player's strategy from the unknown ones: one per player, or (on the symmetric
+    subspace) one shared by all."""
+    return blocks if len(blocks) == num_players else [blocks[0]] * num_players
+
+
+def _block(player: int, blocks, profile) -> int:
+    """The unknown block holding ``player``'s strategy (0 for all on the symmetric subspace)."""
+    return player if len(blocks) == len(profile) else 0
 
 
 def payoff_against(payoffs: np.ndarray, strategies, player: int) -> np.ndarray:
@@ -301,52 +331,57 @@ def _near_best_responses(payoffs, strategies, gap):
     return supports
 
 
-def _refine(payoffs, strategies, supports, iterations=50):
+def _refine(payoffs, strategies, supports, symmetric=False, iterations=50):
     """Newton's method on the equations of the given supports, started from the strategies
-    renormalised there; None when it leaves the simplex or fails."""
+    renormalised there; None when it leaves the simplex or fails. With ``symmetric``, on
+    the symmetric subspace: player 0's support and equations, its strategy shared."""
+    num_players = len(strategies)
+    if symmetric:
+        supports = [supports[0]] * num_players
     if any(len(s) == 0 for s in supports):
         return None
     local = payoffs[(slice(None), *np.ix_(*supports))]
-    sizes = [len(s) for s in supports]
-    offsets = np.cumsum([0, *sizes])
-    num_players = len(sizes)
+    blocks = supports[:1] if symmetric else supports
+    offsets = np.cumsum([0, *(len(s) for s in blocks)])
     x = []
-    for p, support in enumerate(supports):
+    for p, support in enumerate(blocks):
         mass = strategies[p][support]
         x.append(mass / mass.sum() if mass.sum() > 0 else np.full(len(support), 1.0 / len(support)))
-    w = np.array([payoff_against(local, x, p) @ x[p] for p in range(num_players)])
+    w = np.array([payoff_against(local, _profile(x, num_players), p) @ x[p] for p in range(len(x))])
     for _ in range(iterations):
         residual, jacobian = _equations(local, x, w, offsets)
         if np.abs(residual).max() < 1e-14:
             break
         step = np.linalg.lstsq(jacobian, -residual, rcond=None)[0]
-        x = [x[p] + step[offsets[p] : offsets[p + 1]] for p in range(num_players)]
+        x = [x[p] + step[offsets[p] : offsets[p + 1]] for p in range(len(x))]
         w = w + step[offsets[-1] :]
     else:
         return None
     if any(np.any(xp < -1e-12) for xp in x):
         return None
-    refined = [np.zeros_like(s) for s in strategies]
-    for p, support in enumerate(supports):
+    refined = [np.zeros_like(strategies[p]) for p in range(len(x))]
+    for p, support in enumerate(blocks):
         refined[p][support] = np.maximum(x[p], 0.0) / np.maximum(x[p], 0.0).sum()
-    return refined
+    return _profile(refined, num_players)
 
 
-def _equations(local, x, w, offsets):
-    """Residuals [G_p(i, x_-p) - w_p; sum x_p - 1] and their Jacobian in (x, w)."""
-    num_players = len(x)
+def _equations(local, blocks, w, offsets):
+    """Residuals [G_p(i, x_-p) - w_p; sum x_p - 1] and their Jacobian in (x, w), for the
+    unknown strategies ``blocks`` (every player's, or one shared by all)."""
+    x = _profile(blocks, len(local))
     n = offsets[-1]
-    residual = np.zeros(n + num_players)
-    jacobian = np.zeros((n + num_players, n + num_players))
-    for p in range(num_players):
+    residual = np.zeros(n + len(blocks))
+    jacobian = np.zeros((n + len(blocks), n + len(blocks)))
+    for p in range(len(blocks)):
         rows = slice(offsets[p], offsets[p + 1])
         residual[rows] = payoff_against(local, x, p) - w[p]
         jacobian[rows, n + p] = -1.0
         residual[n + p] = x[p].sum() - 1.0
         jacobian[n + p, rows] = 1.0
-        for q in range(num_players):
+        for q in range(len(x)):
             if q != p:
-                jacobian[rows, offsets[q] : offsets[q + 1]] = _cross_payoffs(local[p], x, p, q)
+                b = _block(q, blocks, x)
+                jacobian[rows, offsets[b] : offsets[b + 1]] += _cross_payoffs(local[p], x, p, q)
     return residual, jacobian
 
 

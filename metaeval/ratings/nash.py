@@ -5,7 +5,10 @@
 Two-player zero-sum games use the maximum-entropy equilibrium (Nash averaging,
 Balduzzi et al. 2018), which splits mass evenly over copies of a strategy, so the
 ratings are clone invariant.  Every other game uses the limiting logit equilibrium
-(Marris et al. 2022).  Every rating is <= 0 up to the equilibrium's max regret, which
+(Marris et al. 2022); in a symmetric game (players identical up to relabelling, within
+SYMMETRY_TOLERANCE of the payoff range) that of the symmetric branch, a symmetric
+equilibrium, so identical players get identical ratings
+(:func:`metaeval.ratings.logit.limiting_logit_equilibrium`).  Every rating is <= 0 up to the equilibrium's max regret, which
 the diagnostics report.
 """
 
@@ -27,6 +30,9 @@ REGRET_TOLERANCE = 1e-6
 
 ZERO_SUM_TOLERANCE = 1e-9
 """Players' payoffs summing to a constant within this fraction of the range: zero-sum."""
+
+SYMMETRY_TOLERANCE = 1e-9
+"""Players' payoffs equal up to relabelling players within this fraction of the range: symmetric."""
 
 
 def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
@@ -71,6 +77,9 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
         strategies = [row, column]
         diagnostics.update(equilibrium="maximum-entropy Nash (zero-sum)",
                            value=value * spread + float(game.payoffs[0].mean()))
+    elif MetaGame(payoffs).is_symmetric(atol=SYMMETRY_TOLERANCE):
+        strategies = limiting_logit_equilibrium(payoffs, symmetric=True)
+        diagnostics["equilibrium"] = "limiting logit equilibrium (symmetric branch)"
     else:
         strategies = limiting_logit_equilibrium(payoffs)
         diagnostics["equilibrium"] = "limiting logit equilibrium"

@@ -150,7 +150,7 @@ def test_an_equilibrium_with_large_regret_is_refused(monkeypatch):
 
     game = metaeval.MetaGame.from_matrix([[3.0, 0.0], [5.0, 1.0]], [[3.0, 5.0], [0.0, 1.0]])
     uniform = [np.full(2, 0.5), np.full(2, 0.5)]
-    monkeypatch.setattr(nash_module, "limiting_logit_equilibrium", lambda payoffs: uniform)
+    monkeypatch.setattr(nash_module, "limiting_logit_equilibrium", lambda payoffs, symmetric=False: uniform)
     with pytest.raises(MetaEvalError, match="max regret 0.75"):
         metaeval.rate(game, "nash")
 
@@ -203,3 +203,56 @@ def test_bootstrap_of_an_ordinary_zero_sum_game_rates_every_replicate():
     rating = metaeval.rate(game, "nash", bootstrap=200)
     assert rating.diagnostics["bootstrap"]["failed"] == 0
     assert rating.replicates[0].shape == (200, 4)
+
+
+# -- symmetric games -----------------------------------------------------------------------
+def symmetric_game(rng, players, k):
+    """G_p(a) = G_0(a_p, a_-p), with G_0 symmetric in the others' strategies."""
+    if players == 2:
+        row = rng.uniform(-1, 1, (k, k))
+        return np.stack([row, row.T])
+    first = rng.uniform(-1, 1, (k, k, k))
+    first = (first + first.transpose(0, 2, 1)) / 2
+    return np.stack([first, first.transpose(1, 0, 2), first.transpose(1, 2, 0)])
+
+
+@pytest.mark.parametrize("crash, mixed", [(-10.0, 0.9), (-8.0, 0.875)])
+def test_symmetric_chicken_is_rated_at_its_symmetric_equilibrium(crash, mixed):
+    """Both pure asymmetric equilibria rate one player -9 (or -7); the symmetric branch
+    ends at the mixed equilibrium, where both strategies of both players are rated 0."""
+    row = np.array([[0.0, -1.0], [1.0, crash]])
+    rating = metaeval.rate(metaeval.MetaGame(np.stack([row, row.T])), "nash")
+    for x, values in zip(rating.distribution, rating.ratings):
+        np.testing.assert_allclose(x, [mixed, 1 - mixed], atol=1e-12)
+        np.testing.assert_allclose(values, 0.0, atol=1e-12)
+    assert rating.diagnostics["equilibrium"] == "limiting logit equilibrium (symmetric branch)"
+
+
+def test_identical_players_get_identical_ratings():
+    """200 random symmetric games: 2 players with 2 to 8 strategies, 3 with 2 to 5."""
+    rng = np.random.default_rng(0)
+    for players in [2] * 100 + [3] * 100:
+        payoffs = symmetric_game(rng, players, int(rng.integers(2, 9 if players == 2 else 6)))
+        rating = metaeval.rate(metaeval.MetaGame(payoffs), "nash")
+        for values, x in zip(rating.ratings[1:], rating.distribution[1:]):
+            np.testing.assert_allclose(values, rating.ratings[0], atol=1e-12 * np.ptp(payoffs))
+            np.testing.assert_array_equal(x, rating.distribution[0])
+
+
+def test_symmetric_branch_ends_where_pygambits_follower_stays_symmetric():
+    """pygambit's follower leaves the symmetric branch in about half of these games;
+    where it does not, both end at the same equilibrium."""
+    from metaeval.ratings.logit import gambit_branch_end
+    from metaeval.ratings.nash import well_scaled
+
+    rng = np.random.default_rng(1)
+    compared = 0
+    for _ in range(30):
+        payoffs = symmetric_game(rng, 2, int(rng.integers(2, 9)))
+        theirs = gambit_branch_end(well_scaled(payoffs)[0])
+        if np.abs(theirs[0] - theirs[1]).max() > 1e-6:
+            continue
+        compared += 1
+        ours = metaeval.rate(metaeval.MetaGame(payoffs), "nash").distribution
+        np.testing.assert_allclose(ours[0], theirs[0], atol=1e-5)
+    assert compared >= 10
