@@ -53,6 +53,10 @@ SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
 # response (payoffs of range 1). Where a strategy is dominated only by a margin far below
 # the range, the path ends with mass still on it; its payoff gap still shows it is out.
 BEST_RESPONSE_GAPS = (1e-12, 1e-10)
+# Vertex enumeration, the last resort for 2-player games, is exponential in the strategies.
+ENUMERATED_STRATEGIES = 10
+# Strategies of an enumerated equilibrium within this mass of each other are one (symmetric).
+SYMMETRIC_MASS = 1e-9
 
 
 def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> list[np.ndarray]:
@@ -62,15 +66,28 @@ def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> 
     the branch on the symmetric subspace, one strategy shared by every player. The
     principal branch starts there (the centroid is symmetric, and so is the unique QRE at
     small lambda) and the equations keep it there; but where the Jacobian's
-    antisymmetric eigenvalue crosses zero (a pitchfork: in chicken [[0, -1], [1, -10]]
-    at lambda = 1.6) the unrestricted tracer can leave it for an asymmetric equilibrium,
+    antisymmetric eigenvalue crosses zero (a pitchfork, as in chicken [[0, -1], [1, -10]])
+    the unrestricted tracer can leave it for an asymmetric equilibrium,
     rating identical players differently. On the subspace that crossing is not seen, so
     the selected equilibrium is the limit of the symmetric branch, a symmetric Nash
     equilibrium (which every symmetric game has; Nash 1951), and identical players get
     identical ratings. pygambit's follower, which does not keep to the subspace, is not
     a fallback then.
+
+    Where the trace stalls far from an equilibrium (at a branch point whose Jacobian is
+    singular, which pygambit's follower does not pass either), :func:`_nearest_equilibrium`
+    selects the equilibrium nearest the point reached.
     """
-    strategies = _branch_end(payoffs, symmetric)
+    reached = _branch_end(payoffs, symmetric)
+    strategies = _refined(payoffs, reached, symmetric)
+    if max_regret(payoffs, strategies) > STALLED_REGRET * float(np.ptp(payoffs)):
+        strategies = _nearest_equilibrium(payoffs, reached, symmetric) or strategies
+    return [x.copy() for x in strategies]  # distinct arrays, also where players share one
+
+
+def _refined(payoffs, strategies, symmetric):
+    """The traced point refined by Newton's method on the supports read off it (module
+    docstring), or the point itself if no refinement lowers its regret."""
     traced_regret = max_regret(payoffs, strategies)
     supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
     supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
@@ -79,11 +96,66 @@ def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> 
         refined = _refine(payoffs, strategies, support, symmetric)
         if refined is not None and (regret := max_regret(payoffs, refined)) < traced_regret:
             candidates.append((refined, regret))
-    if candidates:
-        lowest = min(regret for _, regret in candidates)
-        strategies = min((x for x, regret in candidates if regret == lowest),
-                         key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, strategies)))
-    return [x.copy() for x in strategies]  # distinct arrays, also where players share one
+    if not candidates:
+        return strategies
+    lowest = min(regret for _, regret in candidates)
+    return _nearest([x for x, regret in candidates if regret == lowest], strategies)
+
+
+def _nearest(profiles, point):
+    """The profile nearest ``point`` in the largest difference of a strategy's mass."""
+    return min(profiles, key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, point)))
+
+
+def _nearest_equilibrium(payoffs, point, symmetric):
+    """The equilibrium nearest ``point`` (max regret within STALLED_REGRET x range) among
+    the Newton refinements on the supports left by dropping the least-played strategies of
+    ``point`` one at a time (the strategy with least mass relative to its player's most
+    played, while every player keeps one), and, for two players with at most
+    ENUMERATED_STRATEGIES each, the extreme equilibria that pygambit's vertex enumeration
+    (``enummixed``) lists; symmetric ones only for a symmetric game. None if there is none.
+
+    The branch points where the trace stalls can keep mass on strategies the equilibrium
+    does not play (0.21 on strategy 3 of a 4 x 4 symmetric game whose only equilibrium
+    leaves it out), so supports read off by thresholds miss it.
+    """
+    accepted = STALLED_REGRET * float(np.ptp(payoffs))
+    found = []
+    for support in _dropping_least_played(point[:1] if symmetric else point):
+        refined = _refine(payoffs, point, support * len(point) if symmetric else support, symmetric)
+        if refined is not None and max_regret(payoffs, refined) <= accepted:
+            found.append(refined)
+    if not found and len(payoffs) == 2 and max(payoffs.shape[1:]) <= ENUMERATED_STRATEGIES:
+        for equilibrium in _enumerated_equilibria(payoffs):
+            if max_regret(payoffs, equilibrium) <= accepted and (
+                    not symmetric or np.abs(equilibrium[0] - equilibrium[1]).max() <= SYMMETRIC_MASS):
+                found.append(_profile(equilibrium[:1], 2) if symmetric else equilibrium)
+    return _nearest(found, point) if found else None
+
+
+def _dropping_least_played(strategies):
+    """Supports (one index array per player), each dropping from the one before the
+    remaining strategy of least mass relative to its player's largest, until every player
+    keeps one."""
+    relative = [x / x.max() for x in strategies]
+    kept = [np.ones(len(x), dtype=bool) for x in strategies]
+    order = sorted((r, p, i) for p, masses in enumerate(relative) for i, r in enumerate(masses))
+    supports = []
+    for _, p, i in order:
+        if kept[p].sum() > 1:
+            kept[p][i] = False
+            supports.append([np.flatnonzero(k) for k in kept])
+    return supports
+
+
+def _enumerated_equilibria(payoffs) -> list[list[np.ndarray]]:
+    """The extreme Nash equilibria of a 2-player game, by pygambit's vertex enumeration."""
+    import pygambit
+
+    game = pygambit.Game.from_arrays(*payoffs)
+    found = pygambit.nash.enummixed_solve(game, rational=False).equilibria
+    return [[np.array([float(profile[s]) for s in player.strategies]) for player in game.players]
+            for profile in found]
 
 
 class BranchStalled(MetaEvalError):
@@ -108,16 +180,23 @@ def _branch_end(payoffs: np.ndarray, symmetric: bool) -> list[np.ndarray]:
     Otherwise pygambit's follower, in a child process stopped after ``GAMBIT_SECONDS``:
     it has no step limit, and on that meta-game it ran for 55 minutes towards 1e-8 and
     grew to 11.7 GB. A symmetric game keeps the point its tracer reached (see
-    :func:`limiting_logit_equilibrium`)."""
+    :func:`limiting_logit_equilibrium`), and so does a game whose follower fails."""
+    reached = None
     try:
         return trace_logit_branch(payoffs, TRACE_REGRET, symmetric=symmetric)
     except BranchStalled as stalled:
-        if symmetric or max_regret(payoffs, stalled.strategies) <= STALLED_REGRET * float(np.ptp(payoffs)):
-            return stalled.strategies
+        reached = stalled.strategies
+        if symmetric or max_regret(payoffs, reached) <= STALLED_REGRET * float(np.ptp(payoffs)):
+            return reached
     except MetaEvalError:
         if symmetric:
             raise
-    return _gambit_logit(payoffs)
+    try:
+        return _gambit_logit(payoffs)
+    except MetaEvalError:
+        if reached is None:
+            raise
+        return reached
 
 
 def _gambit_logit(payoffs: np.ndarray) -> list[np.ndarray]:

@@ -256,3 +256,62 @@ def test_symmetric_branch_ends_where_pygambits_follower_stays_symmetric():
         ours = metaeval.rate(metaeval.MetaGame(payoffs), "nash").distribution
         np.testing.assert_allclose(ours[0], theirs[0], atol=1e-5)
     assert compared >= 10
+
+
+# A symmetric game found among random small-integer symmetric 4 x 4 games: its only
+# equilibrium (pygambit's vertex enumeration) is x = y = (6, 4, 9, 0) / 19. The unrestricted
+# tracer and pygambit's follower both stall at a branch point, at x = y = (0.34, 0.25, 0.19,
+# 0.21) with max regret 0.06 x range, and the rater refused the game after 21 s.
+UNIQUE_EQUILIBRIUM_GAME = np.array([[-1, 3, 0, 0], [0, -3, 2, 2], [1, 0, 0, -3], [-2, 2, 0, 0]], dtype=float)
+UNIQUE_EQUILIBRIUM = np.array([6, 4, 9, 0]) / 19
+
+
+def test_symmetric_game_with_a_unique_equilibrium_is_rated_at_it():
+    import pygambit
+
+    game = pygambit.Game.from_arrays(UNIQUE_EQUILIBRIUM_GAME, UNIQUE_EQUILIBRIUM_GAME.T)
+    (only,) = pygambit.nash.enummixed_solve(game, rational=True).equilibria
+    for player in game.players:
+        np.testing.assert_array_equal([float(only[s]) for s in player.strategies], UNIQUE_EQUILIBRIUM)
+    rating = metaeval.rate(metaeval.MetaGame(np.stack([UNIQUE_EQUILIBRIUM_GAME, UNIQUE_EQUILIBRIUM_GAME.T])), "nash")
+    for x in rating.distribution:
+        np.testing.assert_allclose(x, UNIQUE_EQUILIBRIUM, atol=1e-12)
+
+
+def test_where_the_trace_stalls_vertex_enumeration_finds_the_equilibrium(monkeypatch):
+    """The unrestricted tracer on the game above, with pygambit's follower failing too: no
+    support read off the stalled point, nor any left by dropping its least-played
+    strategies, is the equilibrium's; vertex enumeration lists it."""
+    from metaeval.ratings import logit
+    from metaeval.ratings.nash import well_scaled
+
+    payoffs = well_scaled(np.stack([UNIQUE_EQUILIBRIUM_GAME, UNIQUE_EQUILIBRIUM_GAME.T]))[0]
+    with pytest.raises(logit.BranchStalled) as stalled:
+        logit.trace_logit_branch(payoffs, logit.TRACE_REGRET)
+    assert max_regret(payoffs, stalled.value.strategies) > 0.05
+
+    def fails(payoffs):
+        raise MetaEvalError("pygambit's follower failed")
+
+    monkeypatch.setattr(logit, "_gambit_logit", fails)
+    for x in logit.limiting_logit_equilibrium(payoffs):
+        np.testing.assert_allclose(x, UNIQUE_EQUILIBRIUM, atol=1e-12)
+
+
+def test_where_the_trace_stalls_dropping_a_little_played_strategy_finds_the_equilibrium(monkeypatch):
+    """A stalled point that keeps mass 0.048 on the strategy the equilibrium leaves out:
+    every support read off it holds that strategy; dropping it, Newton's method reaches the
+    equilibrium (vertex enumeration switched off)."""
+    from metaeval.ratings import logit
+
+    reached = 0.952 * UNIQUE_EQUILIBRIUM + 0.048 * np.eye(4)[3]
+
+    def stalls(payoffs, target, symmetric=False):
+        raise logit.BranchStalled("the logit path of this game could not be followed (step below 1e-8)",
+                                  [reached, reached])
+
+    monkeypatch.setattr(logit, "trace_logit_branch", stalls)
+    monkeypatch.setattr(logit, "ENUMERATED_STRATEGIES", 0)
+    rating = metaeval.rate(metaeval.MetaGame(np.stack([UNIQUE_EQUILIBRIUM_GAME, UNIQUE_EQUILIBRIUM_GAME.T])), "nash")
+    for x in rating.distribution:
+        np.testing.assert_allclose(x, UNIQUE_EQUILIBRIUM, atol=1e-12)
