@@ -8,8 +8,8 @@ ratings are clone invariant.  Every other game uses the limiting logit equilibri
 (Marris et al. 2022); in a symmetric game (players identical up to relabelling, within
 SYMMETRY_TOLERANCE of the payoff range) that of the symmetric branch, a symmetric
 equilibrium, so identical players get identical ratings
-(:func:`metaeval.ratings.logit.limiting_logit_equilibrium`).  Every rating is <= 0 up to the equilibrium's max regret, which
-the diagnostics report.
+(:func:`metaeval.ratings.logit.limiting_logit_equilibrium`).  Every rating is <= 0 up
+to the equilibrium's max regret, which the diagnostics report.
 """
 
 from __future__ import annotations
