@@ -193,6 +193,7 @@ def _rate_file(args) -> None:
     if path.suffix in (".npz", ".npy"):
         rating = metaeval.rate(MetaGame.load(path), args.rater, **dict(args.option))
         print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        print(rating.rank_note())
         return
     if path.suffix != ".csv":
         raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
@@ -203,6 +204,7 @@ def _rate_file(args) -> None:
     agents = frame[frame.player == rating.game.player_names[0]].sort_values(["rank", "strategy"])
     agents = agents.rename(columns={"strategy": "agent"})[["rank", "agent", "rating"]]
     print(agents.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    print(rating.rank_note())
     plot = args.plot or path.with_name(f"{path.stem}_{args.game}_{args.rater}.png")
     print(f"plot: {plots.plot_rating_bars(plot, rating)}")
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.markov import stationary_distribution
+from metaeval.markov import RESIDUAL_TOL, stationary_distribution
 from metaeval.ratings.base import Rating
 
 # Infinite alpha: payoff differences below this fraction of the payoff range are ties.
@@ -71,9 +71,10 @@ def alpharank(
     if math.isinf(alpha):
         diagnostics["inf_alpha_eps"] = inf_alpha_eps
     if single_population:
-        return Rating("alpharank", game, [pi, pi.copy()], [pi, pi.copy()], diagnostics)
+        return Rating("alpharank", game, [pi, pi.copy()], [pi, pi.copy()], diagnostics, tolerance=RESIDUAL_TOL)
     joint = pi.reshape(game.shape)
-    return Rating("alpharank", game, _marginals(joint), joint, diagnostics)
+    # Masses are accurate to the accepted residual of the stationary solve: closer ones are tied.
+    return Rating("alpharank", game, _marginals(joint), joint, diagnostics, tolerance=RESIDUAL_TOL)
 
 
 def alpharank_sweep(
@@ -107,7 +108,7 @@ class _Chain:
         if not isinstance(game, MetaGame):
             raise MetaEvalError(f"alpharank needs a MetaGame, got {type(game).__name__}")
         if single_population:
-            if game.num_players != 2 or not game.is_symmetric(atol=1e-9 * float(np.ptp(game.payoffs))):
+            if game.num_players != 2 or not game.is_symmetric():
                 raise MetaEvalError(
                     "single_population=True needs a symmetric 2-player game "
                     f"(G_1 = G_0 transposed); got {game!r}"

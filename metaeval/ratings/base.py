@@ -28,6 +28,9 @@ class Rating:
         p_top: with a bootstrap, per player the share of replicates in which each
             strategy has the player's highest rating.
         replicates: with a bootstrap, per player the ``[B, K_p]`` replicate ratings.
+        tolerance: the rater's accuracy in rating units (its relative tolerance times the
+            payoff range, for raters of payoff differences): ratings at most this far apart
+            are tied, and share a rank.
     """
 
     method: str
@@ -38,32 +41,55 @@ class Rating:
     intervals: list[np.ndarray] | None = None
     p_top: list[np.ndarray] | None = None
     replicates: list[np.ndarray] | None = None
+    tolerance: float = 0.0
 
     def ranking(self, player: int = 0) -> list[str]:
         """Strategy names of ``player`` from best to worst (stable for ties)."""
         order = np.argsort(-self.ratings[player], kind="stable")
         return [self.game.strategy_names[player][i] for i in order]
 
+    def ranks(self, player: int = 0) -> np.ndarray:
+        """1 + the number of the player's strategies rated above this one by more than
+        ``tolerance``: strategies tied within the rater's accuracy share the best rank."""
+        values = self.ratings[player]
+        return shared_ranks(values, values, self.tolerance)
+
     def ci_ranks(self) -> list[np.ndarray]:
-        """Per player, 1 + the number of strategies whose interval lies wholly above this one's."""
+        """Per player, 1 + the number of strategies whose interval lies wholly above this
+        one's (by more than ``tolerance``)."""
         if self.intervals is None:
             raise MetaEvalError("CI-aware ranks need intervals: rate with bootstrap=B")
-        return [1 + (b[None, :, 0] > b[:, None, 1]).sum(axis=1) for b in self.intervals]
+        return [shared_ranks(b[:, 0], b[:, 1], self.tolerance) for b in self.intervals]
 
     def to_frame(self) -> pd.DataFrame:
-        """Long table: player, strategy, rating, rank (1 = best, ties share the best rank);
-        with a bootstrap also low, high, p_top and ci_rank."""
+        """Long table: player, strategy, rating, rank (1 = best; ratings within the rater's
+        ``tolerance``, kept in ``frame.attrs["rank_tolerance"]``, share a rank); with a
+        bootstrap also low, high, p_top and ci_rank."""
         columns = ["player", "strategy", "rating", "rank"]
         if self.intervals is not None:
             columns += ["low", "high", "p_top", "ci_rank"]
             ci_ranks = self.ci_ranks()
         rows = []
         for p, values in enumerate(self.ratings):
-            ranks = pd.Series(-values).rank(method="min").astype(int).to_numpy()
+            ranks = self.ranks(p)
             for i, value in enumerate(values):
                 row = [self.game.player_names[p], self.game.strategy_names[p][i], float(value), int(ranks[i])]
                 if self.intervals is not None:
                     low, high = self.intervals[p][i]
                     row += [float(low), float(high), float(self.p_top[p][i]), int(ci_ranks[p][i])]
                 rows.append(row)
-        return pd.DataFrame(rows, columns=columns)
+        frame = pd.DataFrame(rows, columns=columns)
+        frame.attrs["rank_tolerance"] = self.tolerance
+        return frame
+
+    def rank_note(self) -> str:
+        """One line saying how ranks treat ties, for printed tables."""
+        return (f"ranks: ratings within {self.tolerance:.3g} of each other ({self.method}'s accuracy) "
+                "share a rank")
+
+
+def shared_ranks(low, high, tolerance: float) -> np.ndarray:
+    """1 + the number of entries whose ``low`` exceeds this entry's ``high`` by more than
+    ``tolerance`` (with low = high = the ratings: ranks that tied ratings share)."""
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    return 1 + (low[None, :] - high[:, None] > tolerance).sum(axis=1)

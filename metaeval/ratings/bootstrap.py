@@ -48,8 +48,6 @@ from metaeval.ratings.base import Rating
 
 #: Replicates per task sent to an actor (and per progress-bar step in-process).
 CHUNK = 8
-#: Ratings within this much (times the spread of a player's replicates) tie for top.
-TOP_TIE = 1e-9
 
 
 class Resampler:
@@ -156,13 +154,14 @@ def percentile_interval(values: np.ndarray, level: float) -> np.ndarray:
     return np.quantile(values, [tail, 1.0 - tail], axis=0, method="weibull")
 
 
-def summarise(replicates: list[np.ndarray], level: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def summarise(replicates: list[np.ndarray], level: float,
+              tolerance: float = 0.0) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Percentile intervals ``[K_p, 2]`` ((B+1)a-th order statistics, module docstring) and
-    top probabilities ``[K_p]`` from replicates ``[B, K_p]``."""
+    top probabilities ``[K_p]`` from replicates ``[B, K_p]``; ratings within ``tolerance``
+    (the rater's, :attr:`Rating.tolerance`) of a replicate's best share its top."""
     intervals, p_top = [], []
     for values in replicates:
         intervals.append(percentile_interval(values, level).T)
-        tolerance = TOP_TIE * max(1.0, float(np.ptp(values)))
         top = values >= values.max(axis=1, keepdims=True) - tolerance
         p_top.append((top / top.sum(axis=1, keepdims=True)).mean(axis=0))
     return intervals, p_top
@@ -221,7 +220,7 @@ def with_intervals(
         used = 0
     values = np.concatenate(results)
     per_player = np.split(values, np.cumsum(game.shape)[:-1], axis=1)
-    intervals, p_top = summarise(per_player, level)
+    intervals, p_top = summarise(per_player, level, rating.tolerance)
     diagnostics = dict(rating.diagnostics)
     diagnostics["bootstrap"] = {
         "replicates": replicates,

@@ -419,4 +419,6 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         "priced_joints": result.priced_joints,
         "max_violation": float(np.abs(gains - flat).max()),
     })
-    return Rating("deviation", game, ratings, distribution=sigma, diagnostics=diagnostics)
+    # Ratings are accurate to CHECK_TOLERANCE of the payoff range: closer ratings are tied.
+    return Rating("deviation", game, ratings, distribution=sigma, diagnostics=diagnostics,
+                  tolerance=CHECK_TOLERANCE * game.payoff_range())

@@ -20,6 +20,8 @@ SCALE = 400.0 / np.log(10.0)  # Elo points per natural-log odds unit
 GAME_TOLERANCE = 1e-9
 NEWTON_TOLERANCE = 1e-12
 """Largest accepted gradient entry, in units of the largest (weighted) win count."""
+RANK_TOLERANCE = 1e-9 * SCALE
+"""Elo points: scores closer than this (far below the fit's own precision) are tied."""
 
 
 def bradley_terry(wins, prior: float = 0.0) -> np.ndarray:
@@ -146,7 +148,7 @@ def elo(game: MetaGame, prior: float = 0.0) -> Rating:
     wins = (games + games.T) * probability
     ratings = bradley_terry(wins, prior=prior)
     diagnostics = {"gauge": "mean 0", "base": 10, "scale": 400, "prior": prior}
-    return Rating("elo", game, [ratings, ratings.copy()], None, diagnostics)
+    return Rating("elo", game, [ratings, ratings.copy()], None, diagnostics, tolerance=RANK_TOLERANCE)
 
 
 def _check_win_probability_game(game: MetaGame) -> None:

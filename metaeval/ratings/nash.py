@@ -87,4 +87,5 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
             "would not be against an equilibrium"
         )
     diagnostics.update(max_regret=regret, seconds=time.perf_counter() - start)
-    return Rating("nash", game, ratings, strategies, diagnostics)
+    # A strategy's rating is exact only up to the accepted regret: closer ratings are tied.
+    return Rating("nash", game, ratings, strategies, diagnostics, tolerance=tolerance)
