@@ -144,18 +144,25 @@ class MetaGame:
         return cls(np.stack([row, column]), **names)
 
     # -- structure ------------------------------------------------------------
-    def is_zero_sum(self, atol: float = 1e-9) -> bool:
-        """True when the players' payoffs sum to a constant at every joint strategy."""
-        total = self.payoffs.sum(axis=0)
-        return bool(np.ptp(total) <= atol)
+    def payoff_range(self) -> float:
+        """The largest payoff difference of any player, max_p (max G_p - min G_p)."""
+        return float(max(np.ptp(g) for g in self.payoffs))
 
-    def is_symmetric(self, atol: float = 1e-9) -> bool:
-        """True when relabelling players permutes payoffs: G_q(a with p, q swapped) = G_p(a).
+    def is_zero_sum(self, rtol: float = 1e-9) -> bool:
+        """True when the players' payoffs sum to a constant at every joint strategy, up to
+        ``rtol`` times the payoff range."""
+        total = self.payoffs.sum(axis=0)
+        return bool(np.ptp(total) <= rtol * self.payoff_range())
+
+    def is_symmetric(self, rtol: float = 1e-9) -> bool:
+        """True when relabelling players permutes payoffs: G_q(a with p, q swapped) = G_p(a),
+        up to ``rtol`` times the payoff range.
 
         Adjacent transpositions generate all permutations, so checking them suffices.
         """
         if len(set(self.shape)) != 1:
             return False
+        atol = rtol * self.payoff_range()
         for p in range(self.num_players - 1):
             swapped = np.swapaxes(self.payoffs, 1 + p, 2 + p)[[*range(p), p + 1, p, *range(p + 2, self.num_players)]]
             if not np.allclose(swapped, self.payoffs, atol=atol, rtol=0):

@@ -126,7 +126,7 @@ def _check_samples(game: MetaGame, samples) -> tuple[np.ndarray, np.ndarray]:
     if np.any(padded_first & episode_present):
         raise MetaEvalError("samples: NaN padding must come after a joint's episodes")
     means = np.where(present, samples, 0.0).sum(axis=0) / episodes
-    scale = max(1.0, float(np.abs(game.payoffs).max()))
+    scale = float(np.abs(samples[present]).max())  # the means' rounding is relative to it
     if not np.allclose(means, game.payoffs, rtol=0, atol=1e-9 * scale):
         worst = float(np.abs(means - game.payoffs).max())
         raise MetaEvalError(f"samples do not average to the game's payoffs (largest difference {worst:.3g})")
