@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +44,14 @@ class Rating:
     p_top: list[np.ndarray] | None = None
     replicates: list[np.ndarray] | None = None
     tolerance: float = 0.0
+
+    def __post_init__(self):
+        for p, values in enumerate(self.ratings):
+            if not np.all(np.isfinite(values)):
+                raise MetaEvalError(
+                    f"{self.method} gave a non-finite rating to a strategy of player {p}; "
+                    "no rating is reported rather than a wrong one"
+                )
 
     def ranking(self, player: int = 0) -> list[str]:
         """Strategy names of ``player`` from best to worst (stable for ties)."""
@@ -93,3 +103,47 @@ def shared_ranks(low, high, tolerance: float) -> np.ndarray:
     ``tolerance`` (with low = high = the ratings: ranks that tied ratings share)."""
     low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
     return 1 + (low[None, :] - high[:, None] > tolerance).sum(axis=1)
+
+
+UNIT_SCALES = (2.0**-64, 2.0**64)
+"""Games whose largest |payoff| lies outside this range are rated by homogeneous raters at
+unit scale (:func:`homogeneous`); ordinary games are rated as given, bit for bit."""
+
+
+def homogeneous(*payoff_diagnostics: str):
+    """Make a rater whose ratings of ``a * game`` are ``a`` times those of ``game`` (a > 0)
+    rate extreme games at unit scale: payoffs (and standard errors) divided by the power of
+    two :meth:`MetaGame.payoff_scale` (exact), ratings, tolerance and the diagnostics named
+    in ``payoff_diagnostics`` multiplied back. Sums and differences of payoffs near 1e308
+    would overflow inside the solvers; ratings that themselves overflow are refused."""
+
+    def wrap(rater):
+        @functools.wraps(rater)
+        def rate_at_unit_scale(game, *args, **options):
+            if not isinstance(game, MetaGame):
+                return rater(game, *args, **options)
+            largest = float(np.abs(game.payoffs).max())
+            if largest == 0 or UNIT_SCALES[0] <= largest <= UNIT_SCALES[1]:
+                return rater(game, *args, **options)
+            scale = game.payoff_scale()
+            unit = MetaGame(game.payoffs / scale, game.strategy_names, game.player_names, counts=game.counts,
+                            stderr=None if game.stderr is None else game.stderr / scale)
+            rating = rater(unit, *args, **options)
+            with np.errstate(over="ignore"):
+                ratings = [values * scale for values in rating.ratings]
+            if not all(np.all(np.isfinite(values)) for values in ratings):
+                largest_rating = max(float(np.abs(values).max()) for values in rating.ratings)
+                raise MetaEvalError(
+                    f"{rating.method} ratings of this game exceed the largest float ({largest_rating:.3g} "
+                    f"times the payoff scale {scale:.3g}); divide the payoffs by a common factor"
+                )
+            diagnostics = dict(rating.diagnostics, payoff_scale=scale)
+            for key in payoff_diagnostics:
+                if diagnostics.get(key) is not None:
+                    diagnostics[key] = diagnostics[key] * scale
+            return dataclasses.replace(rating, game=game, ratings=ratings, diagnostics=diagnostics,
+                                       tolerance=rating.tolerance * scale)
+
+        return rate_at_unit_scale
+
+    return wrap

@@ -17,7 +17,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, homogeneous
 from metaeval.ratings.logit import limiting_logit_equilibrium, max_regret, payoff_against
 from metaeval.ratings.nash_zero_sum import max_entropy_nash
 
@@ -42,6 +42,7 @@ def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
     return (centred / spread if spread > 0 else centred), spread
 
 
+@homogeneous("payoff_range", "value", "max_regret")
 def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its payoff against the selected equilibrium, minus its value.
 

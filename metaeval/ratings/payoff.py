@@ -11,9 +11,10 @@ from metaeval.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.mecce import FAILURE_TOLERANCE, max_entropy
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, homogeneous
 
 
+@homogeneous("cce_violation")
 def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its CCE deviation gain against the MECCE.
 

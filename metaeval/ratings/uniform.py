@@ -5,12 +5,13 @@ from __future__ import annotations
 import numpy as np
 
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, homogeneous
 
 ROUNDING_TOLERANCE = 64 * np.finfo(np.float64).eps
 """A mean's rounding, relative to the largest |payoff|: closer ratings are tied."""
 
 
+@homogeneous()
 def uniform(game: MetaGame) -> Rating:
     """r_p(a_p) = mean over a_-p of G_p(a_p, a_-p)."""
     ratings = []
