@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 from metaeval.errors import MetaEvalError
@@ -346,12 +348,24 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _warning_line(show_others, message, category, *where):
+    """metaeval's own warnings as one line, ``metaeval: warning: ...``; others by ``show_others``."""
+    from metaeval.errors import IdenticalPoliciesWarning
+
+    if issubclass(category, IdenticalPoliciesWarning):
+        print(f"metaeval: warning: {message}", file=sys.stderr)
+    else:
+        show_others(message, category, *where)
+
+
 def main(argv=None) -> int:
     """Run one command; SIGINT and SIGTERM stop it at once (exit 130 and 143): no new run or
     shard is scheduled, the iteration in flight is abandoned and Ray is shut down."""
     handler = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return run(build_parser().parse_args(argv))
+        with warnings.catch_warnings():
+            warnings.showwarning = functools.partial(_warning_line, warnings.showwarning)
+            return run(build_parser().parse_args(argv))
     except MetaEvalError as exc:
         print(f"metaeval: error: {exc}", file=sys.stderr)
         return 2

@@ -19,6 +19,7 @@ in :class:`metaeval.spiel.Population`, which is what the meta-game caches key on
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,12 +30,13 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games, matchmaking, meta_solvers, rundir, spiel
 from metaeval.distributed import build_metagame, cce_gap
-from metaeval.errors import MetaEvalError
+from metaeval.errors import IdenticalPoliciesWarning, MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
 from metaeval.selection import lowest_rated, rank_order
 from metaeval.spiel.best_response import drawn_choices, pure_table
 from metaeval.spiel.policies import policy_table, tabular_policy
+from metaeval.spiel.population import warn_identical
 from metaeval.spiel.tree import game_tree
 
 FILE_FORMAT = "metaeval.evaluator/1"
@@ -129,7 +131,9 @@ class Evaluator:
         if empty:
             raise MetaEvalError(f"player(s) {empty} have no policy yet; add one per player first")
         if self._population is None:
-            self._population = spiel.Population(self.game, self._policies, self._ids, self._next_ids)
+            with warnings.catch_warnings():  # add warned already, by the policies' names
+                warnings.simplefilter("ignore", IdenticalPoliciesWarning)
+                self._population = spiel.Population(self.game, self._policies, self._ids, self._next_ids)
         return self._population
 
     def name(self, player: int, policy_id: int) -> str:
@@ -139,7 +143,8 @@ class Evaluator:
 
     def add(self, player: int, policy, name: str | None = None) -> int:
         """Add an OpenSpiel policy (``TabularPolicy``, a ``policy.Policy`` subclass or a
-        ``pyspiel`` policy) for ``player``; returns its new id."""
+        ``pyspiel`` policy) for ``player``; returns its new id. A policy whose table equals
+        one the player holds is named in an :class:`~metaeval.IdenticalPoliciesWarning`."""
         self._check_player(player)
         table = self._tabular(player, policy)
         policy_id = self._next_ids[player]
@@ -153,6 +158,8 @@ class Evaluator:
         self._ids[player].append(policy_id)
         self._next_ids[player] += 1
         self._changed()
+        names = [self.name(player, i) for i in self._ids[player]]
+        warn_identical(player, names, self._policies[player], {len(names) - 1}, stacklevel=3)
         return policy_id
 
     def remove(self, player: int, ids: Sequence[int]) -> None:
