@@ -233,17 +233,27 @@ def scaled_games(a):
     return symmetric, MetaGame(a * general, stderr=a * np.full((2, 3, 3), 0.1))
 
 
-@given(exponent=st.integers(-300, 300))
-@settings(max_examples=25, deadline=None)
-def test_scaling_a_game_leaves_p_top_and_the_structure_checks_unchanged(exponent):
-    reference = [metaeval.rate(g, "uniform", bootstrap=50, seed=1) for g in scaled_games(1.0)]
-    for game, base in zip(scaled_games(10.0**exponent), reference):
-        resampler, resampler_at_1 = Resampler(game), Resampler(base.game)
-        assert (game.is_symmetric(), game.is_zero_sum()) == (base.game.is_symmetric(), base.game.is_zero_sum())
-        assert (resampler.symmetric, resampler.constant_sum) == (resampler_at_1.symmetric, resampler_at_1.constant_sum)
-        rating = metaeval.rate(game, "uniform", bootstrap=50, seed=1)
-        for mine, theirs in zip(rating.p_top, base.p_top):
-            np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-12)
+@pytest.mark.parametrize("rater, examples", [("uniform", 25), ("deviation", 8)])
+def test_scaling_a_game_leaves_p_top_and_the_structure_checks_unchanged(rater, examples):
+    reference = [metaeval.rate(g, rater, bootstrap=50, seed=1) for g in scaled_games(1.0)]
+
+    @given(exponent=st.integers(-300, 300))
+    @settings(max_examples=examples, deadline=None)
+    def check(exponent):
+        for game, base in zip(scaled_games(10.0**exponent), reference):
+            assert_scaled_alike(game, base, rater)
+
+    check()
+
+
+def assert_scaled_alike(game, base, rater):
+    """The structure checks and p_top of ``game`` are those of ``base``, the same game at scale 1."""
+    resampler, resampler_at_1 = Resampler(game), Resampler(base.game)
+    assert (game.is_symmetric(), game.is_zero_sum()) == (base.game.is_symmetric(), base.game.is_zero_sum())
+    assert (resampler.symmetric, resampler.constant_sum) == (resampler_at_1.symmetric, resampler_at_1.constant_sum)
+    rating = metaeval.rate(game, rater, bootstrap=50, seed=1)
+    for mine, theirs in zip(rating.p_top, base.p_top):
+        np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("a", [1e-12, 1e-10])
