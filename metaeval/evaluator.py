@@ -19,7 +19,6 @@ in :class:`metaeval.spiel.Population`, which is what the meta-game caches key on
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +29,13 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games, matchmaking, meta_solvers, rundir, spiel
 from metaeval.distributed import build_metagame, cce_gap
-from metaeval.errors import IdenticalPoliciesWarning, MetaEvalError
+from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
 from metaeval.selection import lowest_rated, rank_order
 from metaeval.spiel.best_response import drawn_choices, pure_table
 from metaeval.spiel.policies import policy_table, tabular_policy
-from metaeval.spiel.population import warn_identical
+from metaeval.spiel.population import identical_policies_warned, warn_identical
 from metaeval.spiel.tree import game_tree
 
 FILE_FORMAT = "metaeval.evaluator/1"
@@ -131,8 +130,7 @@ class Evaluator:
         if empty:
             raise MetaEvalError(f"player(s) {empty} have no policy yet; add one per player first")
         if self._population is None:
-            with warnings.catch_warnings():  # add warned already, by the policies' names
-                warnings.simplefilter("ignore", IdenticalPoliciesWarning)
+            with identical_policies_warned():  # add warned already, by the policies' names
                 self._population = spiel.Population(self.game, self._policies, self._ids, self._next_ids)
         return self._population
 

@@ -9,6 +9,7 @@ entries key on these ids, so a policy must not change once it is in a population
 
 from __future__ import annotations
 
+import contextlib
 import json
 import warnings
 import zipfile
@@ -67,6 +68,15 @@ def warn_identical(player: int, names: Sequence[str], policies: Sequence,
             what = f"{names[added[0]]!r} is the same policy as {', '.join(others)}"
         warnings.warn(f"player {player}: {what} (equal tables); they get equal payoffs and tie under every rater",
                       IdenticalPoliciesWarning, stacklevel=stacklevel)
+
+
+@contextlib.contextmanager
+def identical_policies_warned():
+    """Silence :class:`IdenticalPoliciesWarning` where the policies were checked when added
+    (a saved population, the Evaluator's population)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdenticalPoliciesWarning)
+        yield
 
 
 def random_policies(game, player: int, ids: Sequence[int], seed, kind: str = "dirichlet") -> list:
@@ -240,7 +250,8 @@ class Population:
                 raise MetaEvalError(f"{path}: player {p} has {len(player_ids)} ids for tables {tables.shape}")
             policies.append([tabular_policy(layout, table) for table in tables])
             ids.append(player_ids.tolist())
-        return cls(tree.game, policies, ids, header.get("next_ids"))
+        with identical_policies_warned():
+            return cls(tree.game, policies, ids, header.get("next_ids"))
 
 
 def _sizes(size, num_players: int) -> tuple[int, ...]:

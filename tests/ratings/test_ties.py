@@ -6,6 +6,7 @@ import itertools
 from importlib import resources
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import metaeval
@@ -87,7 +88,5 @@ def test_battle_scores_tied_within_the_fit_precision_share_a_rank():
     rows = [("a", "c", "model_a"), ("c", "a", "model_a"), ("b", "c", "model_a"), ("c", "b", "model_a"),
             ("a", "b", "tie"), ("a", "c", "model_a"), ("b", "c", "model_a")]
     battles = {"model_a": [r[0] for r in rows], "model_b": [r[1] for r in rows], "winner": [r[2] for r in rows]}
-    import pandas as pd
-
     frame = bradley_terry(pd.DataFrame(battles))
     assert frame.loc["a", "rank"] == frame.loc["b", "rank"] == 1 and frame.loc["c", "rank"] == 3
