@@ -14,6 +14,7 @@ from metaeval import MetaGame, data
 from metaeval.cli import main
 from metaeval.pairwise.bradley_terry import bradley_terry
 from metaeval.ratings import RATERS
+from tests.pairwise.references import simulated_battles
 
 TABLES = ["atari_rainbow_table6", "atari_agent57"]
 GAMES = {"2p": data.agent_vs_task, "3p": data.agent_vs_agent_vs_task}
@@ -84,9 +85,14 @@ def test_interval_ranks_and_top_share_ties_within_the_tolerance():
 
 
 def test_battle_scores_tied_within_the_fit_precision_share_a_rank():
-    # Two models with identical records against a third: equal scores up to rounding.
-    rows = [("a", "c", "model_a"), ("c", "a", "model_a"), ("b", "c", "model_a"), ("c", "b", "model_a"),
-            ("a", "b", "tie"), ("a", "c", "model_a"), ("b", "c", "model_a")]
-    battles = {"model_a": [r[0] for r in rows], "model_b": [r[1] for r in rows], "winner": [r[2] for r in rows]}
-    frame = bradley_terry(pd.DataFrame(battles))
-    assert frame.loc["a", "rank"] == frame.loc["b", "rank"] == 1 and frame.loc["c", "rank"] == 3
+    # Three copies of one model, each with that model's record in a different order: their
+    # scores are equal up to rounding (1e-15 apart), and were ranked 2, 3, 3.
+    base = simulated_battles(np.array([0.0, 50.0, 120.0]), 300, 1)
+    copies = []
+    for k, copy in enumerate(["x1", "x2", "x3"]):
+        battles = base.replace({"m001": copy})
+        copies.append(battles[(battles.model_a == copy) | (battles.model_b == copy)].sample(frac=1, random_state=k))
+    others = base[(base.model_a != "m001") & (base.model_b != "m001")]
+    frame = bradley_terry(pd.concat([*copies, others]))
+    assert frame.loc[["x1", "x2", "x3"], "score"].agg(np.ptp) < 1e-12
+    assert frame["rank"].to_dict() == {"m002": 1, "x1": 2, "x2": 2, "x3": 2, "m000": 5}
