@@ -40,7 +40,7 @@ def _read_csv(path, names: str | list[str]) -> pd.DataFrame:
     body = list(itertools.dropwhile(lambda line: line.startswith("#"), lines))
     if not body:
         raise MetaEvalError(f"cannot read a score table from {path}: it has no header line")
-    header = [name.strip() for name in next(csv.reader(body[:1]))]
+    header = next(csv.reader([body[0].rstrip("\r\n")], skipinitialspace=True))
     named = header[1:] if names == "first" else header
     _refuse_repeated(named, f"{path}: repeated names in the header")
     text = [header[0]] if names == "first" else [name for name in names if name in header]
