@@ -102,7 +102,8 @@ def shared_ranks(low, high, tolerance: float) -> np.ndarray:
     """1 + the number of entries whose ``low`` exceeds this entry's ``high`` by more than
     ``tolerance`` (with low = high = the ratings: ranks that tied ratings share)."""
     low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
-    return 1 + (low[None, :] - high[:, None] > tolerance).sum(axis=1)
+    with np.errstate(over="ignore"):  # ratings near 1e308 apart: an infinite gap is above any tolerance
+        return 1 + (low[None, :] - high[:, None] > tolerance).sum(axis=1)
 
 
 UNIT_SCALES = (2.0**-64, 2.0**64)
