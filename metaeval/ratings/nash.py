@@ -20,7 +20,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, homogeneous
 from metaeval.ratings.logit import limiting_logit_equilibrium, max_regret, payoff_against
 from metaeval.ratings.nash_zero_sum import max_entropy_nash
 
@@ -48,6 +48,7 @@ def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
     return (centred / spread if spread > 0 else centred), spread
 
 
+@homogeneous("payoff_range", "value", "max_regret")
 def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its payoff against the selected equilibrium, minus its value.
 
@@ -77,7 +78,7 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
         strategies = [row, column]
         diagnostics.update(equilibrium="maximum-entropy Nash (zero-sum)",
                            value=value * spread + float(game.payoffs[0].mean()))
-    elif MetaGame(payoffs).is_symmetric(atol=SYMMETRY_TOLERANCE):
+    elif MetaGame(payoffs).is_symmetric(rtol=SYMMETRY_TOLERANCE):
         strategies = limiting_logit_equilibrium(payoffs, symmetric=True)
         diagnostics["equilibrium"] = "limiting logit equilibrium (symmetric branch)"
     else:
@@ -96,4 +97,5 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
             "would not be against an equilibrium"
         )
     diagnostics.update(max_regret=regret, seconds=time.perf_counter() - start)
-    return Rating("nash", game, ratings, strategies, diagnostics)
+    # A strategy's rating is exact only up to the accepted regret: closer ratings are tied.
+    return Rating("nash", game, ratings, strategies, diagnostics, tolerance=tolerance)

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import metaeval
 from metaeval import MetaEvalError, MetaGame
@@ -277,3 +278,51 @@ def test_the_cli_counts_failed_replicates(tmp_path, capsys, monkeypatch):
     refused = refused_replicates(game, 40, 0)
     assert (f"bootstrap: {len(refused)} of 40 replicates failed and are left out of the intervals "
             f"(first, replicate {refused[0]}: refused on purpose)") in capsys.readouterr().out
+# -- relative tolerances: a game's scale changes nothing ---------------------------------
+def scaled_games(a):
+    """A symmetric zero-sum game whose third strategy is best in every replicate, and a
+    general-sum game that is neither symmetric nor zero-sum; both times ``a``."""
+    row = np.array([[0.0, -1.0, -3.0], [1.0, 0.0, -2.0], [3.0, 2.0, 0.0]])
+    symmetric = MetaGame(a * np.stack([row, -row]), stderr=a * np.full((2, 3, 3), 0.1))
+    general = np.random.default_rng(5).uniform(-1, 1, (2, 3, 3))
+    return symmetric, MetaGame(a * general, stderr=a * np.full((2, 3, 3), 0.1))
+
+
+@pytest.mark.parametrize("rater, examples", [("uniform", 25), ("deviation", 8)])
+def test_scaling_a_game_leaves_p_top_and_the_structure_checks_unchanged(rater, examples):
+    reference = [metaeval.rate(g, rater, bootstrap=50, seed=1) for g in scaled_games(1.0)]
+
+    @given(exponent=st.integers(-300, 300))
+    @settings(max_examples=examples, deadline=None)
+    def check(exponent):
+        for game, base in zip(scaled_games(10.0**exponent), reference):
+            assert_scaled_alike(game, base, rater)
+
+    check()
+
+
+def assert_scaled_alike(game, base, rater):
+    """The structure checks and p_top of ``game`` are those of ``base``, the same game at scale 1."""
+    resampler, resampler_at_1 = Resampler(game), Resampler(base.game)
+    assert (game.is_symmetric(), game.is_zero_sum()) == (base.game.is_symmetric(), base.game.is_zero_sum())
+    assert (resampler.symmetric, resampler.constant_sum) == (resampler_at_1.symmetric, resampler_at_1.constant_sum)
+    rating = metaeval.rate(game, rater, bootstrap=50, seed=1)
+    for mine, theirs in zip(rating.p_top, base.p_top):
+        np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("a", [1e-12, 1e-10])
+def test_the_issue_scales_keep_the_top_strategy_and_the_structure(a):
+    symmetric, general = scaled_games(a)
+    rating = metaeval.rate(symmetric, "uniform", bootstrap=50, seed=1)
+    np.testing.assert_array_equal(rating.p_top[0], [0.0, 0.0, 1.0])
+    assert not general.is_symmetric() and not general.is_zero_sum()
+    assert symmetric.is_symmetric() and symmetric.is_zero_sum()
+
+
+def test_samples_must_average_to_the_payoffs_at_any_scale():
+    game = MetaGame(1e-12 * np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]]))
+    samples = np.stack([game.payoffs, game.payoffs])
+    Resampler(game, samples)  # they do
+    with pytest.raises(MetaEvalError, match="do not average"):
+        Resampler(game, samples + 1e-13)  # a tenth of the payoffs off
