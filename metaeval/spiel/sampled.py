@@ -39,7 +39,9 @@ def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
     return [joint_seed(seed, [population.ids[p][i] for p, i in enumerate(joint)]) for joint in joints]
 
 
-def sample_joints(game, policies_per_player, joints, episodes: int, seeds, batch_size: int | None = BATCH_SIZE):
+def sample_joints(
+    game, policies_per_player, joints, episodes: int, seeds, batch_size: int | None = BATCH_SIZE, ids=None
+):
     """Simulate ``episodes`` episodes of each joint profile.
 
     Args:
@@ -53,6 +55,8 @@ def sample_joints(game, policies_per_player, joints, episodes: int, seeds, batch
             (:mod:`metaeval.spiel.lockstep`); ``None`` plays them one after another,
             one state at a time (the reference the lock-step path is tested against).
             Every choice gives the same entries.
+        ids: ``[M, N]`` policy ids of the joints, to name a joint whose policy fails
+            (default: its indices).
 
     Returns:
         ``(mean [M, N], stderr [M, N], counts [M])``: mean return per player, its
@@ -70,6 +74,7 @@ def sample_joints(game, policies_per_player, joints, episodes: int, seeds, batch
         raise MetaEvalError(f"need one seed per joint: {len(joints)} joints, {len(seeds)} seeds")
     mean = np.empty((len(joints), game.num_players()))
     stderr = np.empty_like(mean)
+    names = joints if ids is None else np.asarray(ids)
     for m, (joint, seed) in enumerate(zip(joints, seeds)):
         policies = [policies_per_player[p][i] for p, i in enumerate(joint)]
         try:
@@ -78,7 +83,8 @@ def sample_joints(game, policies_per_player, joints, episodes: int, seeds, batch
             else:
                 returns = play_episodes(game, policies, seed, episodes, batch_size)
         except MetaEvalError as exc:
-            raise MetaEvalError(f"joint {tuple(int(i) for i in joint)}: {exc}") from None
+            label = "policy ids" if ids is not None else "joint"
+            raise MetaEvalError(f"{label} {tuple(int(i) for i in names[m])}: {exc}") from None
         mean[m] = returns.mean(axis=0)
         stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(episodes)
     return mean, stderr, np.full(len(joints), episodes)
@@ -139,7 +145,8 @@ def sampled_metagame(game, population, episodes: int, seed: int, batch_size: int
         raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
     joints = np.array(list(np.ndindex(*population.sizes)), dtype=np.int64)
     mean, stderr, counts = sample_joints(
-        game, population.policies, joints, episodes, joint_seeds(seed, population, joints), batch_size
+        game, population.policies, joints, episodes, joint_seeds(seed, population, joints), batch_size,
+        ids=[[population.ids[p][i] for p, i in enumerate(joint)] for joint in joints],
     )
     shape = population.sizes
     return MetaGame(
