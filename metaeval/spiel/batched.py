@@ -25,6 +25,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
+from open_spiel.python.observation import INFO_STATE_OBS_TYPE, make_observation
 
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.policies import PROBABILITY_TOLERANCE, probability_row
@@ -58,21 +59,44 @@ def observation_size(game) -> int:
     return game.observation_tensor_size()
 
 
+class TensorReader:
+    """Reads the tensors batched policies of ``game`` see into rows of an array.
+
+    Through OpenSpiel's observation API (one C++ buffer written in place; about twice
+    as fast as ``state.information_state_tensor``, which builds a Python list), with
+    the perfect-recall observation type for information states, the game's default
+    for observations: the same numbers as the state's own tensor methods.
+    """
+
+    def __init__(self, game):
+        kind = observation_kind(game)
+        self._observation = make_observation(game, INFO_STATE_OBS_TYPE if kind == "information_state" else None)
+        self._method = f"{kind}_tensor"
+
+    def read(self, states, player: int) -> np.ndarray:
+        """``[len(states), D]`` float32 tensors of ``states`` seen by ``player``."""
+        observation = self._observation
+        if observation is None or observation.tensor is None:
+            return np.array([getattr(state, self._method)(player) for state in states], dtype=np.float32)
+        rows = np.empty((len(states), observation.tensor.size), dtype=np.float32)
+        for row, state in enumerate(states):
+            observation.set_from(state, player)
+            rows[row] = observation.tensor
+        return rows
+
+
 class DecisionBatch:
     """Decisions of one player in a batch of episodes: states, legal masks, and (built on
-    first use, as only native batched policies need them) observation tensors."""
+    first use, as only native batched policies need them) observation tensors, read by
+    ``reader`` (a :class:`TensorReader` of the game; one is made when not given)."""
 
-    def __init__(self, game, player: int, states: list):
-        self.game, self.player, self.states = game, player, states
+    def __init__(self, game, player: int, states: list, reader: TensorReader | None = None):
+        self.game, self.player, self.states, self._reader = game, player, states, reader
         self.legal = np.array([state.legal_actions_mask(player) for state in states], dtype=bool)
 
     @cached_property
     def observations(self) -> np.ndarray:
-        if observation_kind(self.game) == "information_state":
-            rows = [state.information_state_tensor(self.player) for state in self.states]
-        else:
-            rows = [state.observation_tensor(self.player) for state in self.states]
-        return np.array(rows, dtype=np.float32)
+        return (self._reader or TensorReader(self.game)).read(self.states, self.player)
 
 
 class CallablePolicy(policy_lib.Policy):

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from metaeval.errors import MetaEvalError
-from metaeval.spiel.batched import DecisionBatch, as_batched, checked
+from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, checked
 from metaeval.spiel.population import check_seed
 
 EPISODES_PER_GENERATOR = 64
@@ -130,6 +130,7 @@ def play(game, answers, uniforms: Uniforms) -> np.ndarray:
     (from :func:`metaeval.spiel.batched.as_batched`), all advancing in lock-step."""
     num_players = game.num_players()
     states = [game.new_initial_state() for _ in range(len(uniforms))]
+    reader = TensorReader(game)
     returns = np.empty((len(states), num_players))
     active = range(len(states))
     while active:
@@ -150,7 +151,7 @@ def play(game, answers, uniforms: Uniforms) -> np.ndarray:
             rows = turn + simultaneous
             if not rows:
                 continue
-            batch = DecisionBatch(game, player, [states[row] for row in rows])
+            batch = DecisionBatch(game, player, [states[row] for row in rows], reader)
             actions = decide(answers[player], batch, uniforms.take(np.array(rows))).tolist()
             for row, action in zip(turn, actions):
                 states[row].apply_action(action)

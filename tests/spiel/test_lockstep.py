@@ -6,6 +6,7 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import MetaEvalError, games
 from metaeval.spiel import CallablePolicy, Population, sample_joints, sampled_metagame
+from metaeval.spiel.batched import TensorReader, observation_kind
 from metaeval.spiel.lockstep import DRAWS_PER_BLOCK, EPISODES_PER_GENERATOR, Uniforms, draw_actions, draw_index
 from tests.spiel.references import HashPolicy
 
@@ -143,3 +144,26 @@ def test_batch_size_must_be_a_positive_int():
     game = games.load("kuhn_poker")
     with pytest.raises(MetaEvalError, match="batch_size must be a positive int, got 0"):
         sample_joints(game, [[UniformBatched()], [UniformBatched()]], [[0, 0]], 10, [0], batch_size=0)
+
+
+@pytest.mark.parametrize("name", ["kuhn_3p", "goofspiel(num_cards=4,imp_info=True,players=2)", "oware"])
+def test_tensor_reader_gives_the_states_own_tensors(name):
+    game = games.load(name)
+    kind = observation_kind(game)
+    assert kind == ("observation" if name == "oware" else "information_state")
+    rng, states = np.random.default_rng(0), []
+    state = game.new_initial_state()
+    while len(states) < 30:
+        if state.is_terminal():
+            state = game.new_initial_state()
+        elif state.is_chance_node():
+            outcomes = state.chance_outcomes()
+            state.apply_action(outcomes[rng.integers(len(outcomes))][0])
+        else:
+            states.append(state.clone())
+            players = range(game.num_players()) if state.is_simultaneous_node() else [state.current_player()]
+            actions = [rng.choice(state.legal_actions(p)) for p in players]
+            state.apply_actions(actions) if state.is_simultaneous_node() else state.apply_action(actions[0])
+    player = 1
+    expected = [getattr(s, f"{kind}_tensor")(player) for s in states]
+    np.testing.assert_array_equal(TensorReader(game).read(states, player), np.array(expected, dtype=np.float32))
