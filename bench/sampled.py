@@ -1,6 +1,6 @@
 """Sampled meta-game throughput of neural policies: lock-step batches against one state at a time.
 
-    python -m bench.sampled [--episodes 500] [--slow-episodes 100] [--repeats 3] [--profile]
+    python -m bench.sampled [--episodes 500] [--slow-episodes 100] [--repeats 3]
 
 On the same MLP policies (metaeval.spiel.mlp; leduc_poker, 2 players, 8 per player,
 64 joints), episodes per second of
@@ -11,7 +11,9 @@ On the same MLP policies (metaeval.spiel.mlp; leduc_poker, 2 players, 8 per play
 (c) the batched builder (episodes of a joint in lock-step): in-process, and on 1 and
     2 Ray actors (``build_metagame(mode="sampled", workers=...)``),
 (d) uniform-random rollouts through pyspiel in one process: the stepping cost every
-    builder pays, so the ceiling.
+    builder pays, so the ceiling,
+(e) the batched builder in-process with uniform batched policies and no network: the
+    builder's own cost, so (c) minus (e) is what the MLP calls cost.
 
 Targets: (c) on one actor at least 20x (a) and within 3x of (d) per core; 2 actors at
 least 1.8x one. Slow paths (a, b) play ``--slow-episodes`` per joint, the others
@@ -19,21 +21,19 @@ least 1.8x one. Slow paths (a, b) play ``--slow-episodes`` per joint, the others
 median of ``--repeats`` warm runs (actors started, shapes compiled). Wall-clock
 rates need idle cores, so the CPU seconds (driver plus actors, from /proc) are shown
 too: episodes per CPU second is the per-core rate whatever else runs on the machine.
-``--profile`` adds where the in-process batched builder spends its time.
 """
 
 from __future__ import annotations
 
 import argparse
-import cProfile
 import logging
 import os
-import pstats
 import time
 from types import SimpleNamespace
 
 import numpy as np
 import ray
+from open_spiel.python import policy as policy_lib
 from open_spiel.python.algorithms.psro_v2.abstract_meta_trainer import AbstractMetaTrainer
 
 from bench.distributed import cpu_seconds_clock
@@ -80,27 +80,16 @@ def measure(label, run, episodes: int, repeats: int, actors: bool = False):
     return label, seconds, cpu, episodes / seconds, episodes / cpu
 
 
-def profile(game, population, episodes: int) -> None:
-    """Where the in-process batched build spends its time, grouped."""
-    profiler = cProfile.Profile()
-    profiler.runcall(spiel.sampled_metagame, game, population, episodes, 0)
-    stats = pstats.Stats(profiler)
-    total = stats.total_tt
-    groups = {
-        "policy forward (jitted MLP, incl. padding)": ("mlp.py", "batch_probabilities"),
-        "observation tensors": ("batched.py", "observations"),
-        "legal masks (DecisionBatch)": ("batched.py", "__init__"),
-        "chance outcomes drawn and applied": ("lockstep.py", "chance_step"),
-        "answers checked, actions drawn": ("lockstep.py", "decide"),
-    }
-    print(f"\nProfile of the in-process batched build ({total:.2f} s under cProfile)")
-    for label, (file, function) in groups.items():
-        seconds = sum(
-            values[3] for (path, _, name), values in stats.stats.items() if path.endswith(file) and name == function
-        )
-        print(f"  {label:<44} {seconds:6.2f} s {100 * seconds / total:5.1f}%")
-    applied = sum(v[2] for (p, _, name), v in stats.stats.items() if name in ("apply_action", "apply_actions"))
-    print(f"  {'pyspiel apply_action (all callers)':<44} {applied:6.2f} s {100 * applied / total:5.1f}%")
+class UniformBatched(policy_lib.Policy):
+    """Uniform over the legal actions, answering batches natively without a network: the
+    batched builder with it costs what the builder itself costs (stepping, tensors, draws)."""
+
+    def batch_probabilities(self, observations, legal):
+        return legal / legal.sum(axis=1, keepdims=True)
+
+    def action_probabilities(self, state, player_id=None):
+        actions = state.legal_actions(player_id)
+        return {action: 1 / len(actions) for action in actions}
 
 
 def main():
@@ -108,17 +97,18 @@ def main():
     parser.add_argument("--episodes", type=int, default=500)
     parser.add_argument("--slow-episodes", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.2f}")
     np.random.seed(0)  # psro_v2 draws from NumPy's global generator
-    game = games.load("leduc_poker")
-    policies = [[MLPPolicy(game, p, seed=100 * p + i) for i in range(PER_PLAYER)] for p in range(2)]
-    population = spiel.Population(game, policies)
-    joints = PER_PLAYER**2
-    fast, slow = joints * args.episodes, joints * args.slow_episodes
+    # Ray first: its processes are forked before JAX starts threads in this one.
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     try:
+        game = games.load("leduc_poker")
+        policies = [[MLPPolicy(game, p, seed=100 * p + i) for i in range(PER_PLAYER)] for p in range(2)]
+        population = spiel.Population(game, policies)
+        uniform = spiel.Population(game, [[UniformBatched(game, [p])] * PER_PLAYER for p in range(2)])
+        joints = PER_PLAYER**2
+        fast, slow = joints * args.episodes, joints * args.slow_episodes
         address = ray.get_runtime_context().gcs_address
         batched = [
             spiel.sampled_metagame(game, population, args.slow_episodes, 0, batch_size=size) for size in (None, 1024)
@@ -136,6 +126,8 @@ def main():
             measure("(c) batched, in-process", build(), fast, args.repeats),
             measure("(c) batched, 1 actor", build(workers=1, address=address), fast, args.repeats, actors=True),
             measure("(c) batched, 2 actors", build(workers=2), fast, args.repeats, actors=True),
+            measure("(e) batched, no network", lambda: spiel.sampled_metagame(game, uniform, args.episodes, 0),
+                    fast, args.repeats),
             measure("(d) uniform random rollouts", lambda: random_rollouts(game, fast, np.random.default_rng(0)),
                     fast, args.repeats),
         ]
@@ -154,8 +146,13 @@ def main():
         print(f"(d) vs batched on 1 actor, per CPU second: {ceiling[4] / one[4]:.2f}x (target <= 3x); "
               f"wall clock: {ceiling[3] / one[3]:.2f}x")
         print(f"2 actors vs 1, wall clock: {two[3] / one[3]:.2f}x (target >= 1.8x; needs 2 idle cores)")
-        if args.profile:
-            profile(game, population, args.episodes)
+        inprocess, bare = rate["(c) batched, in-process"], rate["(e) batched, no network"]
+        per_episode = {label: 1e6 / rate[label][4] for label in rate}
+        print("\nCPU microseconds per episode, in one process: "
+              f"pyspiel stepping and random draws (d) {per_episode[ceiling[0]]:.1f}; "
+              f"batched builder without a network (e) {per_episode[bare[0]]:.1f}; "
+              f"its MLP calls {per_episode[inprocess[0]] - per_episode[bare[0]]:.1f}; "
+              f"psro_v2 (a) {per_episode[psro[0]]:.1f}")
         print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     finally:
         shutdown()

@@ -4,6 +4,7 @@
     probabilities = policy.batch_probabilities(obs, legal)   # [B, A], one jitted call
     policy.action_probabilities(state)                       # an OpenSpiel Policy too
     policy.save("p0.npz"); MLPPolicy.load("p0.npz")
+    trained = policy.imitate(obs, legal, targets)          # a new policy (optax Adam)
 
 The network maps the acting player's information-state tensor (observation tensor
 where the game has none; :func:`metaeval.spiel.batched.observation_kind`) through
@@ -110,6 +111,36 @@ class MLPPolicy(policy_lib.Policy):
         legal = np.asarray(state.legal_actions_mask(player), dtype=bool)
         row = self.batch_probabilities(np.asarray([observation], np.float32), legal[None])[0]
         return {int(action): float(row[action]) for action in np.flatnonzero(legal)}
+
+    def imitate(self, observations, legal, targets, steps: int = 500, learning_rate: float = 1e-2) -> MLPPolicy:
+        """A new policy trained from this one to answer ``targets [B, A]`` (distributions over
+        the legal actions) at ``observations [B, D]``, ``legal [B, A]``: full-batch Adam
+        (optax) on the cross-entropy. This policy is left unchanged, so one already
+        evaluated never changes under a meta-game that was built from it."""
+        import jax
+        import jax.numpy as jnp
+        import optax
+
+        observations = jnp.asarray(observations, dtype=jnp.float32)
+        legal = jnp.asarray(legal, dtype=bool)
+        targets = jnp.asarray(targets, dtype=jnp.float32)
+        module, _ = _network(self.hidden, self.num_actions)
+        optimiser = optax.adam(learning_rate)
+
+        def loss(params):
+            logits = jnp.where(legal, module.apply({"params": params}, observations), -1e9)
+            return -jnp.mean(jnp.sum(targets * jax.nn.log_softmax(logits), axis=-1))
+
+        @jax.jit
+        def step(params, state):
+            updates, state = optimiser.update(jax.grad(loss)(params), state)
+            return optax.apply_updates(params, updates), state
+
+        params = jax.device_put(self.params)
+        state = optimiser.init(params)
+        for _ in range(steps):
+            params, state = step(params, state)
+        return MLPPolicy(self.game, self.player, hidden=self.hidden, params=params)
 
     # -- state -----------------------------------------------------------------
     def __getstate__(self):

@@ -94,3 +94,18 @@ def test_lockstep_and_one_by_one_agree_with_neural_policies(leduc):
 def test_bad_player_is_rejected(leduc):
     with pytest.raises(MetaEvalError, match="player must be in 0..1, got 2"):
         MLPPolicy(leduc, 2)
+
+
+def test_imitation_reproduces_a_tabular_policy_and_leaves_the_original_unchanged():
+    game = games.load("kuhn_poker")
+    target = Population.random(game, 1, seed=7).policies[0][0]
+    states = list(target.states)  # every information state of player 0
+    batch = DecisionBatch(game, 0, states)
+    wanted = np.array([target.action_probabilities(s) for s in states])
+    wanted = np.array([[row.get(a, 0.0) for a in range(2)] for row in wanted])
+    policy = MLPPolicy(game, 0, seed=0, hidden=HIDDEN)
+    before = policy.batch_probabilities(batch.observations, batch.legal)
+    trained = policy.imitate(batch.observations, batch.legal, wanted, steps=400)
+    np.testing.assert_array_equal(policy.batch_probabilities(batch.observations, batch.legal), before)
+    assert np.abs(before - wanted).max() > 0.2
+    assert np.abs(trained.batch_probabilities(batch.observations, batch.legal) - wanted).max() < 0.02
