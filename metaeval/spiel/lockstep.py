@@ -76,11 +76,11 @@ class Uniforms:
 
     def take_one(self, row: int) -> float:
         """The next uniform of the episode at position ``row``."""
-        drawn = int(self.used[row])
+        drawn = self.used.item(row)
         if drawn >= self.values.shape[1]:
             self.values = np.hstack([self.values, self._block()])
         self.used[row] = drawn + 1
-        return float(self.values[row, drawn])
+        return self.values.item(row, drawn)
 
 
 def draw_index(probabilities, u: float) -> int:
@@ -109,7 +109,8 @@ def policy_errors(player: int):
         yield
     except Exception as exc:  # a policy may raise anything
         lines = str(exc).strip().splitlines() or [""]
-        raise MetaEvalError(f"the policy of player {player} failed: {type(exc).__name__}: {lines[0]}") from None
+        cause = lines[0] if isinstance(exc, MetaEvalError) else f"{type(exc).__name__}: {lines[0]}"
+        raise MetaEvalError(f"the policy of player {player} failed: {cause}") from None
 
 
 def decide(answer, batch: DecisionBatch, u: np.ndarray) -> np.ndarray:

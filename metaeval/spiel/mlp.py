@@ -170,8 +170,11 @@ class MLPPolicy(policy_lib.Policy):
 
 
 def _to_numpy(params) -> dict:
-    """A nested dict of NumPy arrays with the structure of ``params``."""
+    """A nested dict of read-only NumPy copies of ``params`` (an evaluated policy never changes)."""
     from flax.core import unfreeze
     from flax.traverse_util import flatten_dict, unflatten_dict
 
-    return unflatten_dict({key: np.asarray(value) for key, value in flatten_dict(unfreeze(params)).items()})
+    flat = {key: np.array(value) for key, value in flatten_dict(unfreeze(params)).items()}
+    for value in flat.values():
+        value.setflags(write=False)
+    return unflatten_dict(flat)

@@ -132,7 +132,7 @@ class SilentBatched(UniformBatched):
 
 def test_answers_that_are_not_distributions_over_legal_actions_are_rejected():
     game = games.load("leduc_poker")  # 3 actions; fold is illegal at the first decision
-    with pytest.raises(MetaEvalError, match=r"^joint \(0, 0\): the policy of player 0 failed: MetaEvalError: "
+    with pytest.raises(MetaEvalError, match=r"^joint \(0, 0\): the policy of player 0 failed: "
                                             r"expected probabilities of shape \(\d+, 3\), got \(\)$"):
         sample_joints(game, [[SilentBatched()], [UniformBatched()]], [[0, 0]], 10, [0])
     uniform_all = lambda state, player: {a: 1 / 3 for a in range(3)}  # noqa: E731

@@ -109,3 +109,15 @@ def test_imitation_reproduces_a_tabular_policy_and_leaves_the_original_unchanged
     np.testing.assert_array_equal(policy.batch_probabilities(batch.observations, batch.legal), before)
     assert np.abs(before - wanted).max() > 0.2
     assert np.abs(trained.batch_probabilities(batch.observations, batch.legal) - wanted).max() < 0.02
+
+
+def test_parameters_are_read_only_copies(leduc):
+    import jax
+
+    params = MLPPolicy(leduc, 0, seed=1, hidden=HIDDEN).params
+    given = jax.tree_util.tree_map(np.array, params)
+    policy = MLPPolicy(leduc, 0, hidden=HIDDEN, params=given)
+    given["Dense_0"]["kernel"][:] = 0.0  # the caller's arrays are not the policy's
+    np.testing.assert_array_equal(policy.params["Dense_0"]["kernel"], params["Dense_0"]["kernel"])
+    with pytest.raises(ValueError, match="read-only"):
+        policy.params["Dense_0"]["kernel"][0, 0] = 1.0
