@@ -7,7 +7,7 @@ import pytest
 from open_spiel.python.algorithms import expected_game_score
 
 from metaeval import MetaEvalError, games
-from metaeval.spiel import BatchedPolicy, Population, exact_metagame, sample_joints, sampled_metagame
+from metaeval.spiel import BatchedPolicy, Population, exact_metagame, game_tree, sample_joints, sampled_metagame
 from metaeval.spiel.batched import DecisionBatch
 from metaeval.spiel.mlp import MLPPolicy
 
@@ -121,3 +121,13 @@ def test_parameters_are_read_only_copies(leduc):
     np.testing.assert_array_equal(policy.params["Dense_0"]["kernel"], params["Dense_0"]["kernel"])
     with pytest.raises(ValueError, match="read-only"):
         policy.params["Dense_0"]["kernel"][0, 0] = 1.0
+
+
+def test_a_game_too_large_to_enumerate_is_sampled_without_walking_its_tree():
+    game = games.load("goofspiel(num_cards=8,imp_info=True,players=2)")
+    with pytest.raises(MetaEvalError, match="needs about"):
+        game_tree(game)  # what exact mode would need first
+    policies = [[MLPPolicy(game, p, seed=2 * p + i, hidden=HIDDEN) for i in range(2)] for p in range(2)]
+    sampled = sampled_metagame(game, Population(game, policies), episodes=20, seed=0)
+    assert sampled.payoffs.shape == (2, 2, 2) and np.all(sampled.counts == 20)
+    assert np.all(np.abs(sampled.payoffs) <= 1) and np.all(sampled.stderr > 0)
