@@ -26,11 +26,14 @@ import itertools
 from contextlib import contextmanager
 
 import numpy as np
+import pyspiel
 
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, checked
 from metaeval.spiel.population import check_seed
 
+CHANCE, TERMINAL, SIMULTANEOUS = (int(p) for p in (pyspiel.PlayerId.CHANCE, pyspiel.PlayerId.TERMINAL,
+                                                    pyspiel.PlayerId.SIMULTANEOUS))
 EPISODES_PER_GENERATOR = 64
 DRAWS_PER_BLOCK = 16
 #: Episodes of one joint played at once by default: enough to make a policy call cheap
@@ -139,14 +142,16 @@ def play(game, answers, uniforms: Uniforms) -> np.ndarray:
         simultaneous = []
         for row in active:
             state = states[row]
-            while state.is_chance_node():
+            player = state.current_player()  # one call tells chance, terminal, simultaneous
+            while player == CHANCE:
                 chance_step(state, uniforms, row)
-            if state.is_terminal():
+                player = state.current_player()
+            if player == TERMINAL:
                 returns[row] = state.returns()
-            elif state.is_simultaneous_node():
+            elif player == SIMULTANEOUS:
                 simultaneous.append(row)
             else:
-                movers[state.current_player()].append(row)
+                movers[player].append(row)
         joint_actions = {row: [0] * num_players for row in simultaneous}
         for player, turn in enumerate(movers):
             rows = turn + simultaneous
