@@ -29,6 +29,7 @@ from open_spiel.python.observation import INFO_STATE_OBS_TYPE, make_observation
 
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.policies import PROBABILITY_TOLERANCE, probability_row
+from metaeval.spiel.tree import infostate_key
 
 #: Row sums a batched answer may miss 1 by: float32 networks round at about 1e-7 per action.
 BATCH_SUM_TOLERANCE = 1e-4
@@ -121,13 +122,16 @@ class CallablePolicy(policy_lib.Policy):
 def as_batched(policy, game, player: int):
     """``answer(batch: DecisionBatch) -> [B, A]`` for any policy of ``player``.
 
-    A :class:`BatchedPolicy` is asked once for the whole batch; an OpenSpiel or
-    ``pyspiel`` policy once per state (``action_probabilities``); a plain callable is
-    first wrapped in :class:`CallablePolicy`. Answers are not checked here (see
+    A :class:`BatchedPolicy` is asked once for the whole batch; a ``TabularPolicy``
+    gathers its table's rows; any other OpenSpiel or ``pyspiel`` policy is asked once
+    per state (``action_probabilities``); a plain callable is first wrapped in
+    :class:`CallablePolicy`. Answers are not checked here (see
     :func:`checked`).
     """
     if isinstance(policy, BatchedPolicy):
         return lambda batch: policy.batch_probabilities(batch.observations, batch.legal)
+    if isinstance(policy, policy_lib.TabularPolicy):
+        return _tabular(policy)
     if not isinstance(policy, policy_lib.Policy) and callable(policy) and not isinstance(policy, pyspiel.Policy):
         policy = CallablePolicy(game, [player], policy)
 
@@ -136,6 +140,17 @@ def as_batched(policy, game, player: int):
         return np.array([probability_row(policy, state, batch.player, width) for state in batch.states])
 
     return per_state
+
+
+def _tabular(policy: policy_lib.TabularPolicy):
+    """A ``TabularPolicy`` answers with its table's rows, looked up by the key it uses itself
+    (one dictionary lookup per state instead of a dictionary built per state)."""
+    table, lookup, game_type = policy.action_probability_array, policy.state_lookup, policy.game_type
+
+    def rows(batch: DecisionBatch) -> np.ndarray:
+        return table[[lookup[infostate_key(game_type, state, batch.player)] for state in batch.states]]
+
+    return rows
 
 
 def checked(probabilities, legal: np.ndarray) -> np.ndarray:

@@ -167,3 +167,12 @@ def test_tensor_reader_gives_the_states_own_tensors(name):
     player = 1
     expected = [getattr(s, f"{kind}_tensor")(player) for s in states]
     np.testing.assert_array_equal(TensorReader(game).read(states, player), np.array(expected, dtype=np.float32))
+
+
+def test_a_tabular_policy_missing_a_state_fails_in_one_line():
+    game = games.load("kuhn_poker")
+    policy = Population.random(game, 1, seed=0).policies[0][0]
+    partial = policy_lib.TabularPolicy(game, players=[0])
+    partial.state_lookup = {key: row for key, row in policy.state_lookup.items() if not key.startswith("2")}
+    with pytest.raises(MetaEvalError, match=r"^joint \(0, 0\): the policy of player 0 failed: KeyError: '2'$"):
+        sample_joints(game, [[partial], [UniformBatched()]], [[0, 0]], 50, [0])
