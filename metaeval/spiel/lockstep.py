@@ -32,8 +32,9 @@ from metaeval.errors import MetaEvalError
 from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, checked
 from metaeval.spiel.population import check_seed
 
-CHANCE, TERMINAL, SIMULTANEOUS = (int(p) for p in (pyspiel.PlayerId.CHANCE, pyspiel.PlayerId.TERMINAL,
-                                                    pyspiel.PlayerId.SIMULTANEOUS))
+CHANCE = int(pyspiel.PlayerId.CHANCE)
+TERMINAL = int(pyspiel.PlayerId.TERMINAL)
+SIMULTANEOUS = int(pyspiel.PlayerId.SIMULTANEOUS)
 EPISODES_PER_GENERATOR = 64
 DRAWS_PER_BLOCK = 16
 #: Episodes of one joint played at once by default: enough to make a policy call cheap
@@ -150,8 +151,10 @@ def play(game, answers, uniforms: Uniforms) -> np.ndarray:
                 returns[row] = state.returns()
             elif player == SIMULTANEOUS:
                 simultaneous.append(row)
-            else:
+            elif player >= 0:
                 movers[player].append(row)
+            else:
+                raise MetaEvalError(f"{game}: cannot play a node of player id {player} (e.g. mean-field games)")
         joint_actions = {row: [0] * num_players for row in simultaneous}
         for player, turn in enumerate(movers):
             rows = turn + simultaneous

@@ -176,3 +176,10 @@ def test_a_tabular_policy_missing_a_state_fails_in_one_line():
     partial.state_lookup = {key: row for key, row in policy.state_lookup.items() if not key.startswith("2")}
     with pytest.raises(MetaEvalError, match=r"^joint \(0, 0\): the policy of player 0 failed: KeyError: '2'$"):
         sample_joints(game, [[partial], [UniformBatched()]], [[0, 0]], 50, [0])
+
+
+def test_a_node_no_policy_can_play_is_refused_in_one_line():
+    game = games.load("mfg_crowd_modelling")  # mean-field nodes have player id -5
+    with pytest.raises(MetaEvalError, match=r"^joint \(0,\): mfg_crowd_modelling\(\): cannot play a node of "
+                                            r"player id -5 \(e.g. mean-field games\)$"):
+        sample_joints(game, [[UniformBatched()]], [[0]], 4, [0])
