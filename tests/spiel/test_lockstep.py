@@ -44,7 +44,7 @@ def test_lockstep_gives_the_one_by_one_entries_for_any_batch_size(name):
     joints = np.array(list(np.ndindex(*[len(p) for p in policies])))
     seeds = list(range(len(joints)))
     reference = sample_joints(game, policies, joints, 90, seeds, batch_size=None)
-    assert np.all(reference[1] > 0) or name.startswith("goofspiel")  # real randomness, not constants
+    assert np.count_nonzero(reference[1]) > reference[1].size // 2  # mostly random entries, not constants
     for batch_size in (1, 7, 64, 4096):
         got = sample_joints(game, policies, joints, 90, seeds, batch_size=batch_size)
         for expected, value in zip(reference, got):
