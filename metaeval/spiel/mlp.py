@@ -30,11 +30,14 @@ from metaeval.spiel.batched import observation_kind, observation_size
 
 FILE_FORMAT = "metaeval.mlp_policy/1"
 HIDDEN = (64, 64)
+OUTPUTS = ("softmax", "greedy")
 
 
 @functools.lru_cache(maxsize=None)
-def _network(hidden: tuple[int, ...], num_actions: int):
-    """The flax module and its jitted masked softmax ``(params, obs, legal) -> [B, A]``."""
+def _network(hidden: tuple[int, ...], num_actions: int, output: str = "softmax"):
+    """The flax module and its jitted answer ``(params, obs, legal) -> [B, A]``: the masked
+    softmax of the outputs, or (``output="greedy"``, for action values) uniform over the
+    legal actions of the largest output."""
     import flax.linen as nn
     import jax
     import jax.numpy as jnp
@@ -50,8 +53,11 @@ def _network(hidden: tuple[int, ...], num_actions: int):
 
     @jax.jit
     def probabilities(params, observations, legal):
-        logits = module.apply({"params": params}, observations)
-        return jax.nn.softmax(jnp.where(legal, logits, -jnp.inf), axis=-1)
+        outputs = jnp.where(legal, module.apply({"params": params}, observations), -jnp.inf)
+        if output == "softmax":
+            return jax.nn.softmax(outputs, axis=-1)
+        best = outputs == outputs.max(axis=-1, keepdims=True)
+        return best / best.sum(axis=-1, keepdims=True)
 
     return module, probabilities
 
@@ -65,15 +71,20 @@ class MLPPolicy(policy_lib.Policy):
         seed: seeds the initial weights (flax's default initialisers).
         hidden: widths of the hidden layers.
         params: weights to use instead (a nested dict of arrays, as ``params`` holds).
+        output: ``"softmax"`` (the outputs are logits) or ``"greedy"`` (they are action
+            values: play uniformly among the legal actions of the largest).
     """
 
-    def __init__(self, game, player: int, seed: int = 0, hidden=HIDDEN, params=None):
+    def __init__(self, game, player: int, seed: int = 0, hidden=HIDDEN, params=None, output: str = "softmax"):
         game = games.load(game)
         if not 0 <= player < game.num_players():
             raise MetaEvalError(f"player must be in 0..{game.num_players() - 1}, got {player}")
         super().__init__(game, [player])
         self.player = player
         self.hidden = tuple(int(width) for width in hidden)
+        if output not in OUTPUTS:
+            raise MetaEvalError(f"output must be one of {OUTPUTS}, got {output!r}")
+        self.output = output
         self.kind = observation_kind(game)
         self.num_actions = game.num_distinct_actions()
         if params is None:
@@ -99,7 +110,7 @@ class MLPPolicy(policy_lib.Policy):
             import jax
 
             self._device_params = jax.device_put(self.params)
-        _, forward = _network(self.hidden, self.num_actions)
+        _, forward = _network(self.hidden, self.num_actions, self.output)
         return np.asarray(forward(self._device_params, observations, legal))[:size]
 
     def action_probabilities(self, state, player_id=None):
@@ -140,7 +151,7 @@ class MLPPolicy(policy_lib.Policy):
         state = optimiser.init(params)
         for _ in range(steps):
             params, state = step(params, state)
-        return MLPPolicy(self.game, self.player, hidden=self.hidden, params=params)
+        return MLPPolicy(self.game, self.player, hidden=self.hidden, params=params, output=self.output)
 
     # -- state -----------------------------------------------------------------
     def __getstate__(self):
@@ -150,7 +161,8 @@ class MLPPolicy(policy_lib.Policy):
 
     def save(self, path) -> None:
         """Write the weights and what rebuilds the policy to ``path`` (an ``.npz``, atomically)."""
-        meta = dict(format=FILE_FORMAT, game=str(self.game), player=self.player, hidden=self.hidden)
+        meta = dict(format=FILE_FORMAT, game=str(self.game), player=self.player, hidden=self.hidden,
+                    output=self.output)
         from flax.traverse_util import flatten_dict
 
         arrays = {f"params/{name}": value for name, value in flatten_dict(self.params, sep="/").items()}
@@ -166,7 +178,8 @@ class MLPPolicy(policy_lib.Policy):
             if meta.get("format") != FILE_FORMAT:
                 raise MetaEvalError(f"{path} is not a saved MLP policy (format {meta.get('format')!r})")
             flat = {name[len("params/"):]: archive[name] for name in archive.files if name.startswith("params/")}
-        return cls(meta["game"], meta["player"], hidden=meta["hidden"], params=unflatten_dict(flat, sep="/"))
+        return cls(meta["game"], meta["player"], hidden=meta["hidden"], params=unflatten_dict(flat, sep="/"),
+                   output=meta.get("output", "softmax"))
 
 
 def _to_numpy(params) -> dict:

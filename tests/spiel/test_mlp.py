@@ -3,6 +3,7 @@
 import pickle
 
 import numpy as np
+import pyspiel
 import pytest
 from open_spiel.python.algorithms import expected_game_score
 
@@ -131,3 +132,23 @@ def test_a_game_too_large_to_enumerate_is_sampled_without_walking_its_tree():
     sampled = sampled_metagame(game, Population(game, policies), episodes=20, seed=0)
     assert sampled.payoffs.shape == (2, 2, 2) and np.all(sampled.counts == 20)
     assert np.all(np.abs(sampled.payoffs) <= 1) and np.all(sampled.stderr > 0)
+
+
+def test_a_greedy_policy_plays_its_largest_legal_output_and_survives_a_round_trip(tmp_path):
+    """``output="greedy"`` (action values, as DQN learns them): uniform over the legal actions
+    of the largest output, illegal ones never chosen even when their output is larger."""
+    game = pyspiel.load_game("kuhn_poker")
+    policy = MLPPolicy(game, 0, seed=3, output="greedy")
+    observations = np.random.default_rng(0).uniform(size=(64, game.information_state_tensor_size())).astype(np.float32)
+    legal = np.ones((64, 2), dtype=bool)
+    legal[::3, 0] = False
+    answers = policy.batch_probabilities(observations, legal)
+    softmax = MLPPolicy(game, 0, seed=3).batch_probabilities(observations, np.ones((64, 2), dtype=bool))
+    best = np.where(legal, softmax, -1).argmax(axis=1)  # the softmax keeps the outputs' order
+    np.testing.assert_array_equal(answers, np.eye(2)[best])
+    policy.save(tmp_path / "greedy.npz")
+    again = MLPPolicy.load(tmp_path / "greedy.npz")
+    assert again.output == "greedy"
+    np.testing.assert_array_equal(again.batch_probabilities(observations, legal), answers)
+    with pytest.raises(MetaEvalError, match="output must be one of"):
+        MLPPolicy(game, 0, output="argmax")
