@@ -36,7 +36,7 @@ import pandas as pd
 
 import metaeval
 from metaeval import data
-from metaeval.equilibria import deviation_gains
+from metaeval.solvers.equilibria import deviation_gains
 from metaeval.ratings import affinity
 from metaeval.ratings.logit import max_regret, payoff_against
 

@@ -19,7 +19,7 @@ import numpy as np
 
 import metaeval
 from bench.timing import median_time
-from metaeval.equilibria import cce_constraints, mecce
+from metaeval.solvers.equilibria import cce_constraints, mecce
 from metaeval.ratings.deviation import constraints_to_freeze
 
 RATING_AGREEMENT = 1e-6

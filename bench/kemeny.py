@@ -17,7 +17,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from metaeval import MetaEvalError, data, social_choice
+from metaeval import MetaEvalError, data
+from metaeval.solvers import social_choice
 from metaeval.data.profiles import Profile
 
 

@@ -34,7 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from metaeval import games, plots
+from metaeval import games
+from metaeval.viz import plots
 from metaeval.loops.psro import PSRO, PSROConfig
 
 PARTS = ("psro", "jpsro", "cap", "ties", "leduc3")

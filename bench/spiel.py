@@ -19,7 +19,8 @@ import numpy as np
 import pyspiel
 
 from bench.timing import median_time
-from metaeval import MetaEvalError, equilibria, games
+from metaeval import MetaEvalError, games
+from metaeval.solvers import equilibria
 from metaeval.spiel import ExactEvaluator, Population, cce_gap, game_tree, pyspiel_policies
 
 

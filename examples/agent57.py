@@ -19,7 +19,7 @@ import pandas as pd
 
 import metaeval
 from metaeval import data
-from metaeval.plots import plot_intervals
+from metaeval.viz.plots import plot_intervals
 
 AGENTS = ["agent57", "r2d2(bandit)", "muzero", "ngu", "r2d2(retrace)", "r2d2"]
 

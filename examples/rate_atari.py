@@ -19,7 +19,9 @@ from pathlib import Path
 import pandas as pd
 
 import metaeval
-from metaeval import data, plots, social_choice
+from metaeval import data
+from metaeval.viz import plots
+from metaeval.solvers import social_choice
 
 VOTING_OPTIONS = {"approval": {"k": 3}, "stv": {"num_winners": 3}}
 

@@ -19,7 +19,8 @@ import numpy as np
 from open_spiel.python.algorithms import cfr
 
 import metaeval
-from metaeval import games, oracles
+from metaeval import games
+from metaeval.training import oracles
 from metaeval.loops.psro import PSROConfig, psro
 
 CAP = 6  # snapshots kept per player

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from metaeval import rundir, spiel
+from metaeval import spiel
+from metaeval.runs import rundir
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 

@@ -20,9 +20,11 @@ from pathlib import Path
 import pandas as pd
 from tqdm.auto import tqdm
 
-from metaeval import plots, reports, rundir
+from metaeval.viz import plots
+from metaeval.runs import reports
+from metaeval.runs import rundir
 from metaeval.errors import MetaEvalError
-from metaeval.fileio import atomic_write
+from metaeval.runs.fileio import atomic_write
 from metaeval.loops.evolve import RECORD_SCHEMA, Evolution, EvolveConfig, evolve
 
 KIND = "compare"

@@ -19,13 +19,16 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import metaeval
-from metaeval import budget, games, oracles, rundir, spiel
-from metaeval.build import build_versions
+from metaeval import games, spiel
+from metaeval.runs import budget
+from metaeval.training import oracles
+from metaeval.runs import rundir
+from metaeval.runs.build import build_versions
 from metaeval.errors import MetaEvalError
-from metaeval.evaluator import Evaluator
-from metaeval.learners import QLearning
+from metaeval.training.evaluator import Evaluator
+from metaeval.training.learners import QLearning
 from metaeval.loops import checkpoint
-from metaeval.selection import TIE_DECIMALS, lowest_rated
+from metaeval.training.selection import TIE_DECIMALS, lowest_rated
 
 NewPolicy = Callable[[object, int, np.random.Generator], object]
 """``new_policy(game, player, rng) -> OpenSpiel policy`` for one player's new strategy."""
@@ -301,7 +304,7 @@ class Evolution:
         return record
 
     def _oracle(self, rating):
-        """The oracle of ``config.replace`` (signature of :mod:`metaeval.oracles`)."""
+        """The oracle of ``config.replace`` (signature of :mod:`metaeval.training.oracles`)."""
         replace = self.config.replace
         if replace == "random":
             return oracles.from_new_policy(self.new_policy)
@@ -330,7 +333,8 @@ class Evolution:
 
     def finish(self):
         """Final population, per-iteration summary table and plots in the run directory."""
-        from metaeval import plots, reports
+        from metaeval.viz import plots
+        from metaeval.runs import reports
 
         self.run_dir.begin()
         if self._restarted:  # the recomputed gaps were appended after later records

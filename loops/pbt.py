@@ -10,7 +10,7 @@ greedy policy of those values (held in a :class:`metaeval.Evaluator`). One *step
    gap of the meta-game's MECCE and the population's average payoff, as in ``evolve``;
 3. every ``interval`` steps the rater rates the meta-game and each player's
    lowest-rated quarter is replaced (exploit) by copies of members drawn uniformly from
-   its top-rated quarter, with perturbed values (explore, :func:`metaeval.mutation.perturb_values`).
+   its top-rated quarter, with perturbed values (explore, :func:`metaeval.training.mutation.perturb_values`).
 
 Members start from perturbed all-zero values (so they differ). Each member's training at
 step t draws from its own generator ``SeedSequence(seed, spawn_key=(t, player, index))``,
@@ -32,17 +32,18 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import metaeval
-from metaeval import games, rundir
-from metaeval.build import build_versions
+from metaeval import games
+from metaeval.runs import rundir
+from metaeval.runs.build import build_versions
 from metaeval.errors import MetaEvalError
-from metaeval.evaluator import Evaluator
-from metaeval.fileio import atomic_savez
-from metaeval.learners import LEARNERS, Opponents
+from metaeval.training.evaluator import Evaluator
+from metaeval.runs.fileio import atomic_savez
+from metaeval.training.learners import LEARNERS, Opponents
 from metaeval.loops.evolve import _scalars, mecce_fields
-from metaeval.matchmaking import RULES
-from metaeval.meta_solvers import SOLVERS
-from metaeval.mutation import perturb_values
-from metaeval.selection import rank_order
+from metaeval.training.matchmaking import RULES
+from metaeval.training.meta_solvers import SOLVERS
+from metaeval.training.mutation import perturb_values
+from metaeval.training.selection import rank_order
 from metaeval.spiel.tree import game_tree
 
 KIND = "pbt"
@@ -292,7 +293,8 @@ class PBT:
 
     def finish(self):
         """Final population, per-step summary table and plots in the run directory."""
-        from metaeval import plots, reports
+        from metaeval.viz import plots
+        from metaeval.runs import reports
 
         self.evaluator.population.save(self.out / "population.npz")
         reports.summary_frame(self.records).to_csv(self.out / "summary.csv", index=False)

@@ -32,14 +32,15 @@ import numpy as np
 from tqdm.auto import tqdm
 
 import metaeval
-from metaeval import games, rundir, spiel
-from metaeval.build import build_versions
+from metaeval import games, spiel
+from metaeval.runs import rundir
+from metaeval.runs.build import build_versions
 from metaeval.errors import MetaEvalError
-from metaeval.evaluator import Evaluator
+from metaeval.training.evaluator import Evaluator
 from metaeval.loops import checkpoint
 from metaeval.loops.evolve import SUPPORT_MASS
-from metaeval.meta_solvers import SOLVERS, marginals
-from metaeval.oracles import ORACLES, TIE_BREAKS
+from metaeval.training.meta_solvers import SOLVERS, marginals
+from metaeval.training.oracles import ORACLES, TIE_BREAKS
 
 NO_GAIN = 1e-9
 """A player's CCE gap at most this counts as zero (its best response gains nothing)."""
@@ -61,7 +62,7 @@ class PSROConfig:
     ``oracle="jpsro"`` best-responds to the opponents' joint marginal of sigma (JPSRO's
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
     coincide. ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
-    (:func:`metaeval.oracles.jpsro`; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
+    (:func:`metaeval.training.oracles.jpsro`; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
     most this many policies per player, pruned by ``prune_by``.
     """
 
@@ -122,7 +123,7 @@ class PSRO:
         config: the run's definition.
         out: run directory; when given, every iteration is logged and checkpointed there,
             and an existing run in it is resumed.
-        oracle: any ``oracle(evaluator, player, sigma, rng)`` (see :mod:`metaeval.oracles`)
+        oracle: any ``oracle(evaluator, player, sigma, rng)`` (see :mod:`metaeval.training.oracles`)
             instead of ``config.oracle``, e.g. a learner.
     """
 
@@ -241,7 +242,8 @@ class PSRO:
 
     def finish(self):
         """Final population, per-iteration summary table and plots in the run directory."""
-        from metaeval import plots, reports
+        from metaeval.viz import plots
+        from metaeval.runs import reports
 
         self.evaluator.population.save(self.out / "population.npz")
         reports.psro_frame(self.records).to_csv(self.out / "summary.csv", index=False)

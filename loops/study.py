@@ -49,7 +49,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from metaeval import plots, reports
+from metaeval.viz import plots
+from metaeval.runs import reports
 from metaeval.errors import MetaEvalError
 from metaeval.loops.compare import FAILURE_COLUMNS, failure, run_all, run_directory, title_of, write_comparison_frame
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve

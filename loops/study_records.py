@@ -6,7 +6,7 @@ one row per iteration). The records keep just that, gzipped CSV with full float
 precision (about 20 kB a run), in ``RECORDS/RATER/seedS.csv.gz`` beside a
 ``settings.json`` of the settings that change results and the number of iterations,
 and ``RECORDS/RATER/seedS.build.json``: the build of each session of the run
-(:func:`metaeval.build.build_versions`), so a check can tell a run that differs on
+(:func:`metaeval.runs.build.build_versions`), so a check can tell a run that differs on
 the same build from one made on another.
 Being small, the records can be kept with the published tables, so a study continues
 where it stopped on another machine, or is re-tabulated, without rerunning finished
@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from metaeval import reports, rundir
+from metaeval.runs import reports
+from metaeval.runs import rundir
 from metaeval.errors import MetaEvalError
-from metaeval.fileio import atomic_write
+from metaeval.runs.fileio import atomic_write
 from metaeval.loops.compare import PER_RUN, run_all, run_directory
 from metaeval.loops.evolve import EvolveConfig
 

@@ -1,7 +1,7 @@
 """metaeval: game-theoretic evaluation of agents and populations."""
 
 from metaeval.errors import IdenticalPoliciesWarning, MetaEvalError
-from metaeval.evaluator import Evaluator
+from metaeval.training.evaluator import Evaluator
 from metaeval.game import MetaGame
 from metaeval.ratings import RATERS, Rating, rate
 

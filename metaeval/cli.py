@@ -45,7 +45,7 @@ def _option(text: str):
 
 
 def _memory_size(text: str) -> int:
-    from metaeval import budget
+    from metaeval.runs import budget
 
     try:
         return budget.parse_size(text)
@@ -200,7 +200,7 @@ def _rate_file(args) -> None:
         return
     if path.suffix != ".csv":
         raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
-    from metaeval import plots
+    from metaeval.viz import plots
 
     rating = metaeval.rate(_table_game(args), args.rater, **dict(args.option))
     frame = rating.to_frame()
@@ -225,7 +225,7 @@ def _report_failed_replicates(rating) -> None:
 @contextlib.contextmanager
 def _memory_budget(max_memory: int | None):
     """Set the budget for this command (in the environment, so compare's workers see it too)."""
-    from metaeval import budget
+    from metaeval.runs import budget
 
     previous = os.environ.get(budget.VARIABLE)
     if max_memory is not None:
@@ -314,7 +314,8 @@ def _run(args) -> int:
         frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior)
         print(frame.to_string(float_format=lambda x: f"{x:.1f}"))
     elif args.command == "plot":
-        from metaeval import plots, rundir
+        from metaeval.viz import plots
+        from metaeval.runs import rundir
         from metaeval.loops import compare, evolve
 
         config_path = args.run_dir / rundir.CONFIG

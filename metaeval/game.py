@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from metaeval.errors import MetaEvalError
-from metaeval.fileio import atomic_savez
+from metaeval.runs.fileio import atomic_savez
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ import pytest
 import metaeval
 from metaeval import data
 from tests.conftest import without_timings
-from metaeval import rundir
+from metaeval.runs import rundir
 from metaeval.cli import main
 
 

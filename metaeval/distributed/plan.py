@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metaeval import budget
+from metaeval.runs import budget
 from metaeval.distributed.evaluator import ShardResult, ShardTask
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.lockstep import BATCH_SIZE

@@ -24,7 +24,7 @@ from metaeval.pairwise.battles import BattleCounts, components, count_battles
 from metaeval.ratings.bootstrap import percentile_interval
 from metaeval.ratings.base import shared_ranks
 from metaeval.ratings.elo import RANK_TOLERANCE, SCALE, fit_batch, with_prior
-from metaeval.threads import one_blas_thread
+from metaeval.runs.threads import one_blas_thread
 
 #: Bootstrap rounds per chunk; each chunk has its own random stream, so results do not
 #: depend on the number of workers.

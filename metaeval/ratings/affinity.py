@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from metaeval.equilibria import cce_constraints, deviation_gains
+from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.mecce import FAILURE_TOLERANCE
+from metaeval.solvers.mecce import FAILURE_TOLERANCE
 from metaeval.ratings.base import Rating
 
 TARGETS = ("uniform", "affinity")
@@ -152,7 +152,7 @@ def payoff_with_target(game: MetaGame, target: str, kernel_variance: float | Non
     With the hard kernel and clone sets that pay every player alike, KL(sigma || t) is
     the KL of the clone sets' total mass to the uniform joint plus that of the splits
     inside them, and the CCE constraints see the totals only: the answer is the MECCE of
-    the de-cloned game (metaeval.mecce, dual Newton) spread evenly over the clones.
+    the de-cloned game (metaeval.solvers.mecce, dual Newton) spread evenly over the clones.
     Otherwise the exponential-cone program is solved.
     """
     from metaeval.ratings.payoff import payoff

@@ -29,7 +29,7 @@ computed in log space; in a constant-sum game it is the local formula with gain
 m / (m - 1) (G_0(r, s) - c / 2).
 
 Both agree with ``open_spiel.python.egt.alpharank.compute``; the chain is built sparsely
-(sum_p (K_p - 1) transitions per profile) and solved by :mod:`metaeval.markov`, so
+(sum_p (K_p - 1) transitions per profile) and solved by :mod:`metaeval.solvers.markov`, so
 32,768 profiles take seconds instead of OpenSpiel's dense eigendecomposition, and
 262,144 (5e7 transitions) fit in 3 GiB.
 """
@@ -44,7 +44,7 @@ from scipy.special import logsumexp
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.markov import RESIDUAL_TOL, stationary_distribution
+from metaeval.solvers.markov import RESIDUAL_TOL, stationary_distribution
 from metaeval.ratings.base import Rating
 
 # Infinite alpha: payoff differences below this fraction of the payoff range are ties.

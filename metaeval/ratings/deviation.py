@@ -26,7 +26,7 @@ nearly tied (the frozen face is then thin and ill-conditioned):
   exceed RESIDUAL_TOLERANCE (the warm basis drifts on nearly tied games), is solved again
   in a fresh model, with presolve and the dual simplex, frozen gains as plain rows;
 - ``looser_tolerances``: that fresh model needed feasibility tolerances looser than
-  1e-10 (up to 1e-7 of the largest payoff difference, :func:`metaeval.lp.solve`);
+  1e-10 (up to 1e-7 of the largest payoff difference, :func:`metaeval.solvers.lp.solve`);
 - ``largest_gain_freezes``: a round whose duals name no active constraint freezes the
   largest gain (see :func:`constraints_to_freeze`);
 - ``column_generation_retries`` (in :func:`deviation`): if the LPs over every joint still
@@ -43,13 +43,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
-from metaeval import budget, lp
-from metaeval.cce_columns import GameColumns, StoredColumns
-from metaeval.equilibria import deviation_gains
+from metaeval.runs import budget
+from metaeval.solvers import lp
+from metaeval.solvers.cce_columns import GameColumns, StoredColumns
+from metaeval.solvers.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating, homogeneous
-from metaeval.reduction import reduce_cce
+from metaeval.solvers.reduction import reduce_cce
 
 # A cap row counts as active when |dual| > DUAL_TOLERANCE. The cap duals of a round are
 # convex weights (dual feasibility of the free column t makes them sum to 1), so their
@@ -304,7 +305,7 @@ class _Safeguards:
 
 def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     """Algorithm 1 on the CCE system of ``source`` (a column source of
-    metaeval.cce_columns; entries at most 1), warm-started HiGHS with the safeguards of
+    metaeval.solvers.cce_columns; entries at most 1), warm-started HiGHS with the safeguards of
     :class:`_Safeguards`.
 
     The LPs start with the columns of ``joints`` (default: all). Before a round's
@@ -367,7 +368,7 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
 
     Args:
         game: the meta-game.
-        symmetry: fold interchangeable players into one (exact; see metaeval.reduction).
+        symmetry: fold interchangeable players into one (exact; see metaeval.solvers.reduction).
         merge_duplicates: merge identical constraint rows and joint columns (exact).
         column_generation: True: column generation over the game's joints (the LPs hold a
             working set grown by pricing; symmetry and merge_duplicates do not apply);

@@ -14,7 +14,7 @@ from scipy.special import expit, log_expit
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
-from metaeval.threads import one_blas_thread
+from metaeval.runs.threads import one_blas_thread
 
 SCALE = 400.0 / np.log(10.0)  # Elo points per natural-log odds unit
 GAME_TOLERANCE = 1e-9

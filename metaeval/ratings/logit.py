@@ -43,7 +43,7 @@ import numpy as np
 import scipy.linalg
 
 from metaeval.errors import MetaEvalError
-from metaeval.threads import one_blas_thread
+from metaeval.runs.threads import one_blas_thread
 
 TRACE_REGRET = 1e-8
 STALLED_REGRET = 1e-6  # the nash rater's accepted max regret

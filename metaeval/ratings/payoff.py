@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from metaeval.equilibria import cce_constraints, deviation_gains
+from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.mecce import FAILURE_TOLERANCE, max_entropy
+from metaeval.solvers.mecce import FAILURE_TOLERANCE, max_entropy
 from metaeval.ratings.base import Rating, homogeneous
 
 
@@ -21,7 +21,7 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
     The Rating's ``distribution`` is the MECCE; diagnostics hold ``newton_steps``,
     ``entropy`` (nats), ``cce_violation`` (max(0, largest gain), payoff units),
     ``kkt_residual`` (relative to the largest payoff difference) and how often each
-    safeguard of :func:`metaeval.mecce.max_entropy` fired (``safeguard_*``).
+    safeguard of :func:`metaeval.solvers.mecce.max_entropy` fired (``safeguard_*``).
     ``target="affinity"`` uses the CCE of maximum entropy relative to the clone-invariant
     affinity-entropy target instead (Liu et al. 2025; metaeval.ratings.affinity).
     """

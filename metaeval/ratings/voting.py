@@ -9,7 +9,7 @@ diagnostics (for ranked pairs the scores need not decrease along it).
 
 from __future__ import annotations
 
-from metaeval import social_choice
+from metaeval.solvers import social_choice
 from metaeval.data.profiles import Profile
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame

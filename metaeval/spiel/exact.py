@@ -17,7 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from metaeval import budget, games
+from metaeval import games
+from metaeval.runs import budget
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.spiel.policies import check_table, policy_table

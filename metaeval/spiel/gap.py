@@ -30,13 +30,13 @@ import numpy as np
 from open_spiel.python import policy as policy_lib
 
 from metaeval import games
-from metaeval.equilibria import check_joint_distribution
+from metaeval.solvers.equilibria import check_joint_distribution
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.best_response import (backward_pass, best_response, pure_table, reached_states,
                                           sequence_weights)
 from metaeval.spiel.exact import CHUNK_ELEMENTS, ExactEvaluator
 from metaeval.spiel.policies import tabular_policy
-from metaeval.threads import one_blas_thread
+from metaeval.runs.threads import one_blas_thread
 
 
 #: OpenSpiel's JPSRO drops joint and opponents' marginal masses below this (its ``DIST_TOL``).

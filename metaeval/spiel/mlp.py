@@ -25,7 +25,7 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games
 from metaeval.errors import MetaEvalError
-from metaeval.fileio import atomic_savez
+from metaeval.runs.fileio import atomic_savez
 from metaeval.spiel.batched import observation_kind, observation_size
 
 FILE_FORMAT = "metaeval.mlp_policy/1"

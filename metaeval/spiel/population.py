@@ -20,9 +20,10 @@ import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
 
-from metaeval import budget, games
+from metaeval import games
+from metaeval.runs import budget
 from metaeval.errors import IdenticalPoliciesWarning, MetaEvalError
-from metaeval.fileio import atomic_savez
+from metaeval.runs.fileio import atomic_savez
 from metaeval.spiel.policies import policy_table, random_table, tabular_policy
 from metaeval.spiel.tree import game_tree
 

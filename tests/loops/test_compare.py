@@ -2,7 +2,8 @@ import pandas as pd
 import pytest
 
 import metaeval
-from metaeval import MetaEvalError, rundir
+from metaeval import MetaEvalError
+from metaeval.runs import rundir
 from metaeval.cli import main
 from metaeval.loops.compare import FAILURES, compare, load_comparison
 from metaeval.loops.evolve import EvolveConfig

@@ -6,7 +6,8 @@ import pytest
 
 import metaeval
 from tests.conftest import without_timings
-from metaeval import MetaEvalError, rundir
+from metaeval import MetaEvalError
+from metaeval.runs import rundir
 from metaeval.loops.evolve import EvolveConfig, Evolution, evolve, lowest_rated
 
 # Raters defined for any game; elo needs a symmetric 2-player win-probability game.
@@ -179,7 +180,7 @@ def test_rater_timings_stay_out_of_the_log():
 
 
 def test_paired_differences_count_seeds():
-    from metaeval import reports
+    from metaeval.runs import reports
 
     rows = []
     for seed, (u, d) in enumerate([(1.0, 0.5), (1.0, 1.0), (1.0, 2.0)]):
@@ -192,7 +193,7 @@ def test_paired_differences_count_seeds():
 
 
 def test_logged_mecce_support_is_that_of_the_iterations_metagame():
-    from metaeval import equilibria
+    from metaeval.solvers import equilibria
 
     run = Evolution(EvolveConfig(game="sheriff", rater="uniform", iterations=3, seed=0))
     for _ in range(3):
@@ -294,7 +295,7 @@ def test_a_refused_or_failed_run_writes_nothing(tmp_path):
 
 
 def test_population_age_counts_iterations_since_each_member_joined():
-    from metaeval.reports import population_age
+    from metaeval.runs.reports import population_age
 
     # Two players of two members; after iteration 0 player 0's policy 1 is replaced by 2,
     # after iteration 1 player 1's policy 0 by 3, and after iteration 2 policy 2 by 4.

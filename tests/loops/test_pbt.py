@@ -3,7 +3,8 @@ import json
 import numpy as np
 import pytest
 
-from metaeval import MetaEvalError, rundir
+from metaeval import MetaEvalError
+from metaeval.runs import rundir
 from metaeval.cli import main
 from metaeval.loops.pbt import PBT, PBTConfig, pbt
 from tests.conftest import without_timings

@@ -6,8 +6,9 @@ import pytest
 from open_spiel.python import policy as policy_lib
 from open_spiel.python.algorithms import exploitability, policy_aggregator
 
-from metaeval import MetaEvalError, cli, games, rundir, spiel
-from metaeval.meta_solvers import marginals
+from metaeval import MetaEvalError, cli, games, spiel
+from metaeval.runs import rundir
+from metaeval.training.meta_solvers import marginals
 from metaeval.loops.psro import PSRO, PSROConfig, psro
 from tests.conftest import without_timings
 

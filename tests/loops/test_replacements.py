@@ -44,7 +44,7 @@ def test_best_response_replacements_are_the_mecce_best_response():
 
 
 def _mecce(population):
-    from metaeval.equilibria import mecce
+    from metaeval.solvers.equilibria import mecce
 
     return mecce(spiel.exact_metagame(population.game, population))
 

@@ -4,8 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from metaeval import MetaEvalError, rundir
-from metaeval.build import build_versions
+from metaeval import MetaEvalError
+from metaeval.runs import rundir
+from metaeval.runs.build import build_versions
 from metaeval.loops.study import markdown_table, mean, paired_statistics, std, summary
 
 

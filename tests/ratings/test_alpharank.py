@@ -6,10 +6,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import metaeval
-from metaeval import MetaEvalError, markov
+from metaeval import MetaEvalError
+from metaeval.solvers import markov
 from metaeval.ratings.alpharank import _joint_profiles, alpharank, alpharank_sweep, log_fixation
 from tests.conftest import dominant_strategy_game, rock_paper_scissors
-from tests.markov_reference import gth_stationary
+from tests.solvers.markov_reference import gth_stationary
 from open_spiel.python.egt import alpharank as openspiel_alpharank
 
 

@@ -6,8 +6,8 @@ from hypothesis import strategies as st
 
 import metaeval
 from metaeval import MetaGame
-from metaeval.cce_columns import GameColumns, StoredColumns
-from metaeval.equilibria import cce_constraints
+from metaeval.solvers.cce_columns import GameColumns, StoredColumns
+from metaeval.solvers.equilibria import cce_constraints
 from metaeval.ratings.deviation import COLUMN_GENERATION_JOINTS, strictest_cce
 from tests import regression
 from tests.conftest import random_games

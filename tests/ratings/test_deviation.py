@@ -9,7 +9,7 @@ from scipy.optimize import linprog
 
 import metaeval
 from metaeval import MetaEvalError, MetaGame
-from metaeval.equilibria import cce_constraints, deviation_gains
+from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.ratings.deviation import (
     CHECK_TOLERANCE, DUAL_TOLERANCE, _Safeguards, constraints_to_freeze, deviation,
 )

@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 import metaeval
 from metaeval import MetaEvalError
-from metaeval.equilibria import cce_constraints, deviation_gains, mecce
+from metaeval.solvers.equilibria import cce_constraints, deviation_gains, mecce
 from metaeval.ratings.payoff import payoff
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
 

@@ -3,7 +3,8 @@ import pandas as pd
 import pytest
 
 import metaeval
-from metaeval import data, social_choice
+from metaeval import data
+from metaeval.solvers import social_choice
 from metaeval.ratings.voting import VOTING_RATERS
 
 TABLE = pd.DataFrame(np.random.default_rng(1).normal(size=(5, 7)), index=list("abcde"))

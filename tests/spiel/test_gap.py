@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from open_spiel.python import policy as policy_lib
 from open_spiel.python.algorithms import cfr, exploitability
 
-from metaeval import MetaEvalError, equilibria, games
+from metaeval import MetaEvalError, games
+from metaeval.solvers import equilibria
 from metaeval.spiel import gap as gap_module
 from metaeval.spiel import (ExactEvaluator, Population, cce_gap, ce_gap, exact_metagame, game_tree,
                             openspiel_best_response)

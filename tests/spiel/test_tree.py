@@ -4,7 +4,8 @@ import numpy as np
 import pyspiel
 import pytest
 
-from metaeval import MetaEvalError, budget, games
+from metaeval import MetaEvalError, games
+from metaeval.runs import budget
 from metaeval.spiel import tree as tree_module
 from metaeval.spiel.exact import realisation_plans
 from metaeval.spiel.tree import EMPTY_SEQUENCE, game_tree

@@ -1,0 +1,105 @@
+"""Equilibrium quantities on a meta-game: CCE constraints, deviation gains, gaps.
+
+Notation of SPEC section 1: ``G[p][a]`` is player p's payoff at joint ``a`` and
+``sigma`` a joint distribution of shape ``[K_1, ..., K_N]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metaeval.runs import budget
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+from metaeval.solvers.mecce import max_entropy
+
+
+#: How far below 0 an entry of sigma, and how far from 1 its sum, may be (rounding).
+SIGMA_TOLERANCE = 1e-6
+
+
+def check_distribution(game: MetaGame, sigma, atol: float = SIGMA_TOLERANCE) -> np.ndarray:
+    """``sigma`` as a float array over the game's joints, or a clear error if it is not one."""
+    return check_joint_distribution(sigma, game.shape, "game", atol)
+
+
+def check_joint_distribution(sigma, shape, owner: str, atol: float = SIGMA_TOLERANCE) -> np.ndarray:
+    """``sigma`` as a float array of ``shape`` that is a probability distribution, or an
+    error naming ``owner`` (what the joints belong to: a game, a population)."""
+    sigma = np.asarray(sigma, dtype=np.float64)
+    shape = tuple(shape)
+    if sigma.shape != shape:
+        raise MetaEvalError(f"sigma must have the {owner}'s joint shape {shape}, got {sigma.shape}")
+    if not np.all(np.isfinite(sigma)) or np.any(sigma < -atol):
+        raise MetaEvalError("sigma must be finite and non-negative")
+    if abs(sigma.sum() - 1.0) > atol:
+        raise MetaEvalError(f"sigma must sum to 1, sums to {sigma.sum():.12g}")
+    return sigma
+
+
+def deviation_payoffs(game: MetaGame, player: int) -> np.ndarray:
+    """D[a', a] = G_p(a'_p, a_-p) - G_p(a): shape ``[K_p, K_1, ..., K_N]``.
+
+    Row a' is the CCE deviation to a'_p (Marris et al. 2025, eq. 3a, per joint).
+    """
+    payoff = game.payoffs[player]
+    k = game.shape[player]
+    # G_p(a'_p, a_-p) broadcast over a_p: index a' along a new leading axis.
+    deviated = np.stack([np.take(payoff, [i], axis=player) for i in range(k)])
+    return np.broadcast_to(deviated, (k, *game.shape)) - payoff[None]
+
+
+def cce_constraints(game: MetaGame) -> np.ndarray:
+    """The CCE matrix A, rows (p, a'_p) in player order, columns joints in C order.
+
+    sigma is an eps-CCE iff ``A @ sigma.ravel() <= eps`` (SPEC section 1).
+    """
+    budget.check_joints(game.shape, sum(game.shape), "the CCE constraint matrix")
+    return np.concatenate(
+        [deviation_payoffs(game, p).reshape(game.shape[p], -1) for p in range(game.num_players)]
+    )
+
+
+def deviation_gains(game: MetaGame, sigma) -> list[np.ndarray]:
+    """delta_p(a'_p; sigma) for every player and deviation, one array per player.
+
+    Computed from the opponents' marginal of sigma, never forming the CCE matrix.
+    """
+    sigma = check_distribution(game, sigma)
+    gains = []
+    for p in range(game.num_players):
+        payoff = game.payoffs[p]
+        on_policy = float(np.sum(sigma * payoff))
+        opponents = sigma.sum(axis=p, keepdims=True)
+        deviating = np.sum(payoff * opponents, axis=tuple(q for q in range(game.num_players) if q != p))
+        gains.append(deviating - on_policy)
+    return gains
+
+
+def cce_gap(game: MetaGame, sigma) -> float:
+    """Sum over players of the best coarse-correlated deviation gain, floored at 0."""
+    return float(sum(max(0.0, g.max()) for g in deviation_gains(game, sigma)))
+
+
+def ce_gains(game: MetaGame, sigma) -> list[np.ndarray]:
+    """CE gains: ``gains[p][a_p, a'_p] = sum_{a_-p} sigma(a) (G_p(a'_p, a_-p) - G_p(a))``."""
+    sigma = check_distribution(game, sigma)
+    gains = []
+    for p in range(game.num_players):
+        d = np.moveaxis(deviation_payoffs(game, p) * sigma[None], 1 + p, 0)  # [K_p(a_p), K_p(a'), ...]
+        gains.append(d.reshape(d.shape[0], d.shape[1], -1).sum(axis=2))
+    return gains
+
+
+def ce_gap(game: MetaGame, sigma) -> float:
+    """Sum over players and recommendations of the best correlated deviation gain (floored at 0)."""
+    return float(sum(np.maximum(g.max(axis=1), 0.0).sum() for g in ce_gains(game, sigma)))
+
+
+def mecce(game: MetaGame) -> np.ndarray:
+    """The maximum-entropy CCE, shape ``[K_1, ..., K_N]`` (SPEC 2.2; Marris et al. 2022).
+
+    Its CCE constraints hold to ~1e-13 of the largest payoff difference; MetaEvalError if
+    the dual solver cannot reach 1e-9.
+    """
+    return max_entropy(cce_constraints(game)).distribution.reshape(game.shape)

@@ -1,0 +1,482 @@
+"""The Evaluator: what a training loop talks to.
+
+It holds a game and a population per player, and keeps their meta-game current:
+
+    ev = metaeval.Evaluator(game)                 # mode="exact" | "sampled", workers, address, seed
+    pid = ev.add(player, policy)                  # any OpenSpiel policy, stored as a table
+    ev.metagame()                                 # only joints touching new policies are evaluated
+    ev.rate("deviation"); ev.select("deviation", k); ev.prune("deviation", keep)
+    sigma = ev.meta_distribution("mgcce")         # a joint distribution over the population
+    ev.gap(sigma).total; ev.nash_conv()           # full-game CCE gap; NashConv (2-player zero-sum)
+    ev.save(dir); metaeval.Evaluator.load(dir)
+
+Policies are converted on entry to read-only tabular policies on the game's information
+states (:mod:`metaeval.spiel.policies`), so a caller changing its own policy object
+later cannot change what was evaluated. Ids are unique per player and never reused, as
+in :class:`metaeval.spiel.Population`, which is what the meta-game caches key on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyspiel
+from open_spiel.python import policy as policy_lib
+
+from metaeval import games, spiel
+from metaeval.training import matchmaking
+from metaeval.training import meta_solvers
+from metaeval.runs import rundir
+from metaeval.distributed import build_metagame, cce_gap
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+from metaeval.ratings import Rating, rate
+from metaeval.training.selection import lowest_rated, rank_order
+from metaeval.spiel.best_response import drawn_choices, pure_table
+from metaeval.spiel.policies import policy_table, tabular_policy
+from metaeval.spiel.population import identical_policies_warned, warn_identical
+from metaeval.spiel.tree import game_tree
+
+FILE_FORMAT = "metaeval.training.evaluator/1"
+STATE_FILE = "evaluator.json"
+
+
+@dataclass(frozen=True)
+class Pruned:
+    """What :meth:`Evaluator.prune` did: per player, the ids removed (in population order),
+    their names and the tie-break keys drawn (empty for a player already within the cap);
+    the rating the choice was made on, and the ids that were protected."""
+
+    removed: list[list[int]]
+    names: list[list[str]]
+    tie_break_keys: list[list[float]]
+    rating: Rating
+    protected: list[list[int]]
+
+
+class Evaluator:
+    """A game, one population per player, and their meta-game kept current.
+
+    Args:
+        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`; it must be
+            enumerable (policies are stored as tables, and the CCE gap walks the tree).
+        mode: ``"exact"`` meta-games, or ``"sampled"`` from ``episodes`` per joint.
+        episodes: episodes per joint in sampled mode.
+        workers, address: Ray actors building the meta-game (see ``build_metagame``) and
+            computing the CCE gap (``metaeval.distributed.cce_gap``).
+        seed: seeds sampled entries and the generator that breaks rating ties.
+        population: an initial :class:`metaeval.spiel.Population` (kept with its ids).
+        metagame: a meta-game built earlier for this population's lineage (e.g. kept
+            in a checkpoint; strategy names ``"policy <id>"``): the next build copies
+            its entries and evaluates only joints touching policies it lacks.
+        log_dir: where an embedded Ray writes its logs.
+    """
+
+    def __init__(self, game, mode: str = "exact", episodes: int = 1000, workers: int = 1,
+                 address: str | None = None, seed: int = 0, population: spiel.Population | None = None,
+                 metagame: MetaGame | None = None, log_dir=None):
+        self.game = games.load(game)
+        if mode not in ("exact", "sampled"):
+            raise MetaEvalError(f"mode must be 'exact' or 'sampled', got {mode!r}")
+        self.mode, self.episodes, self.workers, self.address = mode, episodes, workers, address
+        self.seed = spiel.population.check_seed(seed)
+        self.log_dir = log_dir
+        self.rng = np.random.default_rng(self.seed)
+        self._tree = game_tree(self.game)
+        self._exact = spiel.ExactEvaluator(self.game)  # for the CCE gap; caches reach columns by id
+        num_players = self.game.num_players()
+        self._policies: list[list] = [[] for _ in range(num_players)]
+        self._ids: list[list[int]] = [[] for _ in range(num_players)]
+        self._next_ids = [0] * num_players
+        self._names: list[dict[int, str]] = [{} for _ in range(num_players)]
+        self._population: spiel.Population | None = None  # cache of the current population
+        self._metagame: MetaGame | None = None  # the last build (strategy names from ids)
+        self._built: tuple | None = None  # the ids the last build was of
+        self._gap_cache: tuple | None = None
+        self._solutions: dict[tuple, np.ndarray] = {}  # meta_distribution results for the current ids
+        if population is not None:
+            self._adopt(population, metagame)
+        elif metagame is not None:
+            raise MetaEvalError("a meta-game can only be given with the population it was built from")
+
+    def _adopt(self, population: spiel.Population, metagame: MetaGame | None) -> None:
+        if population.game_string != str(self.game):
+            raise MetaEvalError(f"the population is for {population.game_string}, the evaluator for {self.game}")
+        for p in range(self.num_players):
+            self._policies[p] = [self._tabular(p, pi) for pi in population.policies[p]]
+            self._ids[p] = list(population.ids[p])
+        self._next_ids = list(population.next_ids)
+        if metagame is not None:
+            self._metagame, self._built = metagame, _ids_of(metagame)
+
+    # -- the population ------------------------------------------------------------
+    @property
+    def num_players(self) -> int:
+        return len(self._policies)
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(len(p) for p in self._policies)
+
+    @property
+    def ids(self) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(p) for p in self._ids)
+
+    @property
+    def population(self) -> spiel.Population:
+        """The current population (every player needs at least one policy)."""
+        empty = [p for p, k in enumerate(self.sizes) if k == 0]
+        if empty:
+            raise MetaEvalError(f"player(s) {empty} have no policy yet; add one per player first")
+        if self._population is None:
+            with identical_policies_warned():  # add warned already, by the policies' names
+                self._population = spiel.Population(self.game, self._policies, self._ids, self._next_ids)
+        return self._population
+
+    def name(self, player: int, policy_id: int) -> str:
+        """The name of a policy (``"policy <id>"`` unless one was given to :meth:`add`)."""
+        self._index(player, policy_id)
+        return self._names[player].get(policy_id, f"policy {policy_id}")
+
+    def add(self, player: int, policy, name: str | None = None) -> int:
+        """Add an OpenSpiel policy (``TabularPolicy``, a ``policy.Policy`` subclass or a
+        ``pyspiel`` policy) for ``player``; returns its new id. A policy whose table equals
+        one the player holds is named in an :class:`~metaeval.IdenticalPoliciesWarning`."""
+        self._check_player(player)
+        table = self._tabular(player, policy)
+        policy_id = self._next_ids[player]
+        if name is not None:
+            name = str(name)
+            taken = {self.name(player, i) for i in self._ids[player]}
+            if name in taken:
+                raise MetaEvalError(f"player {player} already has a policy named {name!r}")
+            self._names[player][policy_id] = name
+        self._policies[player].append(table)
+        self._ids[player].append(policy_id)
+        self._next_ids[player] += 1
+        self._changed()
+        names = [self.name(player, i) for i in self._ids[player]]
+        warn_identical(player, names, self._policies[player], {len(names) - 1}, stacklevel=3)
+        return policy_id
+
+    def remove(self, player: int, ids: Sequence[int]) -> None:
+        """Remove the policies with these ids from ``player``'s population."""
+        indices = sorted({self._index(player, i) for i in ids}, reverse=True)
+        for index in indices:
+            self._names[player].pop(self._ids[player][index], None)
+            del self._policies[player][index], self._ids[player][index]
+        self._changed()
+
+    def replace(self, player: int, ids: Sequence[int], policies: Sequence) -> list[int]:
+        """Put ``policies`` in the places of the policies with ``ids`` (same order), under
+        fresh ids, which are returned; the population keeps its order otherwise."""
+        ids, policies = list(ids), list(policies)
+        if len(ids) != len(policies):
+            raise MetaEvalError(f"replace: {len(ids)} ids but {len(policies)} policies")
+        indices = [self._index(player, i) for i in ids]
+        if len(set(indices)) != len(indices):
+            raise MetaEvalError(f"replace: repeated id in {ids}")
+        tables = [self._tabular(player, pi) for pi in policies]
+        new_ids = []
+        for index, table in zip(indices, tables):
+            self._names[player].pop(self._ids[player][index], None)
+            self._policies[player][index] = table
+            self._ids[player][index] = self._next_ids[player]
+            new_ids.append(self._next_ids[player])
+            self._next_ids[player] += 1
+        self._changed()
+        return new_ids
+
+    def policy(self, player: int, policy_id: int) -> policy_lib.TabularPolicy:
+        """The stored (read-only tabular) policy with this id."""
+        return self._policies[player][self._index(player, policy_id)]
+
+    # -- the meta-game and what is computed from it -------------------------------
+    def metagame(self) -> MetaGame:
+        """The meta-game of the current population, built incrementally from the last one."""
+        population = self.population
+        if self._built != self._key():
+            self._metagame = build_metagame(
+                self.game, population, mode=self.mode, episodes=self.episodes, workers=self.workers,
+                seed=self.seed, address=self.address, previous=self._metagame, log_dir=self.log_dir,
+            )
+            self._built = self._key()
+        if not any(self._names):
+            return self._metagame
+        mg = self._metagame
+        names = [[self.name(p, i) for i in ids] for p, ids in enumerate(self._ids)]
+        return MetaGame(mg.payoffs, strategy_names=names, player_names=mg.player_names,
+                        counts=mg.counts, stderr=mg.stderr)
+
+    def rate(self, rater: str, **options) -> Rating:
+        """Rate the current meta-game with any rater in :data:`metaeval.RATERS`."""
+        return rate(self.metagame(), rater, **options)
+
+    def select(self, rater: str, k: int, rng: np.random.Generator | None = None, **options) -> list[list[int]]:
+        """The ids of each player's ``k`` best-rated policies, best first (all when fewer);
+        ties within ``TIE_DECIMALS`` are ordered by keys from ``rng`` (default: the evaluator's)."""
+        k = _count("k", k)
+        rating = self.rate(rater, **options)
+        rng = self.rng if rng is None else rng
+        chosen = []
+        for p, ratings in enumerate(rating.ratings):
+            order, _ = rank_order(-ratings, rng)
+            chosen.append([self._ids[p][i] for i in order[:k]])
+        return chosen
+
+    def prune(self, rater: str, keep: int, rng: np.random.Generator | None = None,
+              protect: Sequence[Sequence[int]] | None = None, **options) -> Pruned:
+        """Remove each player's lowest-rated policies until it has at most ``keep``.
+
+        Ratings equal to ``TIE_DECIMALS`` decimals are tied; ties are broken by keys
+        drawn from ``rng`` (default: the evaluator's seeded generator), as in the loop.
+        ``protect``: per player, ids removed only when more than ``keep`` of them remain,
+        and then their lowest-rated (e.g. the support of the meta-distribution); the
+        others go first, exactly their lowest-rated.
+        """
+        keep = _count("keep", keep)
+        rating = self.rate(rater, **options)
+        rng = self.rng if rng is None else rng
+        protect = [[] for _ in range(self.num_players)] if protect is None else list(protect)
+        if len(protect) != self.num_players:
+            raise MetaEvalError(f"protect needs one list of ids per player ({self.num_players}), got {len(protect)}")
+        protect = [{self._ids[p][self._index(p, i)] for i in ids} for p, ids in enumerate(protect)]
+        removed, keys = [], []
+        for p, ratings in enumerate(rating.ratings):
+            if len(ratings) <= keep:
+                removed.append([])
+                keys.append([])
+                continue
+            protected = np.array([i in protect[p] for i in self._ids[p]])
+            lowest, tie_keys = lowest_rated(ratings, len(ratings) - keep, rng, protected)
+            removed.append([self._ids[p][i] for i in lowest])
+            keys.append(tie_keys.tolist())
+        names = [[self.name(p, i) for i in ids] for p, ids in enumerate(removed)]
+        for p, ids in enumerate(removed):
+            if ids:
+                self.remove(p, ids)
+        return Pruned(removed, names, keys, rating, [sorted(ids) for ids in protect])
+
+    def meta_distribution(self, solver="mecce", **options) -> np.ndarray:
+        """A joint distribution over the population (an array of the meta-game's shape):
+        a name in :data:`metaeval.training.meta_solvers.SOLVERS` (``uniform``, ``nash``, ``alpharank``,
+        ``mecce``, ``mgcce``, ``deviation``) or a callable ``solver(metagame, **options)``."""
+        metagame = self.metagame()
+        if callable(solver):
+            return meta_solvers.solve(metagame, solver, **options)
+        key = (self._key(), solver, json.dumps(options, sort_keys=True, default=repr))
+        if key not in self._solutions:  # named solvers are deterministic: solve once per population
+            self._solutions = {k: v for k, v in self._solutions.items() if k[0] == key[0]}
+            self._solutions[key] = meta_solvers.solve(metagame, solver, **options)
+            self._solutions[key].setflags(write=False)
+        return self._solutions[key]
+
+    def opponents(self, player: int, rule: str = "uniform", member: int | None = None, **options) -> np.ndarray:
+        """Whom ``player``'s policy ``member`` (an id; None: the whole population) trains
+        against: a distribution over the other players' joint profiles, an array of the
+        meta-game's shape without ``player``'s axis (see :mod:`metaeval.training.matchmaking`).
+
+        - ``"uniform"``: every profile equally likely;
+        - ``"pfsp"``: prioritised fictitious self-play, weight ``(1 - x)^exponent`` with ``x``
+          the member's payoff against the profile rescaled from the game's utility range to
+          [0, 1] (its win probability in a +1/-1 game); option ``exponent`` (default 2);
+        - a meta-solver name (``"nash"``, ``"mecce"``, ``"deviation"``, ...): the conditional
+          of :meth:`meta_distribution` given that ``player`` plays ``member`` (its opponents'
+          marginal when ``member`` is None or has no mass); options go to the solver.
+        """
+        self._check_player(player)
+        index = None if member is None else self._index(player, member)
+        metagame = self.metagame()
+        if rule == "pfsp":
+            utility_range = (self.game.min_utility(), self.game.max_utility())
+            return matchmaking.pfsp(metagame, player, utility_range, index, **options)
+        if rule == "uniform" and not options:
+            return matchmaking.uniform(metagame, player, index)
+        if rule in meta_solvers.SOLVERS:
+            return matchmaking.conditional(metagame, player, self.meta_distribution(rule, **options), index)
+        raise MetaEvalError(
+            f"unknown matchmaking rule {rule!r}; choose pfsp or a meta-solver ({', '.join(meta_solvers.SOLVERS)})"
+        )
+
+    def gap(self, sigma) -> spiel.CCEGap:
+        """The full-game CCE gap of ``sigma`` (SPEC 4), with each player's best response
+        to the opponents' joint marginal of sigma (cached for the last sigma); on the Ray
+        actors with ``workers > 1`` or an address, with the same result."""
+        population = self.population
+        sigma = np.asarray(sigma, dtype=np.float64)
+        key = (self._key(), sigma.shape, sigma.tobytes())
+        if self._gap_cache is None or self._gap_cache[0] != key:
+            self._gap_cache = (key, cce_gap(self.game, population, sigma, workers=self.workers, address=self.address,
+                                            evaluator=self._exact, log_dir=self.log_dir))
+        return self._gap_cache[1]
+
+    def best_response(self, player: int, sigma, rng: np.random.Generator) -> policy_lib.TabularPolicy:
+        """A pure best response of ``player`` to the opponents' joint marginal of ``sigma``
+        (read off the cached :meth:`gap`): at every state one of the actions within
+        ``spiel.gap.TIE_TOLERANCE`` of the best, drawn uniformly by ``rng``.
+
+        Drawn, not the lowest: ties are common (at a state the opponents never reach every
+        action ties), and the lowest would give every call the same response (a loop
+        replacing several policies would add copies) and the same play wherever the
+        value leaves it open. Tied within the tolerance, not by rounding, so a run does not
+        depend on the build of the linear algebra (README, "Bit for bit").
+        """
+        self._check_player(player)
+        if not isinstance(rng, np.random.Generator):
+            raise MetaEvalError(f"best_response draws among tied actions with rng, a numpy Generator; got {rng!r}")
+        choices = drawn_choices(self.gap(sigma).best_actions[player], rng)
+        tree = self._exact.tree
+        return tabular_policy(tree.players[player], pure_table(tree, player, choices))
+
+    def openspiel_best_response(self, player: int, sigma) -> policy_lib.TabularPolicy:
+        """The best response OpenSpiel's JPSRO would add for ``player`` against sigma
+        (:func:`metaeval.spiel.openspiel_best_response`)."""
+        self._check_player(player)
+        return spiel.openspiel_best_response(self.game, self.population, sigma, player, evaluator=self._exact)
+
+    @property
+    def built_metagame(self) -> MetaGame | None:
+        """The last meta-game built (of this or an earlier population), strategies named by
+        policy id: what a checkpoint keeps so that a resumed loop builds incrementally."""
+        return self._metagame
+
+    @property
+    def two_player_zero_sum(self) -> bool:
+        """Whether the game is a 2-player zero-sum game (where NashConv is reported)."""
+        return self.num_players == 2 and self.game.get_type().utility == pyspiel.GameType.Utility.ZERO_SUM
+
+    def nash_conv(self) -> float:
+        """NashConv of the meta-Nash mixture in the full game (2-player zero-sum games):
+        sum over players of the best response's value against the other player's mixture
+        minus the mixture's own value. OpenSpiel's ``exploitability`` is half of it."""
+        if not self.two_player_zero_sum:
+            raise MetaEvalError(f"NashConv of the meta-Nash is defined here for 2-player zero-sum games, not {self.game}")
+        # For a product distribution the CCE gap is exactly NashConv: each best response
+        # faces the other player's mixture, and the floor at 0 never binds.
+        return self.gap(self.meta_distribution("nash")).total
+
+    def exploitability(self) -> float:
+        """``nash_conv() / 2``: OpenSpiel's exploitability of the meta-Nash mixture."""
+        return self.nash_conv() / self.num_players
+
+    # -- persistence ----------------------------------------------------------------
+    def save(self, directory) -> Path:
+        """Write the population (tables, ids), names, settings, the last meta-game and the
+        generator's state to ``directory``; :meth:`load` restores them exactly. The files
+        become current when ``evaluator.json`` naming them is replaced (atomically)."""
+        directory = Path(directory)
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise MetaEvalError(f"cannot write the evaluator to {directory}: {exc.strerror or exc}") from None
+        population = self.population
+        tag = f"{self._next_tag(directory):06d}"
+        files = {"population": f"population-{tag}.npz"}
+        population.save(directory / files["population"])
+        if self._metagame is not None:
+            files["metagame"] = f"metagame-{tag}.npz"
+            self._metagame.save(directory / files["metagame"])
+        state = {
+            "format": FILE_FORMAT, "game": str(self.game), "mode": self.mode, "episodes": self.episodes,
+            "workers": self.workers, "address": self.address, "seed": self.seed, "tag": int(tag),
+            "names": [{str(i): n for i, n in names.items()} for names in self._names],
+            "rng": self.rng.bit_generator.state, **files,
+        }
+        rundir.write_json(directory / STATE_FILE, state)
+        for old in [*directory.glob("population-*.npz"), *directory.glob("metagame-*.npz")]:
+            if old.name not in files.values():
+                old.unlink()
+        return directory
+
+    @classmethod
+    def load(cls, directory, workers: int | None = None, address: str | None = None) -> Evaluator:
+        """An evaluator saved by :meth:`save` (optionally on other workers or cluster)."""
+        directory = Path(directory)
+        path = directory / STATE_FILE
+        if not path.exists():
+            raise MetaEvalError(f"{directory} holds no saved evaluator (no {STATE_FILE})")
+        state = rundir.read_json(path)
+        if not isinstance(state, dict) or state.get("format") != FILE_FORMAT:
+            raise MetaEvalError(f"{path} is not a saved evaluator (format {FILE_FORMAT})")
+        try:
+            population = spiel.Population.load(directory / state["population"])
+            metagame = None
+            if "metagame" in state:
+                metagame = MetaGame.load(directory / state["metagame"])
+            evaluator = cls(
+                state["game"], mode=state["mode"], episodes=state["episodes"],
+                workers=state["workers"] if workers is None else workers,
+                address=state["address"] if address is None else address,
+                seed=state["seed"], population=population, metagame=metagame,
+            )
+            evaluator._names = [{int(i): n for i, n in names.items()} for names in state["names"]]
+            evaluator.rng.bit_generator.state = state["rng"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MetaEvalError(f"{path} is damaged ({exc!r})") from None
+        return evaluator
+
+    @staticmethod
+    def _next_tag(directory: Path) -> int:
+        path = directory / STATE_FILE
+        if not path.exists():
+            return 0
+        state = rundir.read_json(path)
+        return int(state.get("tag", 0)) + 1 if isinstance(state, dict) else 0
+
+    # -- helpers -------------------------------------------------------------------
+    def _key(self) -> tuple[tuple[int, ...], ...]:
+        return self.ids
+
+    def _changed(self) -> None:
+        self._population = None
+
+    def _check_player(self, player) -> None:
+        if isinstance(player, bool) or not isinstance(player, (int, np.integer)) or not 0 <= player < self.num_players:
+            raise MetaEvalError(f"no player {player!r} in {self.game} ({self.num_players} players)")
+
+    def _index(self, player: int, policy_id: int) -> int:
+        self._check_player(player)
+        try:
+            return self._ids[player].index(int(policy_id))
+        except (ValueError, TypeError):
+            raise MetaEvalError(f"player {player} has no policy with id {policy_id!r} (ids {self._ids[player]})") from None
+
+    def _tabular(self, player: int, policy) -> policy_lib.TabularPolicy:
+        """``policy`` as a read-only tabular policy on the layout of ``player``."""
+        if not isinstance(policy, (policy_lib.Policy, pyspiel.Policy)):
+            raise MetaEvalError(
+                f"player {player}: expected an OpenSpiel policy (policy.Policy or pyspiel.Policy), "
+                f"got {type(policy).__name__}"
+            )
+        own_game = getattr(policy, "game", None)
+        if own_game is not None and str(own_game) != str(self.game):
+            raise MetaEvalError(f"the policy is for {own_game}, the evaluator for {self.game}")
+        layout = self._tree.players[player]
+        if (isinstance(policy, policy_lib.TabularPolicy) and policy.state_lookup is layout.template.state_lookup
+                and not policy.action_probability_array.flags.writeable):
+            return policy  # already one of ours: read-only, on this player's layout
+        try:
+            table = policy_table(layout, policy, player)
+        except MetaEvalError:
+            raise
+        except Exception as exc:  # a policy asked about states of a game it does not know
+            raise MetaEvalError(f"cannot read the policy for player {player} of {self.game}: {exc}") from None
+        return tabular_policy(layout, table)
+
+
+def _count(label: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise MetaEvalError(f"{label} must be a positive int, got {value!r}")
+    return int(value)
+
+
+def _ids_of(metagame: MetaGame) -> tuple[tuple[int, ...], ...]:
+    """The policy ids along a built meta-game's axes, read from its ``"policy <id>"`` names."""
+    try:
+        return tuple(tuple(int(name.removeprefix("policy ")) for name in names) for names in metagame.strategy_names)
+    except ValueError:
+        raise MetaEvalError("the meta-game given was not built from a population (names are not 'policy <id>')") from None

@@ -1,0 +1,1 @@
+"""Figures: population runs and ratings with their intervals."""

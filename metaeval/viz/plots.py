@@ -1,0 +1,231 @@
+"""Figures of population runs (CCE gap and average payoff against iteration) and of
+ratings with their bootstrap intervals.
+
+The layout follows Figure 3 of Marris et al. (2025): the full-game CCE gap on a
+log scale, one line per rater with a band over seeds, and the population's
+average payoff per player.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from metaeval.runs.reports import comparison_frame  # noqa: E402
+
+GAP_PLOT = "cce_gap.png"
+PAYOFF_PLOT = "payoff.png"
+
+
+def _band(ax, frame: pd.DataFrame, column: str, label: str, color):
+    """Mean over seeds, with a band of one standard error of the mean."""
+    stats = frame.groupby("iteration")[column].agg(["mean", "sem"])
+    ax.plot(stats.index, stats["mean"], label=label, color=color, lw=1.6)
+    if frame.seed.nunique() > 1:
+        ax.fill_between(stats.index, stats["mean"] - stats["sem"], stats["mean"] + stats["sem"],
+                        color=color, alpha=0.18, lw=0)
+
+
+def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> list[Path]:
+    """Write the gap and payoff figures for a table from ``reports.comparison_frame``."""
+    out = Path(out)
+    raters = list(dict.fromkeys(comparison.rater))
+    colors = dict(zip(raters, plt.cm.tab10.colors))
+    seeds = comparison.seed.nunique()
+    band = f" (mean over {seeds} seeds, band: ± one standard error)" if seeds > 1 else ""
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for rater in raters:
+        _band(ax, comparison[comparison.rater == rater], "cce_gap", rater, colors[rater])
+    ax.set_yscale("log")
+    plain = FuncFormatter(lambda y, _: f"{y:.3g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("full-game CCE gap of the meta-game's MECCE")
+    ax.set_title(f"{title}{band}", fontsize=9)
+    ax.legend(frameon=False)
+    ax.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(out / GAP_PLOT, dpi=130)
+    plt.close(fig)
+
+    players = sorted(int(c.rsplit("p", 1)[1]) for c in comparison.columns if c.startswith("mean_payoff_p"))
+    fig, axes = plt.subplots(1, len(players), figsize=(3.2 * len(players), 3.4), squeeze=False)
+    for ax, p in zip(axes[0], players):
+        for rater in raters:
+            _band(ax, comparison[comparison.rater == rater], f"mean_payoff_p{p}", rater, colors[rater])
+        ax.set_title(f"player {p}", fontsize=9)
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("average payoff of the population")
+    axes[0][-1].legend(frameon=False, fontsize=8)
+    fig.suptitle(f"{title}{band}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / PAYOFF_PLOT, dpi=130)
+    plt.close(fig)
+    return [out / GAP_PLOT, out / PAYOFF_PLOT]
+
+
+def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
+    """How the paired comparison with the baseline evolves: for a table from
+    ``loops.study.paired_statistics`` (every iteration), each rater's mean gap minus the
+    baseline's over seeds with a band of one standard error (top), and the two-sided
+    Wilcoxon signed-rank p-value on a log scale, with 0.05 marked (bottom). Colours are
+    those of :func:`plot_comparison` when the baseline comes first there."""
+    raters = list(dict.fromkeys(paired.rater))
+    colors = dict(zip(raters, plt.cm.tab10.colors[1:]))
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True, height_ratios=(3, 2))
+    for rater in raters:
+        rows = paired[paired.rater == rater]
+        top.plot(rows.iteration, rows.mean_difference, color=colors[rater], lw=1.4, label=rater)
+        top.fill_between(rows.iteration, rows.mean_difference - rows.standard_error,
+                         rows.mean_difference + rows.standard_error, color=colors[rater], alpha=0.18, lw=0)
+        bottom.plot(rows.iteration, rows.wilcoxon_p, color=colors[rater], lw=1.2)
+    baseline = paired.baseline.iloc[0]
+    top.axhline(0, color="black", lw=0.8)
+    top.set_ylabel(f"CCE gap minus {baseline}'s\n(paired by seed)")
+    top.legend(frameon=False, fontsize=8)
+    top.grid(alpha=0.3)
+    bottom.axhline(0.05, color="black", lw=0.8, ls="--")
+    bottom.set_yscale("log")
+    bottom.set_ylabel("Wilcoxon p-value")
+    bottom.set_xlabel("iteration")
+    bottom.grid(alpha=0.3, which="both")
+    pairs = int(paired.pairs.max())
+    top.set_title(f"{title} ({pairs} paired seeds; band: ± one standard error)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return Path(path)
+
+
+def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "") -> list[Path]:
+    """The same figures for a single run."""
+    return plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)
+
+
+EXPLOITABILITY_PLOT = "exploitability.png"
+
+
+def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[Path]:
+    """PSRO curves, one line per run label: the full-game CCE gap of the meta-distribution,
+    and (when the records have it) the exploitability of the meta-Nash mixture."""
+    out = Path(out)
+    written = []
+    for column, name, label in [("cce_gap", GAP_PLOT, "full-game CCE gap of the meta-distribution"),
+                                ("exploitability", EXPLOITABILITY_PLOT, "exploitability of the meta-Nash mixture")]:
+        curves = {key: [(r["iteration"], r[column]) for r in records if r.get(column) is not None]
+                  for key, records in runs.items()}
+        curves = {key: points for key, points in curves.items() if points}
+        if not curves:
+            continue
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        for key, points in curves.items():
+            x, y = zip(*points)
+            ax.plot(x, [max(v, 1e-12) for v in y], label=key, lw=1.6)
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel(label)
+        ax.set_title(title, fontsize=9)
+        ax.legend(frameon=False, fontsize=8)
+        ax.grid(alpha=0.3, which="both")
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=130)
+        plt.close(fig)
+        written.append(out / name)
+    return written
+def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None = None,
+                     top: int = 8) -> Path:
+    """Horizontal bars of ``player``'s ratings, best on top, written atomically to ``path``.
+
+    For ratings against an equilibrium (metaeval.ratings.contributions) each bar is split into
+    the contributions of the ``top`` opponent strategies (tasks) with the largest total
+    |contribution| and one segment for all others; a black tick marks the rating.
+    """
+    from metaeval.ratings.contributions import EQUILIBRIUM_RATERS, contributions
+    from metaeval.runs.fileio import atomic_write
+
+    game = rating.game
+    values = rating.ratings[player]
+    order = np.argsort(values, kind="stable")  # barh draws bottom-up: best on top
+    names = [game.strategy_names[player][i] for i in order]
+    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.38 * len(names)))
+    if rating.method in EQUILIBRIUM_RATERS:
+        opponent = game.num_players - 1 if opponent is None else opponent
+        shares = contributions(rating, player, opponent)[order]
+        biggest = np.argsort(-np.abs(shares).sum(axis=0), kind="stable")[:top]
+        segments = [(game.strategy_names[opponent][j], shares[:, j]) for j in biggest]
+        rest = np.delete(shares, biggest, axis=1).sum(axis=1)
+        if shares.shape[1] > len(biggest):
+            segments.append((f"{shares.shape[1] - len(biggest)} other {game.player_names[opponent]}s", rest))
+        colors = list(plt.cm.tab10.colors) + [(0.75, 0.75, 0.75)]
+        negative, positive = np.zeros(len(names)), np.zeros(len(names))
+        for k, (label, share) in enumerate(segments):
+            color = colors[k] if k < len(biggest) else colors[-1]
+            left = np.where(share < 0, negative, positive)
+            ax.barh(names, share, left=left, color=color, label=label, height=0.7)
+            negative += np.minimum(share, 0.0)
+            positive += np.maximum(share, 0.0)
+        ax.scatter(values[order], names, marker="|", s=250, color="black", zorder=3, label="rating")
+        ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        ax.set_title(f"{rating.method} ratings of {game.player_names[player]}, split by "
+                     f"{game.player_names[opponent]}", fontsize=9)
+    else:
+        ax.barh(names, values[order], color=plt.cm.tab10.colors[0], height=0.7)
+        ax.set_title(f"{rating.method} ratings of {game.player_names[player]}", fontsize=9)
+    ax.axvline(0.0, color="black", lw=0.6)
+    ax.set_xlabel("rating")
+    ax.grid(alpha=0.3, axis="x")
+    fig.tight_layout()
+    atomic_write(path, lambda handle: fig.savefig(handle, dpi=130, format="png"))
+    plt.close(fig)
+    return Path(path)
+def plot_intervals(rating, path=None, player: int = 0, title: str = "", ax=None):
+    """One player's ratings with their bootstrap intervals, best at the top, each
+    labelled with its probability of being rated top; returns the figure.
+
+    ``rating`` comes from ``metaeval.rate(..., bootstrap=B)``; the figure is written to
+    ``path`` when one is given.
+    """
+    from metaeval.errors import MetaEvalError
+
+    if rating.intervals is None:
+        raise MetaEvalError("plot_intervals needs a rating with intervals: rate with bootstrap=B")
+    values, bounds, p_top = rating.ratings[player], rating.intervals[player], rating.p_top[player]
+    order = np.argsort(values, kind="stable")
+    names = [rating.game.strategy_names[player][i] for i in order]
+    own = ax is None
+    if own:
+        fig, ax = plt.subplots(figsize=(5.6, 0.8 + 0.32 * len(order)))
+    else:
+        fig = ax.figure
+    y = np.arange(len(order))
+    error = np.abs(bounds[order] - values[order, None]).T
+    ax.errorbar(values[order], y, xerr=error, fmt="o", ms=4, capsize=3, color="tab:blue")
+    for row, i in zip(y, order):
+        ax.annotate(f"P(top) {p_top[i]:.2f}", (bounds[i, 1], row), xytext=(6, -3),
+                    textcoords="offset points", fontsize=7)
+    ax.set_yticks(y, names)
+    settings = rating.diagnostics.get("bootstrap", {})
+    replicates = settings.get("replicates")
+    if settings.get("failed"):
+        replicates = f"{replicates - settings['failed']} of {replicates}"
+    ax.set_xlabel(f"{rating.method} rating ({settings.get('level', 0.95):.0%} interval, {replicates} bootstrap replicates)")
+    ax.set_title(title or rating.game.player_names[player], fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+    ax.margins(x=0.25)
+    if path is not None:
+        fig.tight_layout()
+        fig.savefig(path, dpi=130)
+        if own:
+            plt.close(fig)
+    return fig

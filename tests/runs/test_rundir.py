@@ -1,0 +1,107 @@
+import json
+import logging
+
+import pytest
+
+from metaeval import MetaEvalError
+from metaeval.runs import rundir
+
+SCHEMA = rundir.RecordSchema({"value": rundir.NUMBER, "values": rundir.NUMBERS})
+
+
+def write_log(path, lines):
+    path.mkdir(exist_ok=True)
+    (path / rundir.LOG).write_text("".join(line + "\n" for line in lines))
+
+
+def record(i, value=1.0):
+    return json.dumps({"iteration": i, "value": value, "values": [value]})
+
+
+def test_schema_names_the_problem():
+    assert SCHEMA.problem({"iteration": 0, "value": 1, "values": [1.5]}) is None
+    assert SCHEMA.problem({"iteration": 0, "values": []}) == "no 'value'"
+    assert SCHEMA.problem({"iteration": 0, "value": "x", "values": []}) == "'value' is not a number"
+    assert SCHEMA.problem({"iteration": 0, "value": True, "values": []}) == "'value' is not a number"
+    assert SCHEMA.problem({"iteration": -1, "value": 1, "values": []}) == "'iteration' is not a non-negative integer"
+    assert SCHEMA.problem({"iteration": 0, "value": 1, "values": [None]}) == "'values' is not a list of numbers"
+    assert SCHEMA.problem([1]) == "not a record but list"
+
+
+def test_read_log_keeps_every_valid_record_and_reports_bad_lines(tmp_path):
+    write_log(tmp_path, [record(0), "garbage", record(1), '{"iteration": 2}', record(1, 2.0), record(3)])
+    with open(tmp_path / rundir.LOG, "a") as f:
+        f.write('{"iteration": 4, "val')  # cut off by a kill
+    reading = rundir.read_log(tmp_path, SCHEMA)
+    assert [r["iteration"] for r in reading.records] == [0, 1, 3]
+    assert reading.records[1]["value"] == 1.0  # the first of two records of iteration 1
+    assert [(n, reason) for n, reason, _ in reading.damaged] == [
+        (2, "not JSON"), (4, "no 'value'"), (5, "a second record of iteration 1"),
+        (7, "cut off (the run was killed while writing it)"),
+    ]
+
+
+def open_run(path, **result):
+    return rundir.RunDirectory.open(path, "test", settings={"a": 1, **result}, result_settings={"a": 1, **result},
+                                    schema=SCHEMA)
+
+
+def test_open_writes_nothing_and_begin_moves_damaged_lines_aside(tmp_path, caplog):
+    new = tmp_path / "new"
+    run = open_run(new)
+    assert not new.exists() and not run.exists
+    run.write_config({"session": 1})
+    run.append(json.loads(record(0)))
+    with open(new / rundir.LOG, "a") as f:
+        f.write("garbage\n")
+    run.append(json.loads(record(1)))
+    before = (new / rundir.CONFIG).read_bytes()
+
+    again = open_run(new)
+    assert again.exists and [r["iteration"] for r in again.records] == [0, 1]
+    assert (new / rundir.CONFIG).read_bytes() == before and "garbage" in (new / rundir.LOG).read_text()
+    with caplog.at_level(logging.WARNING, logger="metaeval"):
+        again.begin()
+    assert "line 2: not JSON" in caplog.text and rundir.DAMAGED in caplog.text
+    assert (new / rundir.DAMAGED).read_text() == "garbage\n"
+    assert [r["iteration"] for r in rundir.read_records(new, SCHEMA)] == [0, 1]
+    assert "garbage" not in (new / rundir.LOG).read_text()
+
+
+def test_open_refuses_other_kinds_other_settings_and_damaged_configs(tmp_path):
+    run = open_run(tmp_path)
+    run.write_config({})
+    with pytest.raises(MetaEvalError, match="holds a 'test' run, not 'other'"):
+        rundir.RunDirectory.open(tmp_path, "other", settings={}, result_settings={})
+    with pytest.raises(MetaEvalError, match="different a"):
+        rundir.RunDirectory.open(tmp_path, "test", settings={"a": 2}, result_settings={"a": 2})
+    with pytest.raises(MetaEvalError, match="lacks b"):
+        open_run(tmp_path, b=0)
+    (tmp_path / rundir.CONFIG).write_text("[1, 2")
+    with pytest.raises(MetaEvalError, match="cannot read"):
+        open_run(tmp_path)
+    (tmp_path / rundir.CONFIG).unlink()
+    write_log(tmp_path, [record(0)])
+    with pytest.raises(MetaEvalError, match="no config.json"):
+        open_run(tmp_path)
+
+
+def test_records_need_a_session_and_must_be_valid(tmp_path):
+    run = open_run(tmp_path / "r")
+    with pytest.raises(MetaEvalError, match="write_config"):
+        run.append(json.loads(record(0)))
+    run.write_config({})
+    with pytest.raises(MetaEvalError, match="invalid test record: no 'value'"):
+        run.append({"iteration": 0})
+
+
+def test_discard_if_unused_removes_only_a_directory_it_created(tmp_path):
+    created = open_run(tmp_path / "fresh")
+    created.begin()
+    assert (tmp_path / "fresh").is_dir()
+    created.discard_if_unused()
+    assert not (tmp_path / "fresh").exists()
+    existing = open_run(tmp_path)
+    existing.begin()
+    existing.discard_if_unused()
+    assert tmp_path.is_dir()
