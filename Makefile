@@ -31,6 +31,7 @@ bench: $(STAMP)
 	$(BIN)/python -m bench.nash
 	$(BIN)/python -m bench.spiel
 	$(BIN)/python -m bench.distributed
+	$(BIN)/python -m bench.sampled
 	$(BIN)/python -m bench.psro
 	$(BIN)/python -m bench.learners
 	$(BIN)/python -m bench.replacements

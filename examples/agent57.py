@@ -36,11 +36,12 @@ def rate_with_intervals(game: metaeval.MetaGame, raters=("deviation", "uniform")
     """Rate ``game`` with each rater and a bootstrap; the agents' rows, and a figure in ``out``."""
     import matplotlib.pyplot as plt
 
-    frames = []
+    frames, tolerances = [], {}
     fig, axes = plt.subplots(1, len(raters), figsize=(5.4 * len(raters), 3.2), squeeze=False)
     for ax, rater in zip(axes[0], raters):
         rating = metaeval.rate(game, rater, bootstrap=bootstrap, seed=seed, workers=workers)
         frame = rating.to_frame()
+        tolerances[rater] = rating.tolerance
         frames.append(frame[frame.player == game.player_names[0]].assign(rater=rater))
         plot_intervals(rating, player=0, ax=ax, title=f"{rater}: {game.player_names[0]} ratings")
     if out is not None:
@@ -48,7 +49,9 @@ def rate_with_intervals(game: metaeval.MetaGame, raters=("deviation", "uniform")
         fig.tight_layout()
         fig.savefig(Path(out) / "agent57.png", dpi=130)
     plt.close(fig)
-    return pd.concat(frames, ignore_index=True)
+    frame = pd.concat(frames, ignore_index=True)
+    frame.attrs["rank_tolerance"] = tolerances  # per rater: ratings this close share a rank
+    return frame
 
 
 def main(argv=None) -> None:
@@ -62,6 +65,8 @@ def main(argv=None) -> None:
                                 workers=args.workers, out=args.out)
     columns = ["rater", "strategy", "rating", "low", "high", "p_top", "rank", "ci_rank"]
     print(frame[columns].to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+    print("ranks: ratings within each rater's accuracy share a rank ("
+          + ", ".join(f"{rater} {tolerance:.3g}" for rater, tolerance in frame.attrs["rank_tolerance"].items()) + ")")
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 
 from metaeval.errors import MetaEvalError
@@ -193,6 +195,8 @@ def _rate_file(args) -> None:
     if path.suffix in (".npz", ".npy"):
         rating = metaeval.rate(MetaGame.load(path), args.rater, **dict(args.option))
         print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        _report_failed_replicates(rating)
+        print(rating.rank_note())
         return
     if path.suffix != ".csv":
         raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
@@ -203,8 +207,19 @@ def _rate_file(args) -> None:
     agents = frame[frame.player == rating.game.player_names[0]].sort_values(["rank", "strategy"])
     agents = agents.rename(columns={"strategy": "agent"})[["rank", "agent", "rating"]]
     print(agents.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    _report_failed_replicates(rating)
+    print(rating.rank_note())
     plot = args.plot or path.with_name(f"{path.stem}_{args.game}_{args.rater}.png")
     print(f"plot: {plots.plot_rating_bars(plot, rating)}")
+
+
+def _report_failed_replicates(rating) -> None:
+    """One line naming the bootstrap replicates the rater refused, if any."""
+    settings = rating.diagnostics.get("bootstrap", {})
+    if settings.get("failed"):
+        index, message = settings["failures"][0]
+        print(f"bootstrap: {settings['failed']} of {settings['replicates']} replicates failed and are left out "
+              f"of the intervals (first, replicate {index}: {message})")
 
 
 @contextlib.contextmanager
@@ -345,12 +360,24 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def _warning_line(show_others, message, category, *where):
+    """metaeval's own warnings as one line, ``metaeval: warning: ...``; others by ``show_others``."""
+    from metaeval.errors import IdenticalPoliciesWarning
+
+    if issubclass(category, IdenticalPoliciesWarning):
+        print(f"metaeval: warning: {message}", file=sys.stderr)
+    else:
+        show_others(message, category, *where)
+
+
 def main(argv=None) -> int:
     """Run one command; SIGINT and SIGTERM stop it at once (exit 130 and 143): no new run or
     shard is scheduled, the iteration in flight is abandoned and Ray is shut down."""
     handler = signal.signal(signal.SIGTERM, _terminate)
     try:
-        return run(build_parser().parse_args(argv))
+        with warnings.catch_warnings():
+            warnings.showwarning = functools.partial(_warning_line, warnings.showwarning)
+            return run(build_parser().parse_args(argv))
     except MetaEvalError as exc:
         print(f"metaeval: error: {exc}", file=sys.stderr)
         return 2

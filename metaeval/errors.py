@@ -3,3 +3,8 @@
 
 class MetaEvalError(ValueError):
     """Bad input, or a solver that did not reach an optimum; the message says which."""
+
+
+class IdenticalPoliciesWarning(UserWarning):
+    """Policies of one player are the same policy: their meta-game rows are equal, so they
+    tie under every rater (e.g. checkpoints that were all one live view of a solver)."""

@@ -144,21 +144,38 @@ class MetaGame:
         return cls(np.stack([row, column]), **names)
 
     # -- structure ------------------------------------------------------------
-    def is_zero_sum(self, atol: float = 1e-9) -> bool:
-        """True when the players' payoffs sum to a constant at every joint strategy."""
-        total = self.payoffs.sum(axis=0)
-        return bool(np.ptp(total) <= atol)
+    def payoff_scale(self) -> float:
+        """A power of two near the largest |payoff| (1 for an all-zero game): payoffs divided
+        by it lie within [-2, 2], exactly (no rounding), whatever their magnitude."""
+        largest = float(np.abs(self.payoffs).max())
+        return float(2.0 ** np.round(np.log2(largest))) if largest > 0 else 1.0
 
-    def is_symmetric(self, atol: float = 1e-9) -> bool:
-        """True when relabelling players permutes payoffs: G_q(a with p, q swapped) = G_p(a).
+    def payoff_range(self) -> float:
+        """The largest payoff difference of any player, max_p (max G_p - min G_p); inf if
+        it exceeds the largest float."""
+        scale = self.payoff_scale()
+        with np.errstate(over="ignore"):
+            return float(max(np.ptp(g / scale) for g in self.payoffs)) * scale
+
+    def is_zero_sum(self, rtol: float = 1e-9) -> bool:
+        """True when the players' payoffs sum to a constant at every joint strategy, up to
+        ``rtol`` times the payoff range."""
+        unit = self.payoffs / self.payoff_scale()  # sums and ranges cannot overflow
+        return bool(np.ptp(unit.sum(axis=0)) <= rtol * max(np.ptp(g) for g in unit))
+
+    def is_symmetric(self, rtol: float = 1e-9) -> bool:
+        """True when relabelling players permutes payoffs: G_q(a with p, q swapped) = G_p(a),
+        up to ``rtol`` times the payoff range.
 
         Adjacent transpositions generate all permutations, so checking them suffices.
         """
         if len(set(self.shape)) != 1:
             return False
+        unit = self.payoffs / self.payoff_scale()
+        atol = rtol * max(np.ptp(g) for g in unit)
         for p in range(self.num_players - 1):
-            swapped = np.swapaxes(self.payoffs, 1 + p, 2 + p)[[*range(p), p + 1, p, *range(p + 2, self.num_players)]]
-            if not np.allclose(swapped, self.payoffs, atol=atol, rtol=0):
+            swapped = np.swapaxes(unit, 1 + p, 2 + p)[[*range(p), p + 1, p, *range(p + 2, self.num_players)]]
+            if not np.allclose(swapped, unit, atol=atol, rtol=0):
                 return False
         return True
 

@@ -49,11 +49,11 @@ def test_rate_saved_game_and_csv_table(tmp_path, capsys):
     rps.save(tmp_path / "rps.npz")
     assert main(["rate", str(tmp_path / "rps.npz"), "--rater", "uniform"]) == 0
     out = capsys.readouterr().out
-    assert "rating" in out and out.count("\n") == 7
+    assert "rating" in out and out.count("\n") == 8 and out.splitlines()[-1].startswith("ranks: ratings within")
     (tmp_path / "scores.csv").write_text("agent,t1,t2\na,1,0\nb,0,1\nc,0,0\n")
     assert main(["rate", str(tmp_path / "scores.csv"), "--rater", "uniform"]) == 0
     out = capsys.readouterr().out
-    lines = {line.split()[1]: float(line.split()[2]) for line in out.splitlines()[1:-1]}
+    lines = {line.split()[1]: float(line.split()[2]) for line in out.splitlines()[1:-2]}
     assert lines == {"a": pytest.approx(0.5), "b": pytest.approx(0.5), "c": pytest.approx(0.0)}
     assert (tmp_path / "scores_2p_uniform.png").stat().st_size > 0
 
@@ -68,7 +68,7 @@ def test_rate_a_table_as_a_three_player_game(tmp_path, capsys):
     assert out[0].split() == ["rank", "agent", "rating"] and out[-1] == f"plot: {plot}"
     expected = metaeval.rate(data.agent_vs_agent_vs_task(data.read_scores(tmp_path / "scores.csv", agents="columns")),
                              "deviation").ratings[0]
-    ranked = [line.split() for line in out[1:-1]]
+    ranked = [line.split() for line in out[1:-2]]
     assert [float(r[2]) for r in ranked] == pytest.approx(sorted(expected, reverse=True), abs=1e-6)
     assert plot.stat().st_size > 0 and not list(tmp_path.glob(".*.tmp"))
     assert main(["rate", str(tmp_path / "scores.csv"), "--game", "4p"]) == 2

@@ -292,6 +292,19 @@ def test_sampled_build_is_identical_for_1_2_and_3_workers(kuhn, ray_session):
     assert not np.array_equal(other_seed.payoffs, builds[1].payoffs)
 
 
+def test_neural_policies_give_the_same_sampled_game_on_any_workers_and_batch_size(kuhn, ray_session):
+    from metaeval.spiel.mlp import MLPPolicy
+
+    policies = [[MLPPolicy(kuhn, p, seed=10 * p + i, hidden=(8,)) for i in range(2)] for p in range(3)]
+    population = spiel.Population(kuhn, policies)
+    options = dict(mode="sampled", episodes=40, seed=3)
+    one_by_one = build_metagame(kuhn, population, batch_size=None, **options)
+    assert np.all(one_by_one.stderr > 0)
+    _same_game(build_metagame(kuhn, population, **options), one_by_one)
+    _same_game(build_metagame(kuhn, population, workers=2, batch_size=7, **options), one_by_one)
+    assert last_build().workers == 2
+
+
 def test_killed_actors_are_replaced_and_the_game_is_complete(kuhn, ray_session):
     options = dict(mode="sampled", episodes=150, seed=1)
     population = spiel.Population.random(kuhn, 4, seed=6)
@@ -330,7 +343,8 @@ def test_a_shard_that_raises_is_retried_on_a_fresh_actor(kuhn, ray_session, tmp_
 def test_a_shard_that_keeps_failing_names_itself(kuhn, ray_session, tmp_path):
     population = _with_failing_policy(spiel.Population.random(kuhn, 3, seed=8), tmp_path / "never", once=False)
     with pytest.raises(MetaEvalError, match=r"shard \d+ of \d+ \(policy ids .*entries\) failed 2 times "
-                       r"\(retries allowed: 1\); last error: RuntimeError: this policy failed on purpose"):
+                       r"\(retries allowed: 1\); last error: MetaEvalError: policy ids \(\d+, \d+, \d+\): "
+                       r"the policy of player \d failed: RuntimeError: this policy failed on purpose$"):
         build_metagame(kuhn, population, mode="sampled", episodes=4, workers=2, max_retries=1)
     assert current_pool() is None  # the failed pool was torn down; the next build starts afresh
     build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2)

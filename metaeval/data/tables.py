@@ -10,6 +10,9 @@ Published tables ship with the package (``load_table(name)``), first line the so
 
 from __future__ import annotations
 
+import csv
+import io
+import itertools
 from importlib import resources
 from pathlib import Path
 
@@ -22,12 +25,43 @@ NORMALISATIONS = ("minmax", "none", "rank")
 MISSING = ("error", "drop_tasks", "drop_agents")
 
 
-def _read_csv(path, **options) -> pd.DataFrame:
-    """A CSV whose lines starting with '#' (the source line) are comments."""
+def _read_csv(path, names: str | list[str]) -> pd.DataFrame:
+    """A CSV whose leading lines starting with '#' (the source line) are comments.
+
+    Elsewhere '#' is data, and the ``names`` columns (header names, or ``"first"`` for the
+    first column, which becomes the index) are read as text as written (``1.10`` is not
+    ``1.1``). The header is read here, not by pandas, which would rename a repeated name
+    ``t1`` to ``t1.1``; repeated names are refused.
+    """
     try:
-        return pd.read_csv(path, comment="#", skipinitialspace=True, **options)
-    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        lines = Path(path).read_text().splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError) as exc:
         raise MetaEvalError(f"cannot read a score table from {path}: {exc}") from None
+    body = list(itertools.dropwhile(lambda line: line.startswith("#"), lines))
+    if not body:
+        raise MetaEvalError(f"cannot read a score table from {path}: it has no header line")
+    header = next(csv.reader([body[0].rstrip("\r\n")], skipinitialspace=True))
+    named = header[1:] if names == "first" else header
+    _refuse_repeated(named, f"{path}: repeated names in the header")
+    text = [header[0]] if names == "first" else [name for name in names if name in header]
+    rows = "".join(body[1:])
+    try:
+        table = pd.read_csv(io.StringIO(rows), header=None, names=header, skipinitialspace=True)
+        # Names once more, as text: only an empty cell is missing ("NA" is a name).
+        table[text] = pd.read_csv(io.StringIO(rows), header=None, names=header, skipinitialspace=True,
+                                  dtype=str, keep_default_na=False, na_values=[""])[text]
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise MetaEvalError(f"cannot read a score table from {path}: {exc}") from None
+    if names != "first":
+        return table
+    _refuse_repeated(table[header[0]].dropna().tolist(), f"{path}: repeated names in the first column")
+    return table.set_index(header[0])
+
+
+def _refuse_repeated(names: list[str], what: str) -> None:
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise MetaEvalError(f"{what}: {', '.join(repeated)}")
 
 
 def check_table(table: pd.DataFrame, what: str = "score table") -> pd.DataFrame:
@@ -59,7 +93,7 @@ def read_scores(path, agents: str = "rows") -> pd.DataFrame:
     """
     if agents not in ("rows", "columns"):
         raise MetaEvalError(f"agents must be 'rows' or 'columns', got {agents!r}")
-    table = _read_csv(Path(path), index_col=0)
+    table = _read_csv(path, "first")
     if table.shape[1] == 0:
         raise MetaEvalError(f"{path} needs names in the first column and at least one more column")
     table = check_table(table, what=str(path))
@@ -101,8 +135,9 @@ def from_long(frame: pd.DataFrame, agent="agent", task="game", score="score",
 
 
 def read_long(path, **columns) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """``from_long`` on a CSV file."""
-    return from_long(_read_csv(Path(path)), **columns)
+    """``from_long`` on a CSV file (agent and task names read as text)."""
+    names = [columns.get("agent", "agent"), columns.get("task", "game")]
+    return from_long(_read_csv(path, names), **columns)
 
 
 PUBLISHED = {

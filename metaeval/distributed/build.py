@@ -33,6 +33,7 @@ from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import resolve_address, stop_ray
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.spiel.lockstep import BATCH_SIZE
 
 #: Sampled shards per actor: enough to balance the load and lose little work to a
 #: retry. Exact entries cost microseconds, so an exact build gives each actor one
@@ -111,6 +112,7 @@ def build_metagame(
     progress=None,
     max_retries: int = 3,
     shard_timeout: float = SHARD_TIMEOUT,
+    batch_size: int | None = BATCH_SIZE,
 ) -> MetaGame:
     """The meta-game of ``population`` (SPEC 3), exact or sampled.
 
@@ -137,6 +139,9 @@ def build_metagame(
             hung, killed and replaced, the shard counting as failed; applies to the actor pool only (an in-process build cannot be
             interrupted). The default (10 minutes) is generous; raise it for
             builds whose shards take longer.
+        batch_size: sampled mode: episodes of a joint played in lock-step, each policy
+            asked once per step for all of them (None: one episode and state at a
+            time); the meta-game is the same for every choice.
 
     Returns:
         A MetaGame with strategy names from the policy ids, player names from the
@@ -144,7 +149,7 @@ def build_metagame(
     """
     start = time.perf_counter()
     game = games.load(game)
-    _check_arguments(game, population, mode, episodes, workers, seed, max_retries, shard_timeout)
+    _check_arguments(game, population, mode, episodes, workers, seed, max_retries, shard_timeout, batch_size)
     address = resolve_address(address)
     plan = plan_build(population, previous, mode, episodes)
     use_pool = workers > 1 or address is not None
@@ -154,7 +159,7 @@ def build_metagame(
     else:
         count = workers * SAMPLED_SHARDS_PER_WORKER if use_pool else LOCAL_SAMPLED_SHARDS
     sync = backend.registry.sync(population)
-    shards = plan.shards(population, count, mode, sync.tokens, episodes, seed)
+    shards = plan.shards(population, count, mode, sync.tokens, episodes, seed, batch_size)
     bar = Progress(progress, len(plan.joints))
     try:
         results, retries = backend.run(shards, sync, bar, max_retries, shard_timeout)
@@ -180,7 +185,7 @@ def build_metagame(
     )
 
 
-def _check_arguments(game, population, mode, episodes, workers, seed, max_retries, shard_timeout) -> None:
+def _check_arguments(game, population, mode, episodes, workers, seed, max_retries, shard_timeout, batch_size) -> None:
     if mode not in MODES:
         raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if getattr(population, "game_string", None) != str(game):
@@ -195,6 +200,8 @@ def _check_arguments(game, population, mode, episodes, workers, seed, max_retrie
         raise MetaEvalError(f"shard_timeout must be a positive number of seconds, got {shard_timeout!r}")
     if mode == "sampled" and (not isinstance(episodes, int) or episodes < 2):
         raise MetaEvalError(f"episodes must be an int of at least 2 (for a standard error), got {episodes!r}")
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise MetaEvalError(f"batch_size must be a positive int or None, got {batch_size!r}")
 
 
 def _local(game) -> _LocalBackend:

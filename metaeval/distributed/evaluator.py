@@ -25,6 +25,7 @@ from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.exact import ExactEvaluator
 from metaeval.spiel.gap import GapPiece, piece_values
+from metaeval.spiel.lockstep import BATCH_SIZE
 
 #: Upper bound on the elements of one ``[joints, terminals]`` intermediate.
 CHUNK_ELEMENTS = 1 << 20
@@ -44,6 +45,8 @@ class ShardTask:
         ids: ``[M, N]`` policy ids of the joints (they seed sampled episodes).
         episodes: episodes per joint (sampled mode).
         seed: the run seed (sampled mode).
+        batch_size: episodes of a joint played in lock-step (sampled mode; None: one
+            by one), see :func:`metaeval.spiel.sample_joints`.
     """
 
     index: int
@@ -53,6 +56,7 @@ class ShardTask:
     ids: np.ndarray
     episodes: int = 0
     seed: int = 0
+    batch_size: int | None = BATCH_SIZE
 
     @property
     def tokens(self) -> set[int]:
@@ -181,5 +185,7 @@ class ShardEvaluator:
 
         policies = [[self._policies[t] for t in tokens] for tokens in task.columns]
         seeds = [joint_seed(task.seed, ids) for ids in task.ids]
-        mean, stderr, counts = sample_joints(self.game, policies, task.joints, task.episodes, seeds)
+        mean, stderr, counts = sample_joints(
+            self.game, policies, task.joints, task.episodes, seeds, task.batch_size, ids=task.ids
+        )
         return ShardResult(task.index, mean, stderr, np.asarray(counts, dtype=np.float64))

@@ -14,6 +14,7 @@ import numpy as np
 from metaeval.runs import budget
 from metaeval.distributed.evaluator import ShardResult, ShardTask
 from metaeval.errors import MetaEvalError
+from metaeval.spiel.lockstep import BATCH_SIZE
 from metaeval.game import MetaGame
 
 
@@ -34,7 +35,7 @@ class BuildPlan:
     joints: np.ndarray
     copied: int
 
-    def shards(self, population, count: int, mode: str, tokens, episodes: int, seed: int):
+    def shards(self, population, count: int, mode: str, tokens, episodes: int, seed: int, batch_size=BATCH_SIZE):
         """The joints to evaluate cut into at most ``count`` contiguous shards of near-equal size."""
         ids = [np.asarray(player, dtype=np.int64) for player in population.ids]
         shards = []
@@ -48,7 +49,7 @@ class BuildPlan:
                 used, local[:, p] = np.unique(joints[:, p], return_inverse=True)
                 columns.append(tuple(tokens[p][i] for i in used))
             joint_ids = np.stack([ids[p][joints[:, p]] for p in range(joints.shape[1])], axis=1)
-            task = ShardTask(index, mode, tuple(columns), local, joint_ids, episodes, seed)
+            task = ShardTask(index, mode, tuple(columns), local, joint_ids, episodes, seed, batch_size)
             shards.append(Shard(rows, task))
         return shards
 

@@ -21,6 +21,8 @@ from metaeval.game import MetaGame
 
 WINNERS = {"model_a": 0, "model_b": 1, "tie": 2, "tie (bothbad)": 2}
 REQUIRED = ("model_a", "model_b", "winner")
+NAME_COLUMNS = ("model_a", "model_b", "winner", "owner_a", "owner_b")
+"""Read as text, as written: ``1.10`` is not ``1.1``, ``NA`` is a name; only an empty cell is missing."""
 
 
 def read_battles(source) -> pd.DataFrame:
@@ -30,7 +32,8 @@ def read_battles(source) -> pd.DataFrame:
     else:
         path = Path(source)
         try:
-            table = pd.read_csv(path)
+            table = pd.read_csv(path, dtype=dict.fromkeys(NAME_COLUMNS, str),
+                                keep_default_na=False, na_values={c: [""] for c in NAME_COLUMNS})
         except (OSError, ValueError, pd.errors.ParserError) as exc:
             raise MetaEvalError(f"cannot read battles from {path}: {exc}") from None
     missing = [c for c in REQUIRED if c not in table.columns]

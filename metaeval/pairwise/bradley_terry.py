@@ -22,7 +22,8 @@ from scipy.sparse import csgraph
 from metaeval.errors import MetaEvalError
 from metaeval.pairwise.battles import BattleCounts, components, count_battles
 from metaeval.ratings.bootstrap import percentile_interval
-from metaeval.ratings.elo import SCALE, fit_batch, with_prior
+from metaeval.ratings.base import shared_ranks
+from metaeval.ratings.elo import RANK_TOLERANCE, SCALE, fit_batch, with_prior
 from metaeval.runs.threads import one_blas_thread
 
 #: Bootstrap rounds per chunk; each chunk has its own random stream, so results do not
@@ -86,14 +87,16 @@ def bradley_terry(
 
 
 def ci_ranks(score, lower, upper) -> np.ndarray:
-    """1 + the number of models whose lower bound exceeds this one's upper bound.
+    """1 + the number of models whose lower bound exceeds this one's upper bound by more
+    than the fit's precision (``elo.RANK_TOLERANCE``).
 
-    Without intervals (NaN bounds) the rank is 1 + the number of strictly higher scores.
+    Without intervals (NaN bounds) the rank is 1 + the number of higher scores, so scores
+    tied within that precision share a rank.
     """
     score, lower, upper = (np.asarray(x, dtype=np.float64) for x in (score, lower, upper))
     if np.isnan(lower).all():
         lower = upper = score
-    return 1 + (lower[None, :] > upper[:, None]).sum(axis=1)
+    return shared_ranks(lower, upper, RANK_TOLERANCE)
 
 
 def fit(counts: BattleCounts, bootstrap: int = 0, seed: int = 0, prior: float = 0.0, workers=None):

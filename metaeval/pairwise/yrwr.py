@@ -114,7 +114,8 @@ def correct_rating(rating, owner_rankings):
         cut = {owner: [m for m in models if m in mine] for owner, models in lists.items()}
         corrected.append(yrwr(pd.Series(values, index=list(names)), cut).to_numpy())
     diagnostics = {**rating.diagnostics, "correction": "yrwr", "uncorrected": rating.ratings}
-    return Rating(rating.method, rating.game, corrected, rating.distribution, diagnostics)
+    return Rating(rating.method, rating.game, corrected, rating.distribution, diagnostics,
+                  tolerance=rating.tolerance)
 
 
 def _checked_scores(scores) -> pd.Series:

@@ -32,6 +32,7 @@ import numpy as np
 from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.solvers.mecce import FAILURE_TOLERANCE
 from metaeval.ratings.base import Rating
 
 TARGETS = ("uniform", "affinity")
@@ -174,7 +175,8 @@ def payoff_with_target(game: MetaGame, target: str, kernel_variance: float | Non
         "target_marginals": marginals,
         "cce_violation": max(0.0, float(max(r.max() for r in ratings))),
     }
-    return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics)
+    return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics,
+                  tolerance=FAILURE_TOLERANCE * game.payoff_range())
 
 
 def decloned(game: MetaGame) -> tuple[MetaGame, list[np.ndarray]]:
@@ -207,4 +209,5 @@ def nash_with_target(game: MetaGame, target: str, kernel_variance: float | None 
     strategies = [x[label] / np.bincount(label)[label] for x, label in zip(rating.distribution, labels)]
     ratings = [r[label] for r, label in zip(rating.ratings, labels)]
     diagnostics = dict(rating.diagnostics, target=target, decloned_shape=reduced.shape)
-    return Rating("nash", game, ratings, distribution=strategies, diagnostics=diagnostics)
+    return Rating("nash", game, ratings, distribution=strategies, diagnostics=diagnostics,
+                  tolerance=rating.tolerance)

@@ -17,6 +17,17 @@ states are the K strategies, and a mutant r invades a population playing s with
 one payoff table); both players get the same ratings.  It is not the default because
 the SPEC defines alpha-Rank over joint profiles, which also covers asymmetric games.
 
+Non-local selection (``local_selection=False``, single population only; Han et al. 2013,
+OpenSpiel's ``use_local_selection_model=False``): a player's fitness is its mean payoff
+against the rest of the population, so with k mutants r among m players
+
+    f_r(k) = ((k - 1) G_0(r, r) + (m - k) G_0(r, s)) / (m - 1),
+    f_s(k) = ((m - k - 1) G_0(s, s) + k G_0(s, r)) / (m - 1),
+    rho = 1 / (1 + sum_{l=1}^{m-1} prod_{k=1}^{l} exp(-alpha (f_r(k) - f_s(k)))),
+
+computed in log space; in a constant-sum game it is the local formula with gain
+m / (m - 1) (G_0(r, s) - c / 2).
+
 Both agree with ``open_spiel.python.egt.alpharank.compute``; the chain is built sparsely
 (sum_p (K_p - 1) transitions per profile) and solved by :mod:`metaeval.solvers.markov`, so
 32,768 profiles take seconds instead of OpenSpiel's dense eigendecomposition, and
@@ -29,10 +40,11 @@ import math
 import time
 
 import numpy as np
+from scipy.special import logsumexp
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.solvers.markov import stationary_distribution
+from metaeval.solvers.markov import RESIDUAL_TOL, stationary_distribution
 from metaeval.ratings.base import Rating
 
 # Infinite alpha: payoff differences below this fraction of the payoff range are ties.
@@ -47,6 +59,7 @@ def alpharank(
     population_size: int = 50,
     inf_alpha_eps: float = 0.01,
     single_population: bool = False,
+    local_selection: bool = True,
 ) -> Rating:
     """Rate each strategy by its marginal alpha-Rank mass (defaults as OpenSpiel's ``compute``).
 
@@ -55,12 +68,15 @@ def alpharank(
         population_size: m >= 2, the size of each population (ignored when alpha is inf).
         inf_alpha_eps: the noise eps in (0, 1) of the infinite-alpha model.
         single_population: use one population for a symmetric 2-player game.
+        local_selection: False: the non-local selection model of Han et al. 2013 (module
+            docstring; single population, finite alpha).
     """
     start = time.perf_counter()
-    chain = _Chain(game, single_population)
+    chain = _Chain(game, single_population, local_selection)
     pi, info = chain.stationary(alpha, population_size, inf_alpha_eps)
     diagnostics = {
         "model": "single-population" if single_population else "multi-population",
+        "selection": "local" if local_selection else "non-local (Han et al. 2013)",
         "alpha": float(alpha),
         "population_size": population_size,
         "num_states": chain.num_states,
@@ -71,9 +87,10 @@ def alpharank(
     if math.isinf(alpha):
         diagnostics["inf_alpha_eps"] = inf_alpha_eps
     if single_population:
-        return Rating("alpharank", game, [pi, pi.copy()], [pi, pi.copy()], diagnostics)
+        return Rating("alpharank", game, [pi, pi.copy()], [pi, pi.copy()], diagnostics, tolerance=RESIDUAL_TOL)
     joint = pi.reshape(game.shape)
-    return Rating("alpharank", game, _marginals(joint), joint, diagnostics)
+    # Masses are accurate to the accepted residual of the stationary solve: closer ones are tied.
+    return Rating("alpharank", game, _marginals(joint), joint, diagnostics, tolerance=RESIDUAL_TOL)
 
 
 def alpharank_sweep(
@@ -82,12 +99,13 @@ def alpharank_sweep(
     population_size: int = 50,
     inf_alpha_eps: float = 0.01,
     single_population: bool = False,
+    local_selection: bool = True,
 ) -> list[np.ndarray]:
     """Marginal stationary masses over a grid of alphas: one ``[len(alphas), K_p]`` array per player."""
     alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
     if alphas.ndim != 1 or len(alphas) == 0:
         raise MetaEvalError("alphas must be a non-empty 1-D sequence")
-    chain = _Chain(game, single_population)
+    chain = _Chain(game, single_population, local_selection)
     rows = []
     for alpha in alphas:
         pi, _ = chain.stationary(alpha, population_size, inf_alpha_eps)
@@ -103,11 +121,18 @@ def _marginals(joint: np.ndarray) -> list[np.ndarray]:
 class _Chain:
     """The transitions of the alpha-Rank chain of a game and the payoff gain along each."""
 
-    def __init__(self, game: MetaGame, single_population: bool):
+    def __init__(self, game: MetaGame, single_population: bool, local_selection: bool = True):
         if not isinstance(game, MetaGame):
             raise MetaEvalError(f"alpharank needs a MetaGame, got {type(game).__name__}")
+        if not local_selection and not single_population:
+            raise MetaEvalError(
+                "the non-local selection model (local_selection=False) is defined for one population "
+                "of a symmetric 2-player game; pass single_population=True"
+            )
+        self.local_selection = local_selection
+        self.row = game.payoffs[0]
         if single_population:
-            if game.num_players != 2 or not game.is_symmetric(atol=1e-9 * float(np.ptp(game.payoffs))):
+            if game.num_players != 2 or not game.is_symmetric():
                 raise MetaEvalError(
                     "single_population=True needs a symmetric 2-player game "
                     f"(G_1 = G_0 transposed); got {game!r}"
@@ -129,6 +154,8 @@ class _Chain:
         if not alpha >= 0:
             raise MetaEvalError(f"alpha must be >= 0 (or math.inf), got {alpha}")
         if math.isinf(alpha):
+            if not self.local_selection:
+                raise MetaEvalError("the non-local selection model needs a finite alpha")
             if not 0 < inf_alpha_eps < 1:
                 raise MetaEvalError(f"inf_alpha_eps must lie in (0, 1), got {inf_alpha_eps}")
             tie = np.abs(self.gain) <= TIE_TOLERANCE * self.scale
@@ -137,7 +164,22 @@ class _Chain:
         if isinstance(population_size, bool) or not isinstance(population_size, (int, np.integer)) \
                 or population_size < 2:
             raise MetaEvalError(f"population_size must be an integer >= 2, got {population_size!r}")
+        if not self.local_selection:
+            return non_local_log_fixation(self.row, self.source, self.target, alpha, int(population_size))
         return log_fixation(self.gain, alpha, int(population_size))
+
+
+def non_local_log_fixation(row: np.ndarray, s: np.ndarray, r: np.ndarray, alpha: float,
+                           population_size: int) -> np.ndarray:
+    """log rho of a mutant r fixing in a population of s under non-local selection (module
+    docstring; Han et al. 2013), for every pair ``(s[i], r[i])`` of the symmetric game ``row``."""
+    m = population_size
+    k = np.arange(1, m)[None, :]  # mutants
+    s, r = s[:, None], r[:, None]
+    f_r = ((k - 1) * row[r, r] + (m - k) * row[r, s]) / (m - 1)
+    f_s = ((m - k - 1) * row[s, s] + k * row[s, r]) / (m - 1)
+    log_products = np.cumsum(-alpha * (f_r - f_s), axis=1)
+    return -logsumexp(np.concatenate([np.zeros((len(s), 1)), log_products], axis=1), axis=1)
 
 
 def log_fixation(gain: np.ndarray, alpha: float, population_size: int) -> np.ndarray:

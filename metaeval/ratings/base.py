@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -28,6 +30,9 @@ class Rating:
         p_top: with a bootstrap, per player the share of replicates in which each
             strategy has the player's highest rating.
         replicates: with a bootstrap, per player the ``[B, K_p]`` replicate ratings.
+        tolerance: the rater's accuracy in rating units (its relative tolerance times the
+            payoff range, for raters of payoff differences): ratings at most this far apart
+            are tied, and share a rank.
     """
 
     method: str
@@ -38,32 +43,108 @@ class Rating:
     intervals: list[np.ndarray] | None = None
     p_top: list[np.ndarray] | None = None
     replicates: list[np.ndarray] | None = None
+    tolerance: float = 0.0
+
+    def __post_init__(self):
+        for p, values in enumerate(self.ratings):
+            if not np.all(np.isfinite(values)):
+                raise MetaEvalError(
+                    f"{self.method} gave a non-finite rating to a strategy of player {p}; "
+                    "no rating is reported rather than a wrong one"
+                )
 
     def ranking(self, player: int = 0) -> list[str]:
         """Strategy names of ``player`` from best to worst (stable for ties)."""
         order = np.argsort(-self.ratings[player], kind="stable")
         return [self.game.strategy_names[player][i] for i in order]
 
+    def ranks(self, player: int = 0) -> np.ndarray:
+        """1 + the number of the player's strategies rated above this one by more than
+        ``tolerance``: strategies tied within the rater's accuracy share the best rank."""
+        values = self.ratings[player]
+        return shared_ranks(values, values, self.tolerance)
+
     def ci_ranks(self) -> list[np.ndarray]:
-        """Per player, 1 + the number of strategies whose interval lies wholly above this one's."""
+        """Per player, 1 + the number of strategies whose interval lies wholly above this
+        one's (by more than ``tolerance``)."""
         if self.intervals is None:
             raise MetaEvalError("CI-aware ranks need intervals: rate with bootstrap=B")
-        return [1 + (b[None, :, 0] > b[:, None, 1]).sum(axis=1) for b in self.intervals]
+        return [shared_ranks(b[:, 0], b[:, 1], self.tolerance) for b in self.intervals]
 
     def to_frame(self) -> pd.DataFrame:
-        """Long table: player, strategy, rating, rank (1 = best, ties share the best rank);
-        with a bootstrap also low, high, p_top and ci_rank."""
+        """Long table: player, strategy, rating, rank (1 = best; ratings within the rater's
+        ``tolerance``, kept in ``frame.attrs["rank_tolerance"]``, share a rank); with a
+        bootstrap also low, high, p_top and ci_rank."""
         columns = ["player", "strategy", "rating", "rank"]
         if self.intervals is not None:
             columns += ["low", "high", "p_top", "ci_rank"]
             ci_ranks = self.ci_ranks()
         rows = []
         for p, values in enumerate(self.ratings):
-            ranks = pd.Series(-values).rank(method="min").astype(int).to_numpy()
+            ranks = self.ranks(p)
             for i, value in enumerate(values):
                 row = [self.game.player_names[p], self.game.strategy_names[p][i], float(value), int(ranks[i])]
                 if self.intervals is not None:
                     low, high = self.intervals[p][i]
                     row += [float(low), float(high), float(self.p_top[p][i]), int(ci_ranks[p][i])]
                 rows.append(row)
-        return pd.DataFrame(rows, columns=columns)
+        frame = pd.DataFrame(rows, columns=columns)
+        frame.attrs["rank_tolerance"] = self.tolerance
+        return frame
+
+    def rank_note(self) -> str:
+        """One line saying how ranks treat ties, for printed tables."""
+        return (f"ranks: ratings within {self.tolerance:.3g} of each other ({self.method}'s accuracy) "
+                "share a rank")
+
+
+def shared_ranks(low, high, tolerance: float) -> np.ndarray:
+    """1 + the number of entries whose ``low`` exceeds this entry's ``high`` by more than
+    ``tolerance`` (with low = high = the ratings: ranks that tied ratings share)."""
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    with np.errstate(over="ignore"):  # ratings near 1e308 apart: an infinite gap is above any tolerance
+        return 1 + (low[None, :] - high[:, None] > tolerance).sum(axis=1)
+
+
+UNIT_SCALES = (2.0**-64, 2.0**64)
+"""Games whose largest |payoff| lies outside this range are rated by homogeneous raters at
+unit scale (:func:`homogeneous`); ordinary games are rated as given, bit for bit."""
+
+
+def homogeneous(*payoff_diagnostics: str):
+    """Make a rater whose ratings of ``a * game`` are ``a`` times those of ``game`` (a > 0)
+    rate extreme games at unit scale: payoffs (and standard errors) divided by the power of
+    two :meth:`MetaGame.payoff_scale` (exact), ratings, tolerance and the diagnostics named
+    in ``payoff_diagnostics`` multiplied back. Sums and differences of payoffs near 1e308
+    would overflow inside the solvers; ratings that themselves overflow are refused."""
+
+    def wrap(rater):
+        @functools.wraps(rater)
+        def rate_at_unit_scale(game, *args, **options):
+            if not isinstance(game, MetaGame):
+                return rater(game, *args, **options)
+            largest = float(np.abs(game.payoffs).max())
+            if largest == 0 or UNIT_SCALES[0] <= largest <= UNIT_SCALES[1]:
+                return rater(game, *args, **options)
+            scale = game.payoff_scale()
+            unit = MetaGame(game.payoffs / scale, game.strategy_names, game.player_names, counts=game.counts,
+                            stderr=None if game.stderr is None else game.stderr / scale)
+            rating = rater(unit, *args, **options)
+            with np.errstate(over="ignore"):
+                ratings = [values * scale for values in rating.ratings]
+            if not all(np.all(np.isfinite(values)) for values in ratings):
+                largest_rating = max(float(np.abs(values).max()) for values in rating.ratings)
+                raise MetaEvalError(
+                    f"{rating.method} ratings of this game exceed the largest float ({largest_rating:.3g} "
+                    f"times the payoff scale {scale:.3g}); divide the payoffs by a common factor"
+                )
+            diagnostics = dict(rating.diagnostics, payoff_scale=scale)
+            for key in payoff_diagnostics:
+                if diagnostics.get(key) is not None:
+                    diagnostics[key] = diagnostics[key] * scale
+            return dataclasses.replace(rating, game=game, ratings=ratings, diagnostics=diagnostics,
+                                       tolerance=rating.tolerance * scale)
+
+        return rate_at_unit_scale
+
+    return wrap

@@ -29,6 +29,10 @@ draws has expected distribution function k/(B+1), so each tail holds a on averag
 whatever B. numpy's default (definition 7) takes the (1 + (B-1)a)-th, too far inside
 for small B: a 95% interval from 40 replicates then covers about 90%.
 
+A replicate the rater refuses (a MetaEvalError) is left out of the summaries and
+reported: its index and message in ``diagnostics["bootstrap"]["failures"]``, their count
+in ``["failed"]``; only if every replicate fails does the bootstrap fail.
+
 Replicate b is drawn from ``SeedSequence(seed).spawn(B)[b]``, so results do not
 depend on how replicates are split among Ray actors.
 """
@@ -48,8 +52,6 @@ from metaeval.ratings.base import Rating
 
 #: Replicates per task sent to an actor (and per progress-bar step in-process).
 CHUNK = 8
-#: Ratings within this much (times the spread of a player's replicates) tie for top.
-TOP_TIE = 1e-9
 
 
 class Resampler:
@@ -128,25 +130,26 @@ def _check_samples(game: MetaGame, samples) -> tuple[np.ndarray, np.ndarray]:
     if np.any(padded_first & episode_present):
         raise MetaEvalError("samples: NaN padding must come after a joint's episodes")
     means = np.where(present, samples, 0.0).sum(axis=0) / episodes
-    scale = max(1.0, float(np.abs(game.payoffs).max()))
+    scale = float(np.abs(samples[present]).max())  # the means' rounding is relative to it
     if not np.allclose(means, game.payoffs, rtol=0, atol=1e-9 * scale):
         worst = float(np.abs(means - game.payoffs).max())
         raise MetaEvalError(f"samples do not average to the game's payoffs (largest difference {worst:.3g})")
     return samples, episodes
 
 
-def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds) -> np.ndarray:
-    """Ratings of the replicates drawn from ``seeds``: ``[len(seeds), sum_p K_p]``."""
+def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds) -> tuple[np.ndarray, list[tuple[int, str]]]:
+    """Ratings of the replicates drawn from ``seeds``, ``[len(seeds), sum_p K_p]``, and the
+    replicates the rater refused, as (replicate index, its message); their rows are NaN."""
     resampler = Resampler(game, samples)
-    rows = []
-    for seed in seeds:
+    rows = np.full((len(seeds), sum(game.shape)), np.nan)
+    failures = []
+    for row, seed in enumerate(seeds):
         drawn = MetaGame(resampler.draw(np.random.default_rng(seed)), game.strategy_names, game.player_names)
         try:
-            rating = rater(drawn, **options)
+            rows[row] = np.concatenate(rater(drawn, **options).ratings)
         except MetaEvalError as exc:
-            raise MetaEvalError(f"bootstrap replicate {seed.spawn_key[-1]}: {exc}") from None
-        rows.append(np.concatenate(rating.ratings))
-    return np.array(rows).reshape(len(rows), sum(game.shape))
+            failures.append((int(seed.spawn_key[-1]), str(exc)))
+    return rows, failures
 
 
 def percentile_interval(values: np.ndarray, level: float) -> np.ndarray:
@@ -156,13 +159,14 @@ def percentile_interval(values: np.ndarray, level: float) -> np.ndarray:
     return np.quantile(values, [tail, 1.0 - tail], axis=0, method="weibull")
 
 
-def summarise(replicates: list[np.ndarray], level: float) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def summarise(replicates: list[np.ndarray], level: float,
+              tolerance: float = 0.0) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Percentile intervals ``[K_p, 2]`` ((B+1)a-th order statistics, module docstring) and
-    top probabilities ``[K_p]`` from replicates ``[B, K_p]``."""
+    top probabilities ``[K_p]`` from replicates ``[B, K_p]``; ratings within ``tolerance``
+    (the rater's, :attr:`Rating.tolerance`) of a replicate's best share its top."""
     intervals, p_top = [], []
     for values in replicates:
         intervals.append(percentile_interval(values, level).T)
-        tolerance = TOP_TIE * max(1.0, float(np.ptp(values)))
         top = values >= values.max(axis=1, keepdims=True) - tolerance
         p_top.append((top / top.sum(axis=1, keepdims=True)).mean(axis=0))
     return intervals, p_top
@@ -219,12 +223,18 @@ def with_intervals(
             bar.update(len(chunk))
         bar.close()
         used = 0
-    values = np.concatenate(results)
+    values = np.concatenate([rows for rows, _ in results])
+    failures = [failure for _, chunk_failures in results for failure in chunk_failures]
+    if len(failures) == replicates:
+        raise MetaEvalError(f"every bootstrap replicate failed; replicate {failures[0][0]}: {failures[0][1]}")
+    values = np.delete(values, [index for index, _ in failures], axis=0)  # row b is replicate b
     per_player = np.split(values, np.cumsum(game.shape)[:-1], axis=1)
-    intervals, p_top = summarise(per_player, level)
+    intervals, p_top = summarise(per_player, level, rating.tolerance)
     diagnostics = dict(rating.diagnostics)
     diagnostics["bootstrap"] = {
         "replicates": replicates,
+        "failed": len(failures),
+        "failures": failures,
         "seed": seed,
         "level": level,
         "resampling": resampler.kind,

@@ -45,8 +45,8 @@ def covered(exact: MetaGame, method: str, runs: int = 50, replicates: int = 100,
     from metaeval.ratings import rate
     from metaeval.ratings.bootstrap import percentile_interval
 
-    truth = np.concatenate(rate(exact, method, **options).ratings)
-    tolerance = 1e-9 * max(1.0, float(np.abs(truth).max()))
+    exact_rating = rate(exact, method, **options)
+    truth, tolerance = np.concatenate(exact_rating.ratings), exact_rating.tolerance
     rng = np.random.default_rng(seed)
     hits = np.zeros((len(levels), runs, truth.size), dtype=bool)
     for run in range(runs):

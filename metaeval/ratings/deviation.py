@@ -49,7 +49,7 @@ from metaeval.solvers.cce_columns import GameColumns, StoredColumns
 from metaeval.solvers.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, homogeneous
 from metaeval.solvers.reduction import reduce_cce
 
 # A cap row counts as active when |dual| > DUAL_TOLERANCE. The cap duals of a round are
@@ -361,6 +361,7 @@ def _entering_joints(source, model: _WarmModel, result: _Round) -> np.ndarray:
     return np.sort(entering)
 
 
+@homogeneous("max_violation")
 def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = True,
               column_generation: bool | None = None) -> Rating:
     """CCE deviation ratings r_p(a'_p) = delta_p(a'_p; sigma*) (SPEC 2.1; Marris et al. 2025, eq. 3a).
@@ -420,4 +421,6 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         "priced_joints": result.priced_joints,
         "max_violation": float(np.abs(gains - flat).max()),
     })
-    return Rating("deviation", game, ratings, distribution=sigma, diagnostics=diagnostics)
+    # Ratings are accurate to CHECK_TOLERANCE of the payoff range: closer ratings are tied.
+    return Rating("deviation", game, ratings, distribution=sigma, diagnostics=diagnostics,
+                  tolerance=CHECK_TOLERANCE * game.payoff_range())

@@ -18,6 +18,10 @@ from metaeval.runs.threads import one_blas_thread
 
 SCALE = 400.0 / np.log(10.0)  # Elo points per natural-log odds unit
 GAME_TOLERANCE = 1e-9
+NEWTON_TOLERANCE = 1e-12
+"""Largest accepted gradient entry, in units of the largest (weighted) win count."""
+RANK_TOLERANCE = 1e-9 * SCALE
+"""Elo points: scores closer than this (far below the fit's own precision) are tied."""
 
 
 def bradley_terry(wins, prior: float = 0.0) -> np.ndarray:
@@ -60,6 +64,10 @@ def fit_batch(wins: np.ndarray, start: np.ndarray | None = None, iterations: int
     (``bradley_terry`` checks that).  ``start`` (``[B, k]`` or ``[k]``) warm-starts the
     iteration, e.g. bootstrap rounds from the full-data estimate.
     """
+    # The likelihood is homogeneous in the wins, so its maximiser ignores a common weight:
+    # each matrix is divided by its largest entry, and the Newton tolerance is relative.
+    largest = wins.max(axis=(1, 2), keepdims=True)
+    wins = wins / np.where(largest > 0, largest, 1.0)
     games = wins + np.swapaxes(wins, 1, 2)
     theta = np.zeros(wins.shape[:2]) if start is None else np.broadcast_to(start, wins.shape[:2]).copy()
     # One BLAS thread: on many small solves, BLAS threads spend more time synchronising
@@ -92,7 +100,7 @@ def _newton(wins, games, theta, iterations):
     turns their thousand small solves into a few large array passes.
     """
     k = theta.shape[1]
-    tolerance = 1e-12 * np.maximum(1.0, games.max(axis=(1, 2)))
+    tolerance = NEWTON_TOLERANCE
     gradient, probability = _gradient(theta, wins, games)
     for _ in range(iterations):
         todo = np.flatnonzero(np.abs(gradient).max(axis=1) > tolerance)
@@ -140,7 +148,7 @@ def elo(game: MetaGame, prior: float = 0.0) -> Rating:
     wins = (games + games.T) * probability
     ratings = bradley_terry(wins, prior=prior)
     diagnostics = {"gauge": "mean 0", "base": 10, "scale": 400, "prior": prior}
-    return Rating("elo", game, [ratings, ratings.copy()], None, diagnostics)
+    return Rating("elo", game, [ratings, ratings.copy()], None, diagnostics, tolerance=RANK_TOLERANCE)
 
 
 def _check_win_probability_game(game: MetaGame) -> None:

@@ -53,24 +53,109 @@ SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
 # response (payoffs of range 1). Where a strategy is dominated only by a margin far below
 # the range, the path ends with mass still on it; its payoff gap still shows it is out.
 BEST_RESPONSE_GAPS = (1e-12, 1e-10)
+# Vertex enumeration, the last resort for 2-player games, is exponential in the strategies.
+ENUMERATED_STRATEGIES = 10
+# Strategies of an enumerated equilibrium within this mass of each other are one (symmetric).
+SYMMETRIC_MASS = 1e-9
 
 
-def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
-    """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``."""
-    strategies = _branch_end(payoffs)
+def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> list[np.ndarray]:
+    """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``.
+
+    ``symmetric`` (players identical up to relabelling, G_p(a) = G_0(a_p, a_-p)) traces
+    the branch on the symmetric subspace, one strategy shared by every player. The
+    principal branch starts there (the centroid is symmetric, and so is the unique QRE at
+    small lambda) and the equations keep it there; but where the Jacobian's
+    antisymmetric eigenvalue crosses zero (a pitchfork, as in chicken [[0, -1], [1, -10]])
+    the unrestricted tracer can leave it for an asymmetric equilibrium,
+    rating identical players differently. On the subspace that crossing is not seen, so
+    the selected equilibrium is the limit of the symmetric branch, a symmetric Nash
+    equilibrium (which every symmetric game has; Nash 1951), and identical players get
+    identical ratings. pygambit's follower, which does not keep to the subspace, is not
+    a fallback then.
+
+    Where the trace stalls far from an equilibrium (at a branch point whose Jacobian is
+    singular, which pygambit's follower does not pass either), :func:`_nearest_equilibrium`
+    selects the equilibrium nearest the point reached.
+    """
+    reached = _branch_end(payoffs, symmetric)
+    strategies = _refined(payoffs, reached, symmetric)
+    if max_regret(payoffs, strategies) > STALLED_REGRET * float(np.ptp(payoffs)):
+        strategies = _nearest_equilibrium(payoffs, reached, symmetric) or strategies
+    return [x.copy() for x in strategies]  # distinct arrays, also where players share one
+
+
+def _refined(payoffs, strategies, symmetric):
+    """The traced point refined by Newton's method on the supports read off it (module
+    docstring), or the point itself if no refinement lowers its regret."""
     traced_regret = max_regret(payoffs, strategies)
     supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
     supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
     candidates = []
     for support in supports:
-        refined = _refine(payoffs, strategies, support)
+        refined = _refine(payoffs, strategies, support, symmetric)
         if refined is not None and (regret := max_regret(payoffs, refined)) < traced_regret:
             candidates.append((refined, regret))
     if not candidates:
         return strategies
     lowest = min(regret for _, regret in candidates)
-    return min((x for x, regret in candidates if regret == lowest),
-               key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, strategies)))
+    return _nearest([x for x, regret in candidates if regret == lowest], strategies)
+
+
+def _nearest(profiles, point):
+    """The profile nearest ``point`` in the largest difference of a strategy's mass."""
+    return min(profiles, key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, point)))
+
+
+def _nearest_equilibrium(payoffs, point, symmetric):
+    """The equilibrium nearest ``point`` (max regret within STALLED_REGRET x range) among
+    the Newton refinements on the supports left by dropping the least-played strategies of
+    ``point`` one at a time (the strategy with least mass relative to its player's most
+    played, while every player keeps one), and, for two players with at most
+    ENUMERATED_STRATEGIES each, the extreme equilibria that pygambit's vertex enumeration
+    (``enummixed``) lists; symmetric ones only for a symmetric game. None if there is none.
+
+    The branch points where the trace stalls can keep mass on strategies the equilibrium
+    does not play (0.21 on strategy 3 of a 4 x 4 symmetric game whose only equilibrium
+    leaves it out), so supports read off by thresholds miss it.
+    """
+    accepted = STALLED_REGRET * float(np.ptp(payoffs))
+    found = []
+    for support in _dropping_least_played(point[:1] if symmetric else point):
+        refined = _refine(payoffs, point, support * len(point) if symmetric else support, symmetric)
+        if refined is not None and max_regret(payoffs, refined) <= accepted:
+            found.append(refined)
+    if not found and len(payoffs) == 2 and max(payoffs.shape[1:]) <= ENUMERATED_STRATEGIES:
+        for equilibrium in _enumerated_equilibria(payoffs):
+            if max_regret(payoffs, equilibrium) <= accepted and (
+                    not symmetric or np.abs(equilibrium[0] - equilibrium[1]).max() <= SYMMETRIC_MASS):
+                found.append(_profile(equilibrium[:1], 2) if symmetric else equilibrium)
+    return _nearest(found, point) if found else None
+
+
+def _dropping_least_played(strategies):
+    """Supports (one index array per player), each dropping from the one before the
+    remaining strategy of least mass relative to its player's largest, until every player
+    keeps one."""
+    relative = [x / x.max() for x in strategies]
+    kept = [np.ones(len(x), dtype=bool) for x in strategies]
+    order = sorted((r, p, i) for p, masses in enumerate(relative) for i, r in enumerate(masses))
+    supports = []
+    for _, p, i in order:
+        if kept[p].sum() > 1:
+            kept[p][i] = False
+            supports.append([np.flatnonzero(k) for k in kept])
+    return supports
+
+
+def _enumerated_equilibria(payoffs) -> list[list[np.ndarray]]:
+    """The extreme Nash equilibria of a 2-player game, by pygambit's vertex enumeration."""
+    import pygambit
+
+    game = pygambit.Game.from_arrays(*payoffs)
+    found = pygambit.nash.enummixed_solve(game, rational=False).equilibria
+    return [[np.array([float(profile[s]) for s in player.strategies]) for player in game.players]
+            for profile in found]
 
 
 class BranchStalled(MetaEvalError):
@@ -82,7 +167,7 @@ class BranchStalled(MetaEvalError):
         self.strategies = strategies
 
 
-def _branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
+def _branch_end(payoffs: np.ndarray, symmetric: bool) -> list[np.ndarray]:
     """The branch's point at ``TRACE_REGRET``, from :func:`trace_logit_branch`. Where its
     steps stall short of that target (on a kuhn_3p meta-game of ``tests/regression``, at
     lambda = 5e7 and a max regret of 1.2e-8 x range, where the equations are too stiff for
@@ -94,15 +179,24 @@ def _branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
     both exact equilibria (max regret below 1e-16) of a continuum of them.
     Otherwise pygambit's follower, in a child process stopped after ``GAMBIT_SECONDS``:
     it has no step limit, and on that meta-game it ran for 55 minutes towards 1e-8 and
-    grew to 11.7 GB."""
+    grew to 11.7 GB. A symmetric game keeps the point its tracer reached (see
+    :func:`limiting_logit_equilibrium`), and so does a game whose follower fails."""
+    reached = None
     try:
-        return trace_logit_branch(payoffs, TRACE_REGRET)
+        return trace_logit_branch(payoffs, TRACE_REGRET, symmetric=symmetric)
     except BranchStalled as stalled:
-        if max_regret(payoffs, stalled.strategies) <= STALLED_REGRET * float(np.ptp(payoffs)):
-            return stalled.strategies
+        reached = stalled.strategies
+        if symmetric or max_regret(payoffs, reached) <= STALLED_REGRET * float(np.ptp(payoffs)):
+            return reached
     except MetaEvalError:
-        pass
-    return _gambit_logit(payoffs)
+        if symmetric:
+            raise
+    try:
+        return _gambit_logit(payoffs)
+    except MetaEvalError:
+        if reached is None:
+            raise
+        return reached
 
 
 def _gambit_logit(payoffs: np.ndarray) -> list[np.ndarray]:
@@ -150,9 +244,11 @@ _MAX_DISTANCE, _MAX_CONTRACTION, _ETA = 0.4, 0.6, 0.1
 _CORRECTOR_TOLERANCE, _MIN_STEP, _MAX_CORRECTOR_STEPS, _MAX_STEPS = 1e-4, 1e-8, 100, 100_000
 
 
-def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
+def trace_logit_branch(payoffs: np.ndarray, target: float, symmetric: bool = False) -> list[np.ndarray]:
     """The principal logit-QRE branch from lambda = 0, followed until the max regret is at
-    most ``target`` times the payoff range.
+    most ``target`` times the payoff range; with ``symmetric``, on the symmetric subspace
+    (one strategy y = log x shared by every player: player 0's equations only, each
+    derivative in x summed over the other players).
 
     Unknowns v = (y, lambda) with y = log x; per player p (strategy 0 as reference):
 
@@ -168,11 +264,11 @@ def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
     other players' strategies. The small dense solves run on one BLAS thread: threaded
     LAPACK on 200 x 200 matrices is up to 100 times slower on a busy 2-core machine.
     """
-    sizes = payoffs.shape[1:]
+    sizes = payoffs.shape[1:2] if symmetric else payoffs.shape[1:]
     offsets = np.cumsum([0, *sizes])
     goal = target * float(np.ptp(payoffs))
     v = np.concatenate([np.full(k, -np.log(k)) for k in sizes] + [[0.0]])
-    x = _strategies(v, offsets)
+    x = _profile(_strategies(v, offsets), len(payoffs))
     with one_blas_thread():
         tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets)[:2]
         step = _FIRST_STEP
@@ -186,7 +282,7 @@ def trace_logit_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
                     raise BranchStalled("the logit path of this game could not be followed (step below 1e-8)", x)
                 continue
             v, tangent = point, new_tangent
-            x = _strategies(v, offsets)
+            x = _profile(_strategies(v, offsets), len(payoffs))
             step /= min(slow_down, _MAX_ACCELERATION)
     raise BranchStalled(f"the logit path of this game did not end within {_MAX_STEPS} steps", x)
 
@@ -237,10 +333,11 @@ def _branch_equations(payoffs, v, offsets, jacobian=True):
     (with a spare zero last row, making it square; None if not ``jacobian``)."""
     n = offsets[-1]
     y, lam = v[:n], v[n]
-    x = _strategies(v, offsets)
+    blocks = _strategies(v, offsets)
+    x = _profile(blocks, len(payoffs))
     residual = np.empty(n)
     derivatives = np.zeros((n + 1, n + 1)) if jacobian else None
-    for p in range(len(x)):
+    for p in range(len(blocks)):
         first, stop = offsets[p], offsets[p + 1]
         rest = slice(first + 1, stop)
         values = payoff_against(payoffs, x, p)
@@ -255,13 +352,25 @@ def _branch_equations(payoffs, v, offsets, jacobian=True):
         for q in range(len(x)):
             if q != p:
                 cross = _cross_payoffs(payoffs[p], x, p, q)  # d G_p(i, x_-p) / d x_q(j)
-                derivatives[rest, offsets[q] : offsets[q + 1]] = -lam * (cross[1:] - cross[0]) * x[q]
+                b = _block(q, blocks, x)
+                derivatives[rest, offsets[b] : offsets[b + 1]] -= lam * (cross[1:] - cross[0]) * x[q]
     return residual, derivatives
 
 
 def _strategies(v, offsets) -> list[np.ndarray]:
     """x_p = exp(y_p) from the branch unknowns v = (y, lambda)."""
     return [np.exp(v[offsets[p] : offsets[p + 1]]) for p in range(len(offsets) - 1)]
+
+
+def _profile(blocks: list[np.ndarray], num_players: int) -> list[np.ndarray]:
+    """Every player's strategy from the unknown ones: one per player, or (on the symmetric
+    subspace) one shared by all."""
+    return blocks if len(blocks) == num_players else [blocks[0]] * num_players
+
+
+def _block(player: int, blocks, profile) -> int:
+    """The unknown block holding ``player``'s strategy (0 for all on the symmetric subspace)."""
+    return player if len(blocks) == len(profile) else 0
 
 
 def payoff_against(payoffs: np.ndarray, strategies, player: int) -> np.ndarray:
@@ -301,52 +410,57 @@ def _near_best_responses(payoffs, strategies, gap):
     return supports
 
 
-def _refine(payoffs, strategies, supports, iterations=50):
+def _refine(payoffs, strategies, supports, symmetric=False, iterations=50):
     """Newton's method on the equations of the given supports, started from the strategies
-    renormalised there; None when it leaves the simplex or fails."""
+    renormalised there; None when it leaves the simplex or fails. With ``symmetric``, on
+    the symmetric subspace: player 0's support and equations, its strategy shared."""
+    num_players = len(strategies)
+    if symmetric:
+        supports = [supports[0]] * num_players
     if any(len(s) == 0 for s in supports):
         return None
     local = payoffs[(slice(None), *np.ix_(*supports))]
-    sizes = [len(s) for s in supports]
-    offsets = np.cumsum([0, *sizes])
-    num_players = len(sizes)
+    blocks = supports[:1] if symmetric else supports
+    offsets = np.cumsum([0, *(len(s) for s in blocks)])
     x = []
-    for p, support in enumerate(supports):
+    for p, support in enumerate(blocks):
         mass = strategies[p][support]
         x.append(mass / mass.sum() if mass.sum() > 0 else np.full(len(support), 1.0 / len(support)))
-    w = np.array([payoff_against(local, x, p) @ x[p] for p in range(num_players)])
+    w = np.array([payoff_against(local, _profile(x, num_players), p) @ x[p] for p in range(len(x))])
     for _ in range(iterations):
         residual, jacobian = _equations(local, x, w, offsets)
         if np.abs(residual).max() < 1e-14:
             break
         step = np.linalg.lstsq(jacobian, -residual, rcond=None)[0]
-        x = [x[p] + step[offsets[p] : offsets[p + 1]] for p in range(num_players)]
+        x = [x[p] + step[offsets[p] : offsets[p + 1]] for p in range(len(x))]
         w = w + step[offsets[-1] :]
     else:
         return None
     if any(np.any(xp < -1e-12) for xp in x):
         return None
-    refined = [np.zeros_like(s) for s in strategies]
-    for p, support in enumerate(supports):
+    refined = [np.zeros_like(strategies[p]) for p in range(len(x))]
+    for p, support in enumerate(blocks):
         refined[p][support] = np.maximum(x[p], 0.0) / np.maximum(x[p], 0.0).sum()
-    return refined
+    return _profile(refined, num_players)
 
 
-def _equations(local, x, w, offsets):
-    """Residuals [G_p(i, x_-p) - w_p; sum x_p - 1] and their Jacobian in (x, w)."""
-    num_players = len(x)
+def _equations(local, blocks, w, offsets):
+    """Residuals [G_p(i, x_-p) - w_p; sum x_p - 1] and their Jacobian in (x, w), for the
+    unknown strategies ``blocks`` (every player's, or one shared by all)."""
+    x = _profile(blocks, len(local))
     n = offsets[-1]
-    residual = np.zeros(n + num_players)
-    jacobian = np.zeros((n + num_players, n + num_players))
-    for p in range(num_players):
+    residual = np.zeros(n + len(blocks))
+    jacobian = np.zeros((n + len(blocks), n + len(blocks)))
+    for p in range(len(blocks)):
         rows = slice(offsets[p], offsets[p + 1])
         residual[rows] = payoff_against(local, x, p) - w[p]
         jacobian[rows, n + p] = -1.0
         residual[n + p] = x[p].sum() - 1.0
         jacobian[n + p, rows] = 1.0
-        for q in range(num_players):
+        for q in range(len(x)):
             if q != p:
-                jacobian[rows, offsets[q] : offsets[q + 1]] = _cross_payoffs(local[p], x, p, q)
+                b = _block(q, blocks, x)
+                jacobian[rows, offsets[b] : offsets[b + 1]] += _cross_payoffs(local[p], x, p, q)
     return residual, jacobian
 
 

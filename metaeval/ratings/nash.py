@@ -5,8 +5,11 @@
 Two-player zero-sum games use the maximum-entropy equilibrium (Nash averaging,
 Balduzzi et al. 2018), which splits mass evenly over copies of a strategy, so the
 ratings are clone invariant.  Every other game uses the limiting logit equilibrium
-(Marris et al. 2022).  Every rating is <= 0 up to the equilibrium's max regret, which
-the diagnostics report.
+(Marris et al. 2022); in a symmetric game (players identical up to relabelling, within
+SYMMETRY_TOLERANCE of the payoff range) that of the symmetric branch, a symmetric
+equilibrium, so identical players get identical ratings
+(:func:`metaeval.ratings.logit.limiting_logit_equilibrium`).  Every rating is <= 0 up
+to the equilibrium's max regret, which the diagnostics report.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, homogeneous
 from metaeval.ratings.logit import limiting_logit_equilibrium, max_regret, payoff_against
 from metaeval.ratings.nash_zero_sum import max_entropy_nash
 
@@ -27,6 +30,9 @@ REGRET_TOLERANCE = 1e-6
 
 ZERO_SUM_TOLERANCE = 1e-9
 """Players' payoffs summing to a constant within this fraction of the range: zero-sum."""
+
+SYMMETRY_TOLERANCE = 1e-9
+"""Players' payoffs equal up to relabelling players within this fraction of the range: symmetric."""
 
 
 def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
@@ -42,6 +48,7 @@ def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
     return (centred / spread if spread > 0 else centred), spread
 
 
+@homogeneous("payoff_range", "value", "max_regret")
 def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its payoff against the selected equilibrium, minus its value.
 
@@ -71,6 +78,9 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
         strategies = [row, column]
         diagnostics.update(equilibrium="maximum-entropy Nash (zero-sum)",
                            value=value * spread + float(game.payoffs[0].mean()))
+    elif MetaGame(payoffs).is_symmetric(rtol=SYMMETRY_TOLERANCE):
+        strategies = limiting_logit_equilibrium(payoffs, symmetric=True)
+        diagnostics["equilibrium"] = "limiting logit equilibrium (symmetric branch)"
     else:
         strategies = limiting_logit_equilibrium(payoffs)
         diagnostics["equilibrium"] = "limiting logit equilibrium"
@@ -87,4 +97,5 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
             "would not be against an equilibrium"
         )
     diagnostics.update(max_regret=regret, seconds=time.perf_counter() - start)
-    return Rating("nash", game, ratings, strategies, diagnostics)
+    # A strategy's rating is exact only up to the accepted regret: closer ratings are tied.
+    return Rating("nash", game, ratings, strategies, diagnostics, tolerance=tolerance)

@@ -10,10 +10,11 @@ import numpy as np
 from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.solvers.mecce import max_entropy
-from metaeval.ratings.base import Rating
+from metaeval.solvers.mecce import FAILURE_TOLERANCE, max_entropy
+from metaeval.ratings.base import Rating, homogeneous
 
 
+@homogeneous("cce_violation")
 def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its CCE deviation gain against the MECCE.
 
@@ -41,4 +42,6 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
         "kkt_residual": solution.kkt_residual,
         **{f"safeguard_{name}": count for name, count in solution.safeguards.items()},
     }
-    return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics)
+    # Ratings are accurate to the accepted KKT residual: closer ratings are tied.
+    return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics,
+                  tolerance=FAILURE_TOLERANCE * game.payoff_range())

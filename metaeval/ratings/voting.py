@@ -15,6 +15,10 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
 
+SCORE_TOLERANCE = 1e-9
+"""Scores are counts of votes (exact) or probabilities of lotteries (LP solutions, accurate
+to far better than this): scores closer than this are tied."""
+
 
 def _elect_every_player(game: MetaGame, method: str, tie_seed: int, **options) -> Rating:
     if not isinstance(game, MetaGame):
@@ -32,7 +36,8 @@ def _elect_every_player(game: MetaGame, method: str, tie_seed: int, **options) -
         "details": [e.details for e in elections],
     }
     return Rating(method, game, [e.scores for e in elections],
-                  distribution=None if lotteries[0] is None else lotteries, diagnostics=diagnostics)
+                  distribution=None if lotteries[0] is None else lotteries, diagnostics=diagnostics,
+                  tolerance=SCORE_TOLERANCE)
 
 
 def maximal_lotteries(game: MetaGame, tie_seed: int = 0) -> Rating:

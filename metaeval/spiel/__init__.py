@@ -1,4 +1,5 @@
-"""The OpenSpiel side: policies, populations, exact and sampled meta-games, full-game CCE gap.
+"""The OpenSpiel side: policies (tabular and batched), populations, exact and sampled
+meta-games (episodes in lock-step), full-game CCE gap.
 
     from metaeval import games, spiel
     game = games.load("kuhn_3p")
@@ -7,27 +8,34 @@
     gap = spiel.cce_gap(game, pop, sigma)       # gap.total, gap.per_player
 """
 
+from metaeval.spiel.batched import BatchedPolicy, CallablePolicy, as_batched, observation_kind
 from metaeval.spiel.exact import ExactEvaluator, exact_metagame
 from metaeval.spiel.gap import CCEGap, CEGap, cce_gap, ce_gap, openspiel_best_response
+from metaeval.spiel.lockstep import play_episodes
 from metaeval.spiel.policies import KINDS, policy_table, pyspiel_policies, random_policy
 from metaeval.spiel.population import Population
 from metaeval.spiel.sampled import joint_seed, joint_seeds, sample_joints, sampled_metagame
 from metaeval.spiel.tree import GameTree, game_tree
 
 __all__ = [
+    "BatchedPolicy",
+    "CallablePolicy",
     "CCEGap",
     "CEGap",
     "ExactEvaluator",
     "GameTree",
     "KINDS",
     "Population",
+    "as_batched",
     "cce_gap",
     "ce_gap",
     "exact_metagame",
     "game_tree",
     "joint_seed",
     "joint_seeds",
+    "observation_kind",
     "openspiel_best_response",
+    "play_episodes",
     "policy_table",
     "pyspiel_policies",
     "random_policy",

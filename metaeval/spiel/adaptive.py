@@ -36,7 +36,8 @@ import numpy as np
 from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.spiel.sampled import joint_seed, play_episode
+from metaeval.spiel.lockstep import play_episodes
+from metaeval.spiel.sampled import joint_seed
 from metaeval.spiel.population import check_seed
 
 RULES = ("uniform", "variance", "response_graph")
@@ -57,7 +58,6 @@ class EpisodeStreams:
         self.counts = np.zeros(shape, dtype=np.int64)
         self.sums = np.zeros((self.game.num_players(), *shape))
         self.products = np.zeros((self.game.num_players(), *self.sums.shape))
-        self._rngs: dict[tuple[int, ...], np.random.Generator] = {}
 
     @property
     def episodes(self) -> int:
@@ -66,12 +66,10 @@ class EpisodeStreams:
     def play(self, joint, episodes: int = 1) -> np.ndarray:
         """Play the next ``episodes`` episodes of ``joint``; returns them ``[episodes, N]``."""
         joint = tuple(int(i) for i in joint)
-        rng = self._rngs.get(joint)
-        if rng is None:
-            ids = [self.population.ids[p][i] for p, i in enumerate(joint)]
-            rng = self._rngs[joint] = np.random.default_rng(joint_seed(self.seed, ids))
+        ids = [self.population.ids[p][i] for p, i in enumerate(joint)]
         policies = [self.population.policies[p][i] for p, i in enumerate(joint)]
-        returns = np.array([play_episode(self.game, policies, rng) for _ in range(episodes)])
+        played = int(self.counts[joint])
+        returns = play_episodes(self.game, policies, joint_seed(self.seed, ids), range(played, played + episodes))
         index = (slice(None), *joint)
         self.sums[index] += returns.sum(axis=0)
         self.products[(slice(None), *index)] += np.einsum("ei,ej->ij", returns, returns)

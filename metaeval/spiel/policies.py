@@ -81,7 +81,7 @@ def policy_table(layout: PlayerLayout, policy, player: int) -> np.ndarray:
     else:
         table = np.zeros(layout.legal.shape)
         for row, state in enumerate(template.states):
-            table[row] = _probabilities(policy, state, player, layout.legal.shape[1])
+            table[row] = probability_row(policy, state, player, layout.legal.shape[1])
     return check_table(layout, table, player)
 
 
@@ -97,7 +97,8 @@ def action_probabilities(policy, state, player: int) -> dict[int, float]:
     )
 
 
-def _probabilities(policy, state, player: int, num_actions: int) -> np.ndarray:
+def probability_row(policy, state, player: int, num_actions: int) -> np.ndarray:
+    """``[num_actions]`` probabilities of any OpenSpiel policy for ``player`` at ``state``."""
     row = np.zeros(num_actions)
     probabilities = action_probabilities(policy, state, player)
     if not probabilities:

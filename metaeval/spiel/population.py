@@ -9,9 +9,11 @@ entries key on these ids, so a policy must not change once it is in a population
 
 from __future__ import annotations
 
+import contextlib
 import json
+import warnings
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -20,7 +22,7 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games
 from metaeval.runs import budget
-from metaeval.errors import MetaEvalError
+from metaeval.errors import IdenticalPoliciesWarning, MetaEvalError
 from metaeval.runs.fileio import atomic_savez
 from metaeval.spiel.policies import policy_table, random_table, tabular_policy
 from metaeval.spiel.tree import game_tree
@@ -38,6 +40,44 @@ def check_seed(seed) -> int:
 def policy_rng(seed: int, player: int, policy_id: int) -> np.random.Generator:
     """The generator of the random policy with this id: independent of creation order."""
     return np.random.default_rng(np.random.SeedSequence(check_seed(seed), spawn_key=(player, policy_id)))
+
+
+def identical_groups(policies: Sequence, new: Collection[int] | None = None) -> list[list[int]]:
+    """Indices of policies that are one policy: the same object, or tabular policies with
+    exactly equal tables. With ``new``, only the groups holding one of those indices."""
+    groups: dict = {}
+    for i, policy in enumerate(policies):
+        if isinstance(policy, policy_lib.TabularPolicy):
+            table = policy.action_probability_array
+            key = ("table", table.shape, table.tobytes())
+        else:
+            key = ("object", id(policy))
+        groups.setdefault(key, []).append(i)
+    return [g for g in groups.values() if len(g) > 1 and (new is None or not new.isdisjoint(g))]
+
+
+def warn_identical(player: int, names: Sequence[str], policies: Sequence,
+                   new: Collection[int] | None = None, stacklevel: int = 3) -> None:
+    """Warn (:class:`IdenticalPoliciesWarning`) about every group of :func:`identical_groups`,
+    naming its policies (with ``new``: each new one, and the others it equals)."""
+    for group in identical_groups(policies, new):
+        if new is None:
+            what = f"{', '.join(repr(names[i]) for i in group)} are the same policy"
+        else:
+            added = [i for i in group if i in new]
+            others = [repr(names[i]) for i in group if i != added[0]]
+            what = f"{names[added[0]]!r} is the same policy as {', '.join(others)}"
+        warnings.warn(f"player {player}: {what} (equal tables); they get equal payoffs and tie under every rater",
+                      IdenticalPoliciesWarning, stacklevel=stacklevel)
+
+
+@contextlib.contextmanager
+def identical_policies_warned():
+    """Silence :class:`IdenticalPoliciesWarning` where the policies were checked when added
+    (a saved population, the Evaluator's population)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", IdenticalPoliciesWarning)
+        yield
 
 
 def random_policies(game, player: int, ids: Sequence[int], seed, kind: str = "dirichlet") -> list:
@@ -76,6 +116,8 @@ class Population:
         self.policies = tuple(tuple(player) for player in policies)
         self.ids = self._check_ids(ids)
         self.next_ids = self._check_next_ids(next_ids)
+        for p, names in enumerate(self.strategy_names()):
+            warn_identical(p, names, self.policies[p])
 
     def _check_ids(self, ids) -> tuple[tuple[int, ...], ...]:
         if ids is None:
@@ -209,7 +251,8 @@ class Population:
                 raise MetaEvalError(f"{path}: player {p} has {len(player_ids)} ids for tables {tables.shape}")
             policies.append([tabular_policy(layout, table) for table in tables])
             ids.append(player_ids.tolist())
-        return cls(tree.game, policies, ids, header.get("next_ids"))
+        with identical_policies_warned():
+            return cls(tree.game, policies, ids, header.get("next_ids"))
 
 
 def _sizes(size, num_players: int) -> tuple[int, ...]:

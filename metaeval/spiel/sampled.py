@@ -1,9 +1,11 @@
 """Sampled meta-games: entries estimated from simulated episodes (SPEC section 3, "Sampled").
 
-Works for any OpenSpiel policy and any game that can be simulated. Each joint
-profile is simulated with its own generator, seeded from the run seed and the
-joint's policy ids (:func:`joint_seed`), so an entry never depends on how the
-joints are split into shards, on their order, or on the number of workers.
+Works for any policy (:mod:`metaeval.spiel.batched`) and any game that can be
+simulated; the episodes of a joint are played in lock-step (:mod:`metaeval.spiel.lockstep`).
+Each joint profile's random numbers are seeded from the run seed and the joint's
+policy ids (:func:`joint_seed`), episode by episode, so an entry never depends on
+how the joints are split into shards, on their order, on the number of workers,
+or on how many episodes are played at once.
 """
 
 from __future__ import annotations
@@ -11,11 +13,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pyspiel
+from open_spiel.python import policy as policy_lib
 
 from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.spiel.policies import action_probabilities
+from metaeval.spiel.batched import DecisionBatch, as_batched, checked
+from metaeval.spiel.lockstep import BATCH_SIZE, Uniforms, chance_step, draw_index, play_episodes, policy_errors
+from metaeval.spiel.policies import probability_row
 from metaeval.spiel.population import check_joints, check_seed
 
 
@@ -33,15 +39,24 @@ def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
     return [joint_seed(seed, [population.ids[p][i] for p, i in enumerate(joint)]) for joint in joints]
 
 
-def sample_joints(game, policies_per_player, joints, episodes: int, seeds):
+def sample_joints(
+    game, policies_per_player, joints, episodes: int, seeds, batch_size: int | None = BATCH_SIZE, ids=None
+):
     """Simulate ``episodes`` episodes of each joint profile.
 
     Args:
         game: a ``pyspiel.Game`` or a name.
-        policies_per_player: one sequence of OpenSpiel policies per player.
+        policies_per_player: one sequence of policies per player, of any kind
+            :func:`metaeval.spiel.batched.as_batched` takes.
         joints: int array ``[M, N]`` of policy indices.
         episodes: episodes per joint (at least 2, for a standard error).
         seeds: M seeds (ints or ``SeedSequence``), e.g. from :func:`joint_seeds`.
+        batch_size: episodes of a joint played in lock-step at once
+            (:mod:`metaeval.spiel.lockstep`); ``None`` plays them one after another,
+            one state at a time (the reference the lock-step path is tested against).
+            Every choice gives the same entries.
+        ids: ``[M, N]`` policy ids of the joints, to name a joint whose policy fails
+            (default: its indices).
 
     Returns:
         ``(mean [M, N], stderr [M, N], counts [M])``: mean return per player, its
@@ -59,53 +74,79 @@ def sample_joints(game, policies_per_player, joints, episodes: int, seeds):
         raise MetaEvalError(f"need one seed per joint: {len(joints)} joints, {len(seeds)} seeds")
     mean = np.empty((len(joints), game.num_players()))
     stderr = np.empty_like(mean)
+    names = joints if ids is None else np.asarray(ids)
     for m, (joint, seed) in enumerate(zip(joints, seeds)):
-        rng = np.random.default_rng(seed)
         policies = [policies_per_player[p][i] for p, i in enumerate(joint)]
-        returns = np.array([play_episode(game, policies, rng) for _ in range(episodes)])
+        try:
+            if batch_size is None:
+                returns = play_one_by_one(game, policies, seed, episodes)
+            else:
+                returns = play_episodes(game, policies, seed, episodes, batch_size)
+        except MetaEvalError as exc:
+            label = "policy ids" if ids is not None else "joint"
+            raise MetaEvalError(f"{label} {tuple(int(i) for i in names[m])}: {exc}") from None
         mean[m] = returns.mean(axis=0)
         stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(episodes)
     return mean, stderr, np.full(len(joints), episodes)
 
 
-def play_episode(game, policies, rng: np.random.Generator) -> list[float]:
-    """Returns of one episode with player p following ``policies[p]``."""
+def play_one_by_one(game, policies, seed, episodes: int) -> np.ndarray:
+    """Returns ``[episodes, N]`` of the joint profile ``policies``, one episode and one
+    state at a time, drawing the same uniforms as :func:`metaeval.spiel.lockstep.play`.
+
+    OpenSpiel policies are asked ``action_probabilities`` and their answers checked
+    only for unknown actions, as before lock-step episodes existed; other policies
+    answer a batch of one state.
+    """
+    uniforms = Uniforms(seed, np.arange(episodes))
+    answers = [_one_state_answer(policy, game, player) for player, policy in enumerate(policies)]
+    return np.array([play_episode(game, answers, uniforms, row) for row in range(episodes)])
+
+
+def _one_state_answer(policy, game, player: int):
+    """``answer(state) -> [A]`` probabilities of ``policy`` for ``player``."""
+    num_actions = game.num_distinct_actions()
+    if isinstance(policy, (policy_lib.Policy, pyspiel.Policy)):
+        return lambda state: probability_row(policy, state, player, num_actions)
+    answer = as_batched(policy, game, player)
+
+    def one(state):
+        batch = DecisionBatch(game, player, [state])
+        return checked(answer(batch), batch.legal)[0]
+
+    return one
+
+
+def play_episode(game, answers, uniforms: Uniforms, row: int) -> list[float]:
+    """Returns of the episode at position ``row`` of ``uniforms``, player p answered by
+    ``answers[p](state)`` (see :func:`play_one_by_one`)."""
+
+    def act(state, player: int) -> int:
+        with policy_errors(player):
+            probabilities = answers[player](state)
+        return draw_index(probabilities, uniforms.take_one(row))
+
     state = game.new_initial_state()
     while not state.is_terminal():
         if state.is_chance_node():
-            actions, probabilities = zip(*state.chance_outcomes())
-            state.apply_action(actions[_draw(probabilities, rng)])
+            chance_step(state, uniforms, row)
         elif state.is_simultaneous_node():
-            state.apply_actions(
-                [_action(policies[p], state, p, rng) for p in range(game.num_players())]
-            )
+            state.apply_actions([act(state, p) for p in range(game.num_players())])
         else:
-            player = state.current_player()
-            state.apply_action(_action(policies[player], state, player, rng))
+            state.apply_action(act(state, state.current_player()))
     return state.returns()
 
 
-def _action(policy, state, player: int, rng: np.random.Generator) -> int:
-    probabilities = action_probabilities(policy, state, player)
-    actions = list(probabilities)
-    return actions[_draw(list(probabilities.values()), rng)]
-
-
-def _draw(probabilities, rng: np.random.Generator) -> int:
-    cumulative = np.cumsum(probabilities)
-    index = int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right"))
-    return min(index, len(cumulative) - 1)
-
-
-def sampled_metagame(game, population, episodes: int, seed: int) -> MetaGame:
+def sampled_metagame(game, population, episodes: int, seed: int, batch_size: int | None = BATCH_SIZE) -> MetaGame:
     """The meta-game of ``population`` estimated from ``episodes`` episodes per joint,
-    with per-entry counts and standard errors."""
+    with per-entry counts and standard errors (``batch_size`` as in :func:`sample_joints`)."""
     game = games.load(game)
     if population.game_string != str(game):
         raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
     joints = np.array(list(np.ndindex(*population.sizes)), dtype=np.int64)
     mean, stderr, counts = sample_joints(
-        game, population.policies, joints, episodes, joint_seeds(seed, population, joints)
+        game, population.policies, joints, episodes, joint_seeds(seed, population, joints), batch_size,
+        ids=[[population.ids[p][i] for p, i in enumerate(joint)] for joint in joints],
     )
     shape = population.sizes
     return MetaGame(

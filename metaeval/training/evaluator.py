@@ -38,6 +38,7 @@ from metaeval.ratings import Rating, rate
 from metaeval.training.selection import lowest_rated, rank_order
 from metaeval.spiel.best_response import drawn_choices, pure_table
 from metaeval.spiel.policies import policy_table, tabular_policy
+from metaeval.spiel.population import identical_policies_warned, warn_identical
 from metaeval.spiel.tree import game_tree
 
 FILE_FORMAT = "metaeval.training.evaluator/1"
@@ -132,7 +133,8 @@ class Evaluator:
         if empty:
             raise MetaEvalError(f"player(s) {empty} have no policy yet; add one per player first")
         if self._population is None:
-            self._population = spiel.Population(self.game, self._policies, self._ids, self._next_ids)
+            with identical_policies_warned():  # add warned already, by the policies' names
+                self._population = spiel.Population(self.game, self._policies, self._ids, self._next_ids)
         return self._population
 
     def name(self, player: int, policy_id: int) -> str:
@@ -142,7 +144,8 @@ class Evaluator:
 
     def add(self, player: int, policy, name: str | None = None) -> int:
         """Add an OpenSpiel policy (``TabularPolicy``, a ``policy.Policy`` subclass or a
-        ``pyspiel`` policy) for ``player``; returns its new id."""
+        ``pyspiel`` policy) for ``player``; returns its new id. A policy whose table equals
+        one the player holds is named in an :class:`~metaeval.IdenticalPoliciesWarning`."""
         self._check_player(player)
         table = self._tabular(player, policy)
         policy_id = self._next_ids[player]
@@ -156,6 +159,8 @@ class Evaluator:
         self._ids[player].append(policy_id)
         self._next_ids[player] += 1
         self._changed()
+        names = [self.name(player, i) for i in self._ids[player]]
+        warn_identical(player, names, self._policies[player], {len(names) - 1}, stacklevel=3)
         return policy_id
 
     def remove(self, player: int, ids: Sequence[int]) -> None:

@@ -215,9 +215,11 @@ def plot_intervals(rating, path=None, player: int = 0, title: str = "", ax=None)
         ax.annotate(f"P(top) {p_top[i]:.2f}", (bounds[i, 1], row), xytext=(6, -3),
                     textcoords="offset points", fontsize=7)
     ax.set_yticks(y, names)
-    level = rating.diagnostics.get("bootstrap", {}).get("level", 0.95)
-    replicates = rating.diagnostics.get("bootstrap", {}).get("replicates")
-    ax.set_xlabel(f"{rating.method} rating ({level:.0%} interval, {replicates} bootstrap replicates)")
+    settings = rating.diagnostics.get("bootstrap", {})
+    replicates = settings.get("replicates")
+    if settings.get("failed"):
+        replicates = f"{replicates - settings['failed']} of {replicates}"
+    ax.set_xlabel(f"{rating.method} rating ({settings.get('level', 0.95):.0%} interval, {replicates} bootstrap replicates)")
     ax.set_title(title or rating.game.player_names[player], fontsize=9)
     ax.grid(alpha=0.3, axis="x")
     ax.margins(x=0.25)

@@ -62,7 +62,7 @@ def test_normalisations():
     [
         ("agent,t1\na,1\nb,x\n", "must be numeric"),
         ("agent\na\nb\n", "at least one more column"),
-        ("agent,t1\na,1\na,2\n", "repeated agent names"),
+        ("agent,t1\na,1\na,2\n", "repeated names in the first column: a"),
     ],
 )
 def test_bad_tables(tmp_path, text, message):
@@ -70,3 +70,30 @@ def test_bad_tables(tmp_path, text, message):
     path.write_text(text)
     with pytest.raises(MetaEvalError, match=message):
         tables.read_scores(path)
+
+
+@pytest.mark.parametrize("agents", ["rows", "columns"])
+@pytest.mark.parametrize("text, repeated", [
+    ("name,t1,t1,t2\nA,1,2,3\nB,4,5,6\n", "header: t1"),
+    ("name,t1,t2\nA,1,2\nA,3,4\nB,5,6\n", "first column: A"),
+])
+def test_repeated_names_are_refused_in_either_layout(tmp_path, agents, text, repeated):
+    path = tmp_path / "t.csv"
+    path.write_text(text)
+    with pytest.raises(MetaEvalError, match=f"repeated names in the {repeated}$"):
+        tables.read_scores(path, agents=agents)
+
+
+def test_names_are_data_not_comments_nor_numbers(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("# source line\nagent,F#,1.10,1.1\nA#x,1,2,3\n1.10,4,5,6\n1.1,7,8,9\nNA,0,0,0\n")
+    table = tables.read_scores(path)
+    assert list(table.index) == ["A#x", "1.10", "1.1", "NA"] and list(table.columns) == ["F#", "1.10", "1.1"]
+    assert table.loc["A#x", "F#"] == 1 and table.loc["1.1", "1.1"] == 9
+    long = tmp_path / "long.csv"
+    long.write_text("game,agent,score\ng#1,1.10,1\ng#1,1.1,2\n2,1.10,3\n2.0,1.1,4\n")
+    scores, _ = tables.read_long(long)
+    assert list(scores.index) == ["1.10", "1.1"] and list(scores.columns) == ["g#1", "2", "2.0"]
+    with pytest.raises(MetaEvalError, match="repeated names in the header: score"):
+        long.write_text("game,agent,score,score\ng,a,1,2\n")
+        tables.read_long(long)

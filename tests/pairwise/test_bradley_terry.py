@@ -2,6 +2,7 @@ import choix
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import metaeval
 from metaeval import MetaEvalError, pairwise
@@ -173,3 +174,20 @@ def test_bad_battles(tmp_path):
     path = tmp_path / "battles.csv"
     good.assign(owner_a="x", owner_b="y").to_csv(path, index=False)
     assert pairwise.bradley_terry(path, prior=1)["owner"].to_dict() == {"a": "x", "b": "y"}
+
+
+@given(weight_exponent=st.integers(-300, 300), seed=st.integers(0, 2**16))
+@settings(max_examples=40, deadline=None)
+def test_a_common_battle_weight_leaves_the_scores_unchanged(weight_exponent, seed):
+    battles = simulated_battles(TRUTH, 400, seed)
+    plain = pairwise.bradley_terry(battles)["score"]
+    weighted = pairwise.bradley_terry(battles.assign(weight=10.0**weight_exponent))["score"]
+    np.testing.assert_allclose(weighted[plain.index], plain, rtol=0, atol=1e-9 * np.ptp(plain))
+
+
+@pytest.mark.parametrize("weight", [1e-300, 1e-15, 1e-12, 1e15, 1e300])
+def test_the_issue_weights_leave_the_scores_unchanged(weight):
+    battles = simulated_battles(TRUTH, 1500, 0)
+    plain = pairwise.bradley_terry(battles)["score"]
+    weighted = pairwise.bradley_terry(battles.assign(weight=weight))["score"]
+    np.testing.assert_allclose(weighted[plain.index], plain, rtol=0, atol=1e-9 * np.ptp(plain))

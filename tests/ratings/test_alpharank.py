@@ -186,3 +186,46 @@ def test_bad_input():
         alpharank_sweep(game, [])
     with pytest.raises(MetaEvalError, match="needs a MetaGame"):
         alpharank(np.zeros((2, 2, 2)))
+
+
+# -- the non-local selection model (Han et al. 2013) ------------------------------------
+def han_2013_game():
+    """The payoffs of OpenSpiel's alpharank_test.test_stationary_distribution (Han et al. 2013)."""
+    r, t, p, s, delta, eps = 1.0, 2.0, 0.0, -1.0, 4.0, 0.25
+    row = np.array([[r - eps / 2, r - eps, 0, s + delta - eps, r - eps], [r, r, s, s, s], [0, t, p, p, p],
+                    [t - delta, t, p, p, p], [r, t, p, p, p]])
+    return metaeval.MetaGame.from_matrix(row, row.T)
+
+
+def test_non_local_selection_gives_openspiels_published_example():
+    rating = alpharank(han_2013_game(), alpha=0.1, population_size=20, single_population=True,
+                       local_selection=False)
+    # OpenSpiel's expected values (checked there to 4 decimals).
+    np.testing.assert_allclose(rating.ratings[0], [0.40966787, 0.07959841, 0.20506998, 0.08505983, 0.2206039],
+                               atol=5e-9)
+    assert rating.diagnostics["selection"] == "non-local (Han et al. 2013)"
+    local = alpharank(han_2013_game(), alpha=0.1, population_size=20, single_population=True)
+    assert np.abs(local.ratings[0] - rating.ratings[0]).max() > 0.01  # a different model
+
+
+@pytest.mark.parametrize("k, alpha, m", [(3, 0.5, 10), (4, 2.0, 5), (5, 0.1, 50), (3, 1.0, 2)])
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("constant_sum", [False, True])
+def test_non_local_selection_matches_openspiel(k, alpha, m, seed, constant_sum):
+    row = np.random.default_rng(seed).uniform(-1, 1, (k, k))
+    if constant_sum:
+        row = row - row.T  # OpenSpiel takes its closed form for constant-sum games
+    game = metaeval.MetaGame.from_matrix(row, row.T)
+    _, _, expected, _, _ = openspiel_alpharank.compute([row], m=m, alpha=alpha, use_local_selection_model=False)
+    rating = alpharank(game, alpha=alpha, population_size=m, single_population=True, local_selection=False)
+    np.testing.assert_allclose(rating.ratings[0], expected, atol=1e-9)
+
+
+def test_non_local_selection_is_stable_at_large_alpha_and_refuses_what_it_does_not_define():
+    game = han_2013_game()
+    pi = alpharank(game, alpha=1e4, population_size=50, single_population=True, local_selection=False).ratings[0]
+    assert np.all(np.isfinite(pi)) and abs(pi.sum() - 1) < 1e-12
+    with pytest.raises(MetaEvalError, match="pass single_population=True"):
+        alpharank(game, local_selection=False)
+    with pytest.raises(MetaEvalError, match="finite alpha"):
+        alpharank(game, alpha=math.inf, single_population=True, local_selection=False)

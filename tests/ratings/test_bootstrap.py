@@ -2,10 +2,12 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import metaeval
 from metaeval import MetaEvalError, MetaGame
-from metaeval.ratings.bootstrap import Resampler, summarise
+from metaeval.ratings.bootstrap import Resampler, summarise, with_intervals
+from metaeval.ratings.uniform import uniform
 from metaeval.ratings.calibration import SMOOTH_ZERO_SUM, coverage, covered
 
 
@@ -220,3 +222,107 @@ def test_elo_intervals_cover_the_exact_ratings():
         rating = metaeval.rate(game, "elo", bootstrap=40, seed=run)
         covered.append((rating.intervals[0][:, 0] <= truth) & (truth <= rating.intervals[0][:, 1]))
     assert 0.85 <= np.mean(covered) <= 1.0
+
+
+# -- failed replicates -------------------------------------------------------------------
+def half_game():
+    """Payoff 0.5 at player 0's first joint, so that about half the draws exceed it."""
+    return noisy_game(np.stack([np.full((3, 3), 0.5), np.zeros((3, 3))]), stderr_scale=0.1)
+
+
+def refusing_high_draws(game):
+    """uniform, refusing a game whose first payoff is above 0.5 (about half the replicates)."""
+    if game.payoffs[0, 0, 0] > 0.5:
+        raise MetaEvalError("refused on purpose")
+    return uniform(game)
+
+
+def refused_replicates(game, replicates, seed):
+    resampler = Resampler(game)
+    draws = [resampler.draw(np.random.default_rng(s)) for s in np.random.SeedSequence(seed).spawn(replicates)]
+    return [b for b, drawn in enumerate(draws) if drawn[0, 0, 0] > 0.5]
+
+
+def test_failed_replicates_are_reported_and_the_others_kept():
+    game = half_game()
+    kept = with_intervals(game, refusing_high_draws, {}, 40, seed=0)
+    every = metaeval.rate(game, "uniform", bootstrap=40, seed=0)
+    refused = refused_replicates(game, 40, 0)
+    assert 0 < len(refused) < 40
+    settings = kept.diagnostics["bootstrap"]
+    assert settings["failed"] == len(refused)
+    assert settings["failures"] == [(b, "refused on purpose") for b in refused]
+    for ours, all_of_them in zip(kept.replicates, every.replicates):
+        np.testing.assert_array_equal(ours, np.delete(all_of_them, refused, axis=0))
+
+
+def test_a_bootstrap_whose_every_replicate_fails_is_refused():
+    game = half_game()
+
+    def only_the_game(drawn):
+        if drawn is not game:
+            raise MetaEvalError("refused on purpose")
+        return uniform(drawn)
+
+    with pytest.raises(MetaEvalError, match="every bootstrap replicate failed; replicate 0: refused on purpose"):
+        with_intervals(game, only_the_game, {}, 8, seed=0)
+
+
+def test_the_cli_counts_failed_replicates(tmp_path, capsys, monkeypatch):
+    from metaeval.cli import main
+
+    game = half_game()
+    game.save(tmp_path / "game.npz")
+    monkeypatch.setitem(metaeval.ratings.RATERS, "uniform", refusing_high_draws)
+    assert main(["rate", str(tmp_path / "game.npz"), "--rater", "uniform", "--option", "bootstrap=40"]) == 0
+    refused = refused_replicates(game, 40, 0)
+    assert (f"bootstrap: {len(refused)} of 40 replicates failed and are left out of the intervals "
+            f"(first, replicate {refused[0]}: refused on purpose)") in capsys.readouterr().out
+# -- relative tolerances: a game's scale changes nothing ---------------------------------
+def scaled_games(a):
+    """A symmetric zero-sum game whose third strategy is best in every replicate, and a
+    general-sum game that is neither symmetric nor zero-sum; both times ``a``."""
+    row = np.array([[0.0, -1.0, -3.0], [1.0, 0.0, -2.0], [3.0, 2.0, 0.0]])
+    symmetric = MetaGame(a * np.stack([row, -row]), stderr=a * np.full((2, 3, 3), 0.1))
+    general = np.random.default_rng(5).uniform(-1, 1, (2, 3, 3))
+    return symmetric, MetaGame(a * general, stderr=a * np.full((2, 3, 3), 0.1))
+
+
+@pytest.mark.parametrize("rater, examples", [("uniform", 25), ("deviation", 8)])
+def test_scaling_a_game_leaves_p_top_and_the_structure_checks_unchanged(rater, examples):
+    reference = [metaeval.rate(g, rater, bootstrap=50, seed=1) for g in scaled_games(1.0)]
+
+    @given(exponent=st.integers(-300, 300))
+    @settings(max_examples=examples, deadline=None)
+    def check(exponent):
+        for game, base in zip(scaled_games(10.0**exponent), reference):
+            assert_scaled_alike(game, base, rater)
+
+    check()
+
+
+def assert_scaled_alike(game, base, rater):
+    """The structure checks and p_top of ``game`` are those of ``base``, the same game at scale 1."""
+    resampler, resampler_at_1 = Resampler(game), Resampler(base.game)
+    assert (game.is_symmetric(), game.is_zero_sum()) == (base.game.is_symmetric(), base.game.is_zero_sum())
+    assert (resampler.symmetric, resampler.constant_sum) == (resampler_at_1.symmetric, resampler_at_1.constant_sum)
+    rating = metaeval.rate(game, rater, bootstrap=50, seed=1)
+    for mine, theirs in zip(rating.p_top, base.p_top):
+        np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("a", [1e-12, 1e-10])
+def test_the_issue_scales_keep_the_top_strategy_and_the_structure(a):
+    symmetric, general = scaled_games(a)
+    rating = metaeval.rate(symmetric, "uniform", bootstrap=50, seed=1)
+    np.testing.assert_array_equal(rating.p_top[0], [0.0, 0.0, 1.0])
+    assert not general.is_symmetric() and not general.is_zero_sum()
+    assert symmetric.is_symmetric() and symmetric.is_zero_sum()
+
+
+def test_samples_must_average_to_the_payoffs_at_any_scale():
+    game = MetaGame(1e-12 * np.array([[[1.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]]]))
+    samples = np.stack([game.payoffs, game.payoffs])
+    Resampler(game, samples)  # they do
+    with pytest.raises(MetaEvalError, match="do not average"):
+        Resampler(game, samples + 1e-13)  # a tenth of the payoffs off

@@ -30,7 +30,7 @@ def test_traced_end_point_is_pygambits(seed, shape):
 
 def through_pygambit(monkeypatch):
     """Make the tracer give up, so that the rater falls back on pygambit's follower."""
-    def gives_up(payoffs, target):
+    def gives_up(payoffs, target, symmetric=False):
         raise metaeval.MetaEvalError("the logit path of this game could not be followed (step below 1e-8)")
 
     monkeypatch.setattr(logit, "trace_logit_branch", gives_up)

@@ -150,7 +150,7 @@ def test_an_equilibrium_with_large_regret_is_refused(monkeypatch):
 
     game = metaeval.MetaGame.from_matrix([[3.0, 0.0], [5.0, 1.0]], [[3.0, 5.0], [0.0, 1.0]])
     uniform = [np.full(2, 0.5), np.full(2, 0.5)]
-    monkeypatch.setattr(nash_module, "limiting_logit_equilibrium", lambda payoffs: uniform)
+    monkeypatch.setattr(nash_module, "limiting_logit_equilibrium", lambda payoffs, symmetric=False: uniform)
     with pytest.raises(MetaEvalError, match="max regret 0.75"):
         metaeval.rate(game, "nash")
 
@@ -163,3 +163,155 @@ def test_a_game_where_the_interior_point_solver_is_inaccurate():
     np.testing.assert_allclose(rating.distribution[0], [0.2, 0, 0, 0, 0.2, 0.6, 0, 0], atol=1e-9)
     np.testing.assert_allclose(rating.distribution[1], [0.4, 0.6], atol=1e-9)
     assert rating.diagnostics["max_regret"] < 1e-9
+
+
+# Replicate 172 of rate(MetaGame(np.stack([A, -A]), stderr=np.full((2, 4, 4), 0.3)), "nash",
+# bootstrap=200) for A = np.random.default_rng(3).normal(size=(4, 4)). Its row strategy 3
+# falls 2.2e-4 of the range short of a best response: with the value slack it could carry
+# mass 2.6e-9, next to the support LP's cut at 1e-9, where HiGHS stopped 'Not Set'.
+REPLICATE_172 = np.array([
+    [2.038292958145078, -2.5893607070776006, 0.5387953696903425, -0.765567805416211],
+    [-0.18080654898365778, 0.29938727656102976, -2.3588925212813696, -0.3742491823302428],
+    [-0.8299248065462083, 3.086370985928508, -0.025947469075559726, -0.6332803675006224],
+    [0.520343479012044, -0.7239547675661776, -1.1447174467176593, -0.5343859904530133],
+])
+
+
+def test_zero_sum_game_with_a_near_best_response_gets_pygambits_equilibrium():
+    import pygambit
+
+    reference = pygambit.nash.lp_solve(pygambit.Game.from_arrays(REPLICATE_172, -REPLICATE_172),
+                                       rational=False).equilibria[0]
+    rating = metaeval.rate(metaeval.MetaGame.from_matrix(REPLICATE_172), "nash")
+    for x, player in zip(rating.distribution, reference.game.players):
+        np.testing.assert_allclose(x, [float(reference[s]) for s in player.strategies], atol=1e-9)
+    assert rating.distribution[0][3] == 0.0
+
+
+def test_perturbed_and_rescaled_zero_sum_games_are_rated():
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        noise, scale = 10 ** rng.uniform(-12, -3), 10 ** rng.uniform(-6, 6)
+        row = scale * (REPLICATE_172 + noise * rng.standard_normal((4, 4)))
+        rating = metaeval.rate(metaeval.MetaGame.from_matrix(row), "nash")
+        assert rating.diagnostics["max_regret"] <= 1e-9 * rating.diagnostics["payoff_range"]
+
+
+def test_bootstrap_of_an_ordinary_zero_sum_game_rates_every_replicate():
+    payoffs = np.random.default_rng(3).normal(size=(4, 4))
+    game = metaeval.MetaGame(np.stack([payoffs, -payoffs]), stderr=np.full((2, 4, 4), 0.3))
+    rating = metaeval.rate(game, "nash", bootstrap=200)
+    assert rating.diagnostics["bootstrap"]["failed"] == 0
+    assert rating.replicates[0].shape == (200, 4)
+
+
+# -- symmetric games -----------------------------------------------------------------------
+def symmetric_game(rng, players, k):
+    """G_p(a) = G_0(a_p, a_-p), with G_0 symmetric in the others' strategies."""
+    if players == 2:
+        row = rng.uniform(-1, 1, (k, k))
+        return np.stack([row, row.T])
+    first = rng.uniform(-1, 1, (k, k, k))
+    first = (first + first.transpose(0, 2, 1)) / 2
+    return np.stack([first, first.transpose(1, 0, 2), first.transpose(1, 2, 0)])
+
+
+@pytest.mark.parametrize("crash, mixed", [(-10.0, 0.9), (-8.0, 0.875)])
+def test_symmetric_chicken_is_rated_at_its_symmetric_equilibrium(crash, mixed):
+    """Both pure asymmetric equilibria rate one player -9 (or -7); the symmetric branch
+    ends at the mixed equilibrium, where both strategies of both players are rated 0."""
+    row = np.array([[0.0, -1.0], [1.0, crash]])
+    rating = metaeval.rate(metaeval.MetaGame(np.stack([row, row.T])), "nash")
+    for x, values in zip(rating.distribution, rating.ratings):
+        np.testing.assert_allclose(x, [mixed, 1 - mixed], atol=1e-12)
+        np.testing.assert_allclose(values, 0.0, atol=1e-12)
+    assert rating.diagnostics["equilibrium"] == "limiting logit equilibrium (symmetric branch)"
+
+
+def test_identical_players_get_identical_ratings():
+    """200 random symmetric games: 2 players with 2 to 8 strategies, 3 with 2 to 5."""
+    rng = np.random.default_rng(0)
+    for players in [2] * 100 + [3] * 100:
+        payoffs = symmetric_game(rng, players, int(rng.integers(2, 9 if players == 2 else 6)))
+        rating = metaeval.rate(metaeval.MetaGame(payoffs), "nash")
+        for values, x in zip(rating.ratings[1:], rating.distribution[1:]):
+            np.testing.assert_allclose(values, rating.ratings[0], atol=1e-12 * np.ptp(payoffs))
+            np.testing.assert_array_equal(x, rating.distribution[0])
+
+
+def test_symmetric_branch_ends_where_pygambits_follower_stays_symmetric():
+    """pygambit's follower leaves the symmetric branch in about half of these games;
+    where it does not, both end at the same equilibrium."""
+    from metaeval.ratings.logit import gambit_branch_end
+    from metaeval.ratings.nash import well_scaled
+
+    rng = np.random.default_rng(1)
+    compared = 0
+    for _ in range(30):
+        payoffs = symmetric_game(rng, 2, int(rng.integers(2, 9)))
+        theirs = gambit_branch_end(well_scaled(payoffs)[0])
+        if np.abs(theirs[0] - theirs[1]).max() > 1e-6:
+            continue
+        compared += 1
+        ours = metaeval.rate(metaeval.MetaGame(payoffs), "nash").distribution
+        np.testing.assert_allclose(ours[0], theirs[0], atol=1e-5)
+    assert compared >= 10
+
+
+# A symmetric game found among random small-integer symmetric 4 x 4 games: its only
+# equilibrium (pygambit's vertex enumeration) is x = y = (6, 4, 9, 0) / 19. The unrestricted
+# tracer and pygambit's follower both stall at a branch point, at x = y = (0.34, 0.25, 0.19,
+# 0.21) with max regret 0.06 x range, and the rater refused the game after 21 s.
+UNIQUE_EQUILIBRIUM_GAME = np.array([[-1, 3, 0, 0], [0, -3, 2, 2], [1, 0, 0, -3], [-2, 2, 0, 0]], dtype=float)
+UNIQUE_EQUILIBRIUM = np.array([6, 4, 9, 0]) / 19
+
+
+def test_symmetric_game_with_a_unique_equilibrium_is_rated_at_it():
+    import pygambit
+
+    game = pygambit.Game.from_arrays(UNIQUE_EQUILIBRIUM_GAME, UNIQUE_EQUILIBRIUM_GAME.T)
+    (only,) = pygambit.nash.enummixed_solve(game, rational=True).equilibria
+    for player in game.players:
+        np.testing.assert_array_equal([float(only[s]) for s in player.strategies], UNIQUE_EQUILIBRIUM)
+    rating = metaeval.rate(metaeval.MetaGame(np.stack([UNIQUE_EQUILIBRIUM_GAME, UNIQUE_EQUILIBRIUM_GAME.T])), "nash")
+    for x in rating.distribution:
+        np.testing.assert_allclose(x, UNIQUE_EQUILIBRIUM, atol=1e-12)
+
+
+def test_where_the_trace_stalls_vertex_enumeration_finds_the_equilibrium(monkeypatch):
+    """The unrestricted tracer on the game above, with pygambit's follower failing too: no
+    support read off the stalled point, nor any left by dropping its least-played
+    strategies, is the equilibrium's; vertex enumeration lists it."""
+    from metaeval.ratings import logit
+    from metaeval.ratings.nash import well_scaled
+
+    payoffs = well_scaled(np.stack([UNIQUE_EQUILIBRIUM_GAME, UNIQUE_EQUILIBRIUM_GAME.T]))[0]
+    with pytest.raises(logit.BranchStalled) as stalled:
+        logit.trace_logit_branch(payoffs, logit.TRACE_REGRET)
+    assert max_regret(payoffs, stalled.value.strategies) > 0.05
+
+    def fails(payoffs):
+        raise MetaEvalError("pygambit's follower failed")
+
+    monkeypatch.setattr(logit, "_gambit_logit", fails)
+    for x in logit.limiting_logit_equilibrium(payoffs):
+        np.testing.assert_allclose(x, UNIQUE_EQUILIBRIUM, atol=1e-12)
+
+
+def test_where_the_trace_stalls_dropping_a_little_played_strategy_finds_the_equilibrium(monkeypatch):
+    """A stalled point that keeps mass 0.048 on the strategy the equilibrium leaves out:
+    every support read off it holds that strategy; dropping it, Newton's method reaches the
+    equilibrium (vertex enumeration switched off)."""
+    from metaeval.ratings import logit
+
+    reached = 0.952 * UNIQUE_EQUILIBRIUM + 0.048 * np.eye(4)[3]
+
+    def stalls(payoffs, target, symmetric=False):
+        raise logit.BranchStalled("the logit path of this game could not be followed (step below 1e-8)",
+                                  [reached, reached])
+
+    monkeypatch.setattr(logit, "trace_logit_branch", stalls)
+    monkeypatch.setattr(logit, "ENUMERATED_STRATEGIES", 0)
+    rating = metaeval.rate(metaeval.MetaGame(np.stack([UNIQUE_EQUILIBRIUM_GAME, UNIQUE_EQUILIBRIUM_GAME.T])), "nash")
+    for x in rating.distribution:
+        np.testing.assert_allclose(x, UNIQUE_EQUILIBRIUM, atol=1e-12)

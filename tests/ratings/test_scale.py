@@ -111,3 +111,50 @@ def test_single_population_alpharank_checks_symmetry_relative_to_the_range():
         np.testing.assert_allclose(scaled[0], base[0], rtol=0, atol=1e-12)
         with pytest.raises(metaeval.MetaEvalError, match="symmetric 2-player game"):
             metaeval.rate(MetaGame(a * lopsided.payoffs), "alpharank", single_population=True)
+
+
+HOMOGENEOUS = ["deviation", "payoff", "nash", "uniform"]
+
+
+def extreme_game(players):
+    """A game whose payoffs fill [-1, 1] (so payoff differences reach 2)."""
+    payoffs = np.random.default_rng(players).uniform(-1, 1, (players, *[3] * players))
+    payoffs /= np.abs(payoffs).max()
+    payoffs[0].flat[0], payoffs[0].flat[-1] = -1.0, 1.0
+    return MetaGame(payoffs)
+
+
+@pytest.mark.parametrize("rater", HOMOGENEOUS)
+@pytest.mark.parametrize("players", [2, 3])
+@pytest.mark.parametrize("a", [1e-300, 1e300, 9e307])
+def test_extreme_payoffs_are_rated_at_unit_scale(rater, players, a):
+    """At |payoffs| near 9e307 payoff differences overflow: deviation gave NaN or ratings off
+    by 1.4 relative, uniform -inf, nash numpy's "array must not contain infs"."""
+    game = extreme_game(players)
+    base = metaeval.rate(game, rater)
+    with np.errstate(over="raise", invalid="raise"):  # no overflow, no invalid operation anywhere
+        rating = metaeval.rate(MetaGame(a * game.payoffs), rater)
+    for mine, theirs in zip(rating.ratings, base.ratings):
+        np.testing.assert_allclose(mine / a, theirs, rtol=0, atol=1e-7 * spread(game))
+    assert rating.tolerance == pytest.approx(a * base.tolerance, rel=0.01)
+    assert rating.to_frame()["rank"].tolist() == base.to_frame()["rank"].tolist()
+
+
+def test_ratings_beyond_the_largest_float_are_refused_not_nan():
+    # Player 0's second strategy loses 1.8e308 against the only CCE: not a float.
+    game = MetaGame([[[9e307], [-9e307]], [[0.0], [0.0]]])
+    for rater in ("deviation", "payoff", "nash"):
+        with pytest.raises(metaeval.MetaEvalError, match="exceed the largest float"):
+            metaeval.rate(game, rater)
+    np.testing.assert_allclose(metaeval.rate(game, "uniform").ratings[0], [9e307, -9e307])
+
+
+def test_cli_rates_a_saved_game_near_the_largest_float(tmp_path, capsys):
+    from metaeval.cli import main
+
+    game = extreme_game(3)
+    MetaGame(9e307 * game.payoffs).save(tmp_path / "huge.npz")
+    assert main(["rate", str(tmp_path / "huge.npz"), "--rater", "deviation"]) == 0
+    printed = [float(line.split()[3]) for line in capsys.readouterr().out.splitlines()[1:-1]]
+    expected = np.concatenate(metaeval.rate(game, "deviation").ratings)
+    np.testing.assert_allclose(np.array(printed) / 9e307, expected, rtol=0, atol=1e-5)

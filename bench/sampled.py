@@ -1,0 +1,163 @@
+"""Sampled meta-game throughput of neural policies: lock-step batches against one state at a time.
+
+    python -m bench.sampled [--episodes 500] [--slow-episodes 100] [--repeats 3]
+
+On the same MLP policies (metaeval.spiel.mlp; leduc_poker, 2 players, 8 per player,
+64 joints), episodes per second of
+
+(a) OpenSpiel psro_v2's ``sample_episodes`` (``AbstractMetaTrainer.sample_episodes``:
+    one episode and one state at a time, each policy asked per state),
+(b) the per-episode builder (``sampled_metagame(..., batch_size=None)``),
+(c) the batched builder (episodes of a joint in lock-step): in-process, and on 1 and
+    2 Ray actors (``build_metagame(mode="sampled", workers=...)``),
+(d) uniform-random rollouts through pyspiel in one process: the stepping cost every
+    builder pays, so the ceiling,
+(e) the batched builder in-process with uniform batched policies and no network: the
+    builder's own cost, so (c) minus (e) is what the MLP calls cost.
+
+Targets: (c) on one actor at least 20x (a) and within 3x of (d) per core; 2 actors at
+least 1.8x one. Slow paths (a, b) play ``--slow-episodes`` per joint, the others
+``--episodes``; a rate per episode does not depend on it for them. Each time is the
+median of ``--repeats`` warm runs (actors started, shapes compiled). Wall-clock
+rates need idle cores, so the CPU seconds (driver plus actors, from /proc) are shown
+too: episodes per CPU second is the per-core rate whatever else runs on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import ray
+from open_spiel.python import policy as policy_lib
+from open_spiel.python.algorithms.psro_v2.abstract_meta_trainer import AbstractMetaTrainer
+
+from bench.distributed import cpu_seconds_clock
+from bench.timing import median_time
+from metaeval import games, spiel
+from metaeval.distributed import build_metagame, shutdown
+from metaeval.spiel.lockstep import draw_index
+from metaeval.spiel.mlp import MLPPolicy
+
+PER_PLAYER = 8
+
+
+def psro_sample_episodes(game, population, episodes: int) -> np.ndarray:
+    """Every joint's mean returns by psro_v2's ``sample_episodes``, ``[M, N]``."""
+    trainer = SimpleNamespace(_game=game, _num_players=game.num_players())
+    return np.array([
+        AbstractMetaTrainer.sample_episodes(trainer, [population.policies[p][i] for p, i in enumerate(joint)], episodes)
+        for joint in np.ndindex(*population.sizes)
+    ])
+
+
+def random_rollouts(game, episodes: int, rng: np.random.Generator) -> float:
+    """Mean return of player 0 over ``episodes`` uniform-random episodes."""
+    total = 0.0
+    for _ in range(episodes):
+        state = game.new_initial_state()
+        while not state.is_terminal():
+            if state.is_chance_node():
+                outcomes = state.chance_outcomes()
+                state.apply_action(outcomes[draw_index([p for _, p in outcomes], rng.random())][0])
+            else:
+                actions = state.legal_actions()
+                state.apply_action(actions[int(rng.random() * len(actions))])
+        total += state.returns()[0]
+    return total / episodes
+
+
+def measure(label, run, episodes: int, repeats: int, actors: bool = False):
+    """``(label, wall seconds, CPU seconds, episodes/s, episodes per CPU second)`` of warm runs."""
+    run()
+    seconds, _ = median_time(run, repeats)
+    clock = cpu_seconds_clock() if actors else time.process_time
+    cpu, _ = median_time(run, repeats, clock=clock)
+    return label, seconds, cpu, episodes / seconds, episodes / cpu
+
+
+class UniformBatched(policy_lib.Policy):
+    """Uniform over the legal actions, answering batches natively without a network: the
+    batched builder with it costs what the builder itself costs (stepping, tensors, draws)."""
+
+    def batch_probabilities(self, observations, legal):
+        return legal / legal.sum(axis=1, keepdims=True)
+
+    def action_probabilities(self, state, player_id=None):
+        actions = state.legal_actions(player_id)
+        return {action: 1 / len(actions) for action in actions}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=500)
+    parser.add_argument("--slow-episodes", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.2f}")
+    np.random.seed(0)  # psro_v2 draws from NumPy's global generator
+    # Ray first: its processes are forked before JAX starts threads in this one.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    try:
+        game = games.load("leduc_poker")
+        policies = [[MLPPolicy(game, p, seed=100 * p + i) for i in range(PER_PLAYER)] for p in range(2)]
+        population = spiel.Population(game, policies)
+        uniform = spiel.Population(game, [[UniformBatched(game, [p])] * PER_PLAYER for p in range(2)])
+        joints = PER_PLAYER**2
+        fast, slow = joints * args.episodes, joints * args.slow_episodes
+        address = ray.get_runtime_context().gcs_address
+        batched = [
+            spiel.sampled_metagame(game, population, args.slow_episodes, 0, batch_size=size) for size in (None, 1024)
+        ]
+        assert np.array_equal(batched[0].payoffs, batched[1].payoffs), "batched and per-episode builds differ"
+
+        def build(**options):
+            return lambda: build_metagame(game, population, mode="sampled", episodes=args.episodes, **options)
+
+        rows = [
+            measure("(a) psro_v2 sample_episodes", lambda: psro_sample_episodes(game, population, args.slow_episodes),
+                    slow, args.repeats),
+            measure("(b) per-episode builder", lambda: spiel.sampled_metagame(
+                game, population, args.slow_episodes, 0, batch_size=None), slow, args.repeats),
+            measure("(c) batched, in-process", build(), fast, args.repeats),
+            measure("(c) batched, 1 actor", build(workers=1, address=address), fast, args.repeats, actors=True),
+            measure("(c) batched, 2 actors", build(workers=2), fast, args.repeats, actors=True),
+            measure("(e) batched, no network", lambda: spiel.sampled_metagame(game, uniform, args.episodes, 0),
+                    fast, args.repeats),
+            measure("(d) uniform random rollouts", lambda: random_rollouts(game, fast, np.random.default_rng(0)),
+                    fast, args.repeats),
+        ]
+        print(f"\nleduc_poker, MLP policies {MLPPolicy(game, 0).hidden}, {PER_PLAYER} per player ({joints} joints); "
+              f"episodes per joint: {args.slow_episodes} for (a, b), {args.episodes} for (c, d)")
+        print(f"{'path':<30} {'seconds':>8} {'CPU s':>7} {'episodes/s':>11} {'per CPU s':>10} {'vs (a)':>8}")
+        base = rows[0][4]
+        for label, seconds, cpu, rate, per_cpu in rows:
+            print(f"{label:<30} {seconds:8.2f} {cpu:7.2f} {rate:11.0f} {per_cpu:10.0f} {per_cpu / base:7.1f}x")
+        rate = {row[0]: row for row in rows}
+        one, two = rate["(c) batched, 1 actor"], rate["(c) batched, 2 actors"]
+        ceiling = rate["(d) uniform random rollouts"]
+        psro = rate["(a) psro_v2 sample_episodes"]
+        print(f"\nbatched on 1 actor vs (a), per CPU second: {one[4] / psro[4]:.1f}x (target >= 20x); "
+              f"wall clock: {one[3] / psro[3]:.1f}x")
+        print(f"(d) vs batched on 1 actor, per CPU second: {ceiling[4] / one[4]:.2f}x (target <= 3x); "
+              f"wall clock: {ceiling[3] / one[3]:.2f}x")
+        print(f"2 actors vs 1, wall clock: {two[3] / one[3]:.2f}x (target >= 1.8x; needs 2 idle cores)")
+        inprocess, bare = rate["(c) batched, in-process"], rate["(e) batched, no network"]
+        per_episode = {label: 1e6 / rate[label][4] for label in rate}
+        print("\nCPU microseconds per episode, in one process: "
+              f"pyspiel stepping and random draws (d) {per_episode[ceiling[0]]:.1f}; "
+              f"batched builder without a network (e) {per_episode[bare[0]]:.1f}; "
+              f"its MLP calls {per_episode[inprocess[0]] - per_episode[bare[0]]:.1f}; "
+              f"psro_v2 (a) {per_episode[psro[0]]:.1f}")
+        print(f"\nload average after: {os.getloadavg()[0]:.2f}")
+    finally:
+        shutdown()
+        ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()

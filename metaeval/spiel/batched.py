@@ -1,0 +1,171 @@
+"""Batched policies: action probabilities for a whole batch of decisions at once.
+
+A *batched* policy (the protocol :class:`BatchedPolicy`) answers
+
+    probabilities = policy.batch_probabilities(observations, legal)
+
+with ``observations [B, D]`` float32 (the acting player's information-state tensors,
+or observation tensors where the game has no information-state tensor, see
+:func:`observation_kind`), ``legal [B, A]`` bool legal-action masks, and
+``probabilities [B, A]``: a distribution over legal actions per row. Neural
+policies answer natively (:class:`metaeval.spiel.mlp.MLPPolicy`).
+
+Every other policy is answered per state through :func:`as_batched`: any OpenSpiel
+``Policy`` (tabular or not), a ``pyspiel`` policy, or a plain callable
+``fn(state, player) -> {action: probability}`` wrapped in :class:`CallablePolicy`.
+The lock-step episodes (:mod:`metaeval.spiel.lockstep`) call every policy through
+:func:`as_batched`, once per decision step for the whole batch.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import pyspiel
+from open_spiel.python import policy as policy_lib
+from open_spiel.python.observation import INFO_STATE_OBS_TYPE, make_observation
+
+from metaeval.errors import MetaEvalError
+from metaeval.spiel.policies import PROBABILITY_TOLERANCE, probability_row
+from metaeval.spiel.tree import infostate_key
+
+#: Row sums a batched answer may miss 1 by: float32 networks round at about 1e-7 per action.
+BATCH_SUM_TOLERANCE = 1e-4
+
+
+@runtime_checkable
+class BatchedPolicy(Protocol):
+    """A policy that answers a batch of decisions natively."""
+
+    def batch_probabilities(self, observations: np.ndarray, legal: np.ndarray) -> np.ndarray:
+        """``[B, A]`` action probabilities for ``observations [B, D]`` and masks ``legal [B, A]``."""
+
+
+def observation_kind(game) -> str:
+    """``"information_state"`` or ``"observation"``: the tensor batched policies of ``game`` see."""
+    game_type = game.get_type()
+    if game_type.provides_information_state_tensor:
+        return "information_state"
+    if game_type.provides_observation_tensor:
+        return "observation"
+    raise MetaEvalError(f"{game} has neither information-state nor observation tensors; batched policies need one")
+
+
+def observation_size(game) -> int:
+    """Length of the flattened tensor of :func:`observation_kind`."""
+    if observation_kind(game) == "information_state":
+        return game.information_state_tensor_size()
+    return game.observation_tensor_size()
+
+
+class TensorReader:
+    """Reads the tensors batched policies of ``game`` see into rows of an array.
+
+    Through OpenSpiel's observation API (one C++ buffer written in place; about twice
+    as fast as ``state.information_state_tensor``, which builds a Python list), with
+    the perfect-recall observation type for information states, the game's default
+    for observations: the same numbers as the state's own tensor methods.
+    """
+
+    def __init__(self, game):
+        kind = observation_kind(game)
+        self._observation = make_observation(game, INFO_STATE_OBS_TYPE if kind == "information_state" else None)
+        self._method = f"{kind}_tensor"
+
+    def read(self, states, player: int) -> np.ndarray:
+        """``[len(states), D]`` float32 tensors of ``states`` seen by ``player``."""
+        observation = self._observation
+        if observation is None or observation.tensor is None:
+            return np.array([getattr(state, self._method)(player) for state in states], dtype=np.float32)
+        rows = np.empty((len(states), observation.tensor.size), dtype=np.float32)
+        for row, state in enumerate(states):
+            observation.set_from(state, player)
+            rows[row] = observation.tensor
+        return rows
+
+
+class DecisionBatch:
+    """Decisions of one player in a batch of episodes: states, legal masks, and (built on
+    first use, as only native batched policies need them) observation tensors, read by
+    ``reader`` (a :class:`TensorReader` of the game; one is made when not given)."""
+
+    def __init__(self, game, player: int, states: list, reader: TensorReader | None = None):
+        self.game, self.player, self.states, self._reader = game, player, states, reader
+        self.legal = np.array([state.legal_actions_mask(player) for state in states], dtype=bool)
+
+    @cached_property
+    def observations(self) -> np.ndarray:
+        return (self._reader or TensorReader(self.game)).read(self.states, self.player)
+
+
+class CallablePolicy(policy_lib.Policy):
+    """An OpenSpiel ``Policy`` from a plain callable ``fn(state, player) -> {action: probability}``.
+
+    Args:
+        game: the ``pyspiel.Game``.
+        players: the player ids ``fn`` acts for.
+        fn: the callable; it must be picklable to reach Ray workers.
+    """
+
+    def __init__(self, game, players, fn):
+        if not callable(fn):
+            raise MetaEvalError(f"expected a callable, got {type(fn).__name__}")
+        super().__init__(game, list(players))
+        self.fn = fn
+
+    def action_probabilities(self, state, player_id=None):
+        return self.fn(state, state.current_player() if player_id is None else player_id)
+
+
+def as_batched(policy, game, player: int):
+    """``answer(batch: DecisionBatch) -> [B, A]`` for any policy of ``player``.
+
+    A :class:`BatchedPolicy` is asked once for the whole batch; a ``TabularPolicy``
+    gathers its table's rows; any other OpenSpiel or ``pyspiel`` policy is asked once
+    per state (``action_probabilities``); a plain callable is first wrapped in
+    :class:`CallablePolicy`. Answers are not checked here (see
+    :func:`checked`).
+    """
+    if isinstance(policy, BatchedPolicy):
+        return lambda batch: policy.batch_probabilities(batch.observations, batch.legal)
+    if isinstance(policy, policy_lib.TabularPolicy):
+        return _tabular(policy)
+    if not isinstance(policy, policy_lib.Policy) and callable(policy) and not isinstance(policy, pyspiel.Policy):
+        policy = CallablePolicy(game, [player], policy)
+
+    def per_state(batch: DecisionBatch) -> np.ndarray:
+        width = batch.legal.shape[1]
+        return np.array([probability_row(policy, state, batch.player, width) for state in batch.states])
+
+    return per_state
+
+
+def _tabular(policy: policy_lib.TabularPolicy):
+    """A ``TabularPolicy`` answers with its table's rows, looked up by the key it uses itself
+    (one dictionary lookup per state instead of a dictionary built per state)."""
+    table, lookup, game_type = policy.action_probability_array, policy.state_lookup, policy.game_type
+
+    def rows(batch: DecisionBatch) -> np.ndarray:
+        return table[[lookup[infostate_key(game_type, state, batch.player)] for state in batch.states]]
+
+    return rows
+
+
+def checked(probabilities, legal: np.ndarray) -> np.ndarray:
+    """``probabilities`` as a float64 ``[B, A]`` array, after checking they are
+    distributions over the legal actions (one-line ``MetaEvalError`` otherwise)."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    if probabilities.shape != legal.shape:
+        raise MetaEvalError(f"expected probabilities of shape {legal.shape}, got {probabilities.shape}")
+    problems = (
+        ("are not finite", lambda: not np.isfinite(probabilities).all()),
+        ("are negative", lambda: (probabilities < -PROBABILITY_TOLERANCE).any()),
+        ("put mass on an illegal action", lambda: (np.abs(probabilities[~legal]) > PROBABILITY_TOLERANCE).any()),
+        ("do not sum to 1", lambda: (np.abs(probabilities.sum(axis=1) - 1.0) > BATCH_SUM_TOLERANCE).any()),
+    )
+    for text, failed in problems:
+        if failed():
+            raise MetaEvalError(f"action probabilities {text}")
+    return probabilities
