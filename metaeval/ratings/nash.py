@@ -17,7 +17,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, product_distribution
 from metaeval.ratings.logit import limiting_logit_equilibrium, max_regret, payoff_against
 from metaeval.ratings.nash_zero_sum import max_entropy_nash
 
@@ -87,4 +87,4 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
             "would not be against an equilibrium"
         )
     diagnostics.update(max_regret=regret, seconds=time.perf_counter() - start)
-    return Rating("nash", game, ratings, strategies, diagnostics)
+    return Rating("nash", game, ratings, product_distribution(strategies), diagnostics)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, product_distribution
 
 
 def uniform(game: MetaGame) -> Rating:
@@ -15,4 +15,4 @@ def uniform(game: MetaGame) -> Rating:
         others = tuple(1 + q for q in range(game.num_players) if q != p)
         ratings.append(game.payoffs[p].mean(axis=tuple(a - 1 for a in others)))
     marginals = [np.full(k, 1.0 / k) for k in game.shape]
-    return Rating("uniform", game, ratings, distribution=marginals)
+    return Rating("uniform", game, ratings, distribution=product_distribution(marginals))

@@ -21,7 +21,6 @@ For example, the players' mixtures of the maximum-entropy CCE of rock-paper-scis
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
 
@@ -32,21 +31,10 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.solvers.mgcce import mgcce
 from metaeval.ratings import rate
+from metaeval.ratings.base import marginals, product_distribution
 
 
 __all__ = ["SOLVERS", "alpharank", "deviation", "marginals", "nash", "product_distribution", "solve", "uniform"]
-
-
-def product_distribution(marginals) -> np.ndarray:
-    """The joint distribution ``[K_1..K_N]`` of independent per-player mixtures."""
-    return functools.reduce(np.multiply.outer, [np.asarray(m, dtype=np.float64) for m in marginals])
-
-
-def marginals(sigma: np.ndarray) -> list[np.ndarray]:
-    """Each player's marginal of a joint distribution ``sigma`` ``[K_1..K_N]``: a list of N
-    1-D arrays, ``marginals(sigma)[p][i]`` the probability that player p plays strategy i."""
-    axes = range(sigma.ndim)
-    return [sigma.sum(axis=tuple(q for q in axes if q != p)) for p in axes]
 
 
 def uniform(game: MetaGame) -> np.ndarray:
@@ -57,13 +45,12 @@ def uniform(game: MetaGame) -> np.ndarray:
 def nash(game: MetaGame) -> np.ndarray:
     """The Nash equilibrium the ``nash`` rater selects (maximum-entropy in 2-player zero-sum
     games, the limiting logit equilibrium otherwise), as a product distribution."""
-    return product_distribution(rate(game, "nash").distribution)
+    return rate(game, "nash").distribution
 
 
 def alpharank(game: MetaGame, **options) -> np.ndarray:
     """alpha-Rank's stationary mass over joint profiles (options as the ``alpharank`` rater)."""
-    distribution = rate(game, "alpharank", **options).distribution
-    return product_distribution(distribution) if isinstance(distribution, list) else distribution
+    return rate(game, "alpharank", **options).distribution
 
 
 def deviation(game: MetaGame, **options) -> np.ndarray:

@@ -10,6 +10,7 @@ from open_spiel.python.algorithms import nash_averaging
 import metaeval
 from metaeval import MetaEvalError
 from metaeval.ratings.logit import max_regret
+from metaeval.ratings.base import marginals
 from metaeval.ratings.nash_zero_sum import max_entropy_nash
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
 
@@ -45,8 +46,8 @@ def test_agent_vs_task_matches_openspiel(seed, agents, tasks):
     np.testing.assert_allclose(rating.ratings[1], task_scores.ravel() + value, atol=1e-6)
     # OpenSpiel's interior-point strategies are only ~1e-5 accurate (entropy is flat at
     # its maximum); the ratings above are far less sensitive to that.
-    np.testing.assert_allclose(rating.distribution[0], x.ravel(), atol=1e-4)
-    np.testing.assert_allclose(rating.distribution[1], y.ravel(), atol=1e-4)
+    np.testing.assert_allclose(marginals(rating.distribution)[0], x.ravel(), atol=1e-4)
+    np.testing.assert_allclose(marginals(rating.distribution)[1], y.ravel(), atol=1e-4)
 
 
 def test_degenerate_game_gives_the_exact_maximiser():
@@ -89,7 +90,7 @@ def test_zero_sum_clone_invariance(game, data):
     np.testing.assert_allclose(after.ratings[player][-1], before.ratings[player][index], atol=1e-7)
     # the clone shares its original's mass equally
     np.testing.assert_allclose(
-        after.distribution[player][-1], after.distribution[player][index], atol=1e-6
+        marginals(after.distribution)[player][-1], marginals(after.distribution)[player][index], atol=1e-6
     )
 
 
@@ -100,7 +101,7 @@ def test_limiting_logit_equilibrium_regret_below_1e6(game):
     assert rating.diagnostics["equilibrium"] == "limiting logit equilibrium"
     assert rating.diagnostics["max_regret"] < 1e-6
     assert max(r.max() for r in rating.ratings) < 1e-6  # nobody gains by deviating
-    for x in rating.distribution:
+    for x in marginals(rating.distribution):
         assert np.all(x >= 0) and x.sum() == pytest.approx(1.0)
 
 
@@ -108,8 +109,8 @@ def test_unique_mixed_equilibrium_closed_form():
     # Row indifferent when 2q = 1 - q (q = 1/3); column indifferent when 1 - p = p (p = 1/2).
     game = metaeval.MetaGame.from_matrix([[2.0, 0.0], [0.0, 1.0]], [[0.0, 1.0], [1.0, 0.0]])
     rating = metaeval.rate(game, "nash")
-    np.testing.assert_allclose(rating.distribution[0], [0.5, 0.5], atol=1e-12)
-    np.testing.assert_allclose(rating.distribution[1], [1 / 3, 2 / 3], atol=1e-12)
+    np.testing.assert_allclose(marginals(rating.distribution)[0], [0.5, 0.5], atol=1e-12)
+    np.testing.assert_allclose(marginals(rating.distribution)[1], [1 / 3, 2 / 3], atol=1e-12)
     np.testing.assert_allclose(rating.ratings[0], [0.0, 0.0], atol=1e-12)
 
 
@@ -160,6 +161,6 @@ def test_a_game_where_the_interior_point_solver_is_inaccurate():
     the maximiser has rows 0 and 4, copies, sharing 0.4."""
     row = np.array([[-1, 2], [0, 0], [1, -2], [1, -2], [-1, 2], [2, 0], [0, 0], [0, -1]], dtype=float)
     rating = metaeval.rate(metaeval.MetaGame.from_matrix(row), "nash")
-    np.testing.assert_allclose(rating.distribution[0], [0.2, 0, 0, 0, 0.2, 0.6, 0, 0], atol=1e-9)
-    np.testing.assert_allclose(rating.distribution[1], [0.4, 0.6], atol=1e-9)
+    np.testing.assert_allclose(marginals(rating.distribution)[0], [0.2, 0, 0, 0, 0.2, 0.6, 0, 0], atol=1e-9)
+    np.testing.assert_allclose(marginals(rating.distribution)[1], [0.4, 0.6], atol=1e-9)
     assert rating.diagnostics["max_regret"] < 1e-9
