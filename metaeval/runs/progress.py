@@ -15,7 +15,8 @@ class LoopProgress:
     """Progress of ``done`` of ``total`` iterations.
 
     Args:
-        done, total: iterations already done (a resumed run) and in all.
+        done: iterations already done (a resumed run).
+        total: iterations in all.
         desc: what runs (``"kuhn_3p jpsro mgcce seed 0"``).
         unit: ``"it"``, ``"step"``, ``"run"``.
         progress: None or True: a bar on a terminal, else a line per iteration;
