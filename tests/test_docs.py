@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = sorted(p for p in (ROOT / "docs").rglob("*.md")) + [ROOT / "README.md"]
 BLOCK = re.compile(r"^```python\n(.*?)^```", flags=re.S | re.M)
+COMMANDS = re.compile(r"^```bash\n(.*?)^```", flags=re.S | re.M)
 
 
 def python_blocks(page: Path) -> list[str]:
@@ -33,3 +34,20 @@ def test_python_blocks_run_as_written(page, tmp_path):
     script = "\n\n".join(python_blocks(page))
     done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{page.name}:\n{done.stderr[-3000:]}"
+
+
+def test_readme_commands_run_as_written(tmp_path):
+    """The README's ``metaeval`` command lines (in ```bash blocks), each as written."""
+    lines = [line for block in COMMANDS.findall((ROOT / "README.md").read_text()) for line in block.splitlines()]
+    assert lines and all(line.startswith("metaeval ") for line in lines), lines
+    for line in lines:
+        done = subprocess.run([sys.executable, "-m", "metaeval.cli", *line.split()[1:]], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, f"{line}:\n{done.stderr[-3000:]}"
+
+
+def test_readme_is_a_front_door():
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 250
+    for target in re.findall(r"\]\((docs/[^)#]+)", text):  # every link into the site exists
+        assert (ROOT / target).exists(), target
