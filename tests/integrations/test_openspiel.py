@@ -105,3 +105,22 @@ def test_unknown_method_names_fail_clearly():
     with pytest.raises(metaeval.MetaEvalError, match="gives no distribution"):
         wins = np.array([[0.5, 0.7], [0.3, 0.5]])
         openspiel.distribution(metaeval.MetaGame.from_matrix(wins, wins.T), "elo")
+
+
+def test_a_sampled_metagame_comes_from_metaevals_batched_builder_within_its_errors():
+    from open_spiel.python.algorithms.psro_v2 import best_response_oracle
+
+    game = pyspiel.load_game("kuhn_poker")
+    oracle = best_response_oracle.BestResponseOracle(game=game, best_response_backend="py")
+    sampled = openspiel.PSROSolver(game, oracle, mode="sampled", episodes=2000, seed=3,
+                                   training_strategy_selector="probabilistic",
+                                   meta_strategy_method=openspiel.meta_strategy("uniform"))
+    sampled.iteration()
+    metagame = sampled.evaluator.metagame()
+    assert metagame.counts is not None and np.all(metagame.counts == 2000)
+    exact = openspiel.Evaluator(game)
+    for player, policies in enumerate(sampled.get_policies()):
+        for policy in policies:
+            exact.add(player, policy)
+    error = np.abs(np.stack(sampled.get_meta_game()) - exact.metagame().payoffs)
+    assert np.all(error <= 5 * metagame.stderr + 1e-12) and error.max() > 0  # sampled, and within its errors
