@@ -6,8 +6,14 @@ only need part of the package do not load OpenSpiel, Ray and the solvers.
 """
 
 import importlib
+from typing import TYPE_CHECKING
 
 from metaeval.errors import MetaEvalError
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and the API reference
+    from metaeval.game import MetaGame
+    from metaeval.ratings import RATERS, Rating, rate
+    from metaeval.training.evaluator import Evaluator
 
 _LAZY = {
     "Evaluator": "metaeval.training.evaluator",
