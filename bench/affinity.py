@@ -37,6 +37,7 @@ import pandas as pd
 import metaeval
 from metaeval import data
 from metaeval.solvers.equilibria import deviation_gains
+from metaeval.ratings.base import marginals
 from metaeval.ratings import affinity
 from metaeval.ratings.logit import max_regret, payoff_against
 
@@ -159,9 +160,9 @@ def compare(label: str, game: metaeval.MetaGame, iterations: int, ce_iterations:
         "target |diff|": max(np.abs(a - b).max() for a, b in zip(targets, plx_targets)),
         "metaeval s": ours_seconds,
         "polarix s": plx_seconds + target_seconds,
-        "strategy |diff|": max(np.abs(a - b).max() for a, b in zip(ours.distribution, theirs)),
+        "strategy |diff|": max(np.abs(a - b).max() for a, b in zip(marginals(ours.distribution), theirs)),
         "rating |diff|": max(np.abs(a - b).max() / spread for a, b in zip(ours.ratings, _ratings(game, theirs))),
-        "metaeval regret": max_regret(game.payoffs, ours.distribution) / spread,
+        "metaeval regret": max_regret(game.payoffs, marginals(ours.distribution)) / spread,
         "polarix regret": max_regret(game.payoffs, theirs) / spread,
         "metaeval king": np.round(ours.ratings[0], 4).tolist(),
         "polarix king": np.round(_ratings(game, theirs)[0], 4).tolist(),

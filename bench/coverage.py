@@ -26,6 +26,7 @@ import numpy as np
 
 import metaeval
 from metaeval.ratings.calibration import SMOOTH_ZERO_SUM, covered
+from metaeval.ratings.base import marginals
 
 GAMES = {  # case: (rater, shape, options)
     "uniform": ("uniform", (3, 3, 3, 3), {}),
@@ -82,7 +83,7 @@ def main(argv=None) -> None:
             hits = covered(exact, rater, runs=args.runs, replicates=args.replicates, seed=1, **options)[0]
             shape, value, count = " x ".join(map(str, dims)), hits.mean(), hits.size
             if rater == "nash":
-                outside = np.concatenate([x <= 1e-6 for x in metaeval.rate(exact, "nash").distribution])
+                outside = np.concatenate([x <= 1e-6 for x in marginals(metaeval.rate(exact, "nash").distribution)])
                 off_equilibrium = f"{hits[:, outside].mean():.3f}"
         print(f"{case:<14} {shape:<13} {count:>9} {value:>9.3f} {off_equilibrium:>8} "
               f"{time.perf_counter() - start:>7.1f} {time.process_time() - cpu:>7.1f}", flush=True)

@@ -45,6 +45,7 @@ import metaeval
 from bench.coverage import exact_game
 from metaeval.ratings.bootstrap import Resampler, percentile_interval
 from metaeval.ratings.calibration import sampled_around
+from metaeval.ratings.base import marginals
 
 LEVEL, SPREAD, EPISODES, REPLICATES = 0.95, 0.4, 40, 100
 TOLERANCE = 1e-9
@@ -105,7 +106,7 @@ def bias_corrected(values: np.ndarray, estimate: np.ndarray) -> np.ndarray:
 def exact_nash(exact: metaeval.MetaGame) -> tuple[np.ndarray, np.ndarray]:
     """The exact ratings and the mask of strategies outside the equilibrium's support."""
     rating = metaeval.rate(exact, "nash")
-    return np.concatenate(rating.ratings), np.concatenate([x <= 1e-6 for x in rating.distribution])
+    return np.concatenate(rating.ratings), np.concatenate([x <= 1e-6 for x in marginals(rating.distribution)])
 
 
 def nash_bootstrap(game: metaeval.MetaGame, run: int):

@@ -18,8 +18,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
-from tqdm.auto import tqdm
 
+from metaeval.runs.progress import LoopProgress
 from metaeval.viz import plots
 from metaeval.runs import reports
 from metaeval.runs import rundir
@@ -118,7 +118,7 @@ def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | 
     """Run every config in ``run_directory(out, config)``, ``jobs`` at once, yielding
     ``(config, records or error text)`` as each run ends (so a slow run holds back no
     other's result); a failure is also said on stderr as soon as it happens."""
-    bar = tqdm(total=len(configs), desc=desc, unit="run", disable=None if progress is None else not progress)
+    bar = LoopProgress(0, len(configs), desc, "run", progress)
     try:
         if jobs == 1:
             for config in configs:
@@ -139,10 +139,10 @@ def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | 
 
 def _report(outcome, config: EvolveConfig, out: Path, bar) -> None:
     """Say on stderr (above the progress bar) that a run failed, as soon as it does."""
-    bar.update()
+    bar.advance(rater=config.rater, seed=config.seed, outcome="failed" if isinstance(outcome, str) else "done")
     if isinstance(outcome, str):
-        tqdm.write(f"metaeval: run {config.rater} seed {config.seed} failed "
-                   f"({run_directory(out, config)}): {outcome}", file=sys.stderr)
+        bar.write(f"metaeval: run {config.rater} seed {config.seed} failed "
+                   f"({run_directory(out, config)}): {outcome}")
 
 
 def failure(out: Path, config: EvolveConfig, error: str) -> dict:

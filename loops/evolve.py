@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 import metaeval
+from metaeval.runs.progress import LoopProgress
 from metaeval import games, spiel
 from metaeval.runs import budget
 from metaeval.training import oracles
@@ -316,13 +316,12 @@ class Evolution:
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.iterations`` iterations are done; write results and plots."""
-        remaining = range(self.iteration, self.config.iterations)
-        bar = tqdm(remaining, desc=f"{self.config.game} {self.config.rater} seed {self.config.seed}",
-                   unit="it", disable=None if progress is None else not progress, leave=False)
+        desc = f"{self.config.game} {self.config.rater} seed {self.config.seed}"
         try:
-            for _ in bar:
-                record = self.step()
-                bar.set_postfix(gap=f"{record['cce_gap']:.3g}")
+            with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
+                for _ in range(self.iteration, self.config.iterations):
+                    record = self.step()
+                    shown.advance(gap=record["cce_gap"])
         except BaseException:
             if self.run_dir is not None:
                 self.run_dir.discard_if_unused()

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 import metaeval
+from metaeval.runs.progress import LoopProgress
 from metaeval import games
 from metaeval.runs import rundir
 from metaeval.runs.build import build_versions
@@ -281,12 +281,11 @@ class PBT:
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.steps`` steps are done; write results and plots."""
-        bar = tqdm(range(self.step_index, self.config.steps), unit="step", leave=False,
-                   desc=f"pbt {self.config.game} {self.config.rater} seed {self.config.seed}",
-                   disable=None if progress is None else not progress)
-        for _ in bar:
-            record = self.step()
-            bar.set_postfix(gap=f"{record['cce_gap']:.3g}")
+        desc = f"pbt {self.config.game} {self.config.rater} seed {self.config.seed}"
+        with LoopProgress(self.step_index, self.config.steps, desc, "step", progress) as shown:
+            for _ in range(self.step_index, self.config.steps):
+                record = self.step()
+                shown.advance(gap=record["cce_gap"])
         if self.out is not None:
             self.finish()
         return self.records

@@ -29,9 +29,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
 import metaeval
+from metaeval.runs.progress import LoopProgress
 from metaeval import games, spiel
 from metaeval.runs import rundir
 from metaeval.runs.build import build_versions
@@ -230,12 +230,11 @@ class PSRO:
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.iterations`` iterations are done; write results and plots."""
-        bar = tqdm(range(self.iteration, self.config.iterations), unit="it", leave=False,
-                   desc=f"{self.config.game} {self.config.oracle} {self.config.solver} seed {self.config.seed}",
-                   disable=None if progress is None else not progress)
-        for _ in bar:
-            record = self.step()
-            bar.set_postfix(gap=f"{record['cce_gap']:.3g}", size=max(record["sizes"]))
+        desc = f"{self.config.game} {self.config.oracle} {self.config.solver} seed {self.config.seed}"
+        with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
+            for _ in range(self.iteration, self.config.iterations):
+                record = self.step()
+                shown.advance(gap=record["cce_gap"], size=max(record["sizes"]))
         if self.out is not None:
             self.finish()
         return self.records

@@ -53,46 +53,77 @@ def _memory_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+class _Help(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default after its help, except where there is none to show (unset,
+    off, empty): those say in their help what happens when the option is not given."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or action.default == [] \
+                or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
 def _memory_argument(parser):
     parser.add_argument("--max-memory", type=_memory_size, default=None, metavar="SIZE",
-                        help="memory budget of any one allocation, e.g. 16G (default: $METAEVAL_MAX_MEMORY or 4G)")
+                        help="memory budget of any one allocation, e.g. 16G (unset: $METAEVAL_MAX_MEMORY or 4G)")
+
+
+def _quiet_argument(parser):
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress on stderr (otherwise a bar with the current CCE gap on a "
+                             "terminal, one line per iteration when stderr is not a terminal)")
+
+
+def _ray_arguments(parser, what):
+    parser.add_argument("--workers", type=_positive(int), default=1, help=what)
+    parser.add_argument("--address", default=None,
+                        help="address of an existing Ray cluster (unset: an embedded Ray, or $RAY_ADDRESS)")
 
 
 def _run_arguments(parser):
     parser.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
-    parser.add_argument("--iterations", type=_positive(int), default=100)
+    parser.add_argument("--iterations", type=_positive(int), default=100, help="iterations of the loop")
     parser.add_argument("--population", type=int, default=8, help="policies per player (>= 4)")
-    parser.add_argument("--discard-fraction", type=float, default=0.25)
-    parser.add_argument("--mode", choices=["exact", "sampled"], default="exact")
-    parser.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
-    parser.add_argument("--workers", type=_positive(int), default=1, help="Ray actors building meta-games")
-    parser.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
+    parser.add_argument("--discard-fraction", type=float, default=0.25,
+                        help="share of each player's population replaced every iteration (its lowest-rated)")
+    parser.add_argument("--mode", choices=["exact", "sampled"], default="exact",
+                        help="meta-game entries as exact expected returns or averages of sampled episodes")
+    parser.add_argument("--episodes", type=_positive(int), default=1000, help="episodes per entry, sampled mode")
+    _ray_arguments(parser, "Ray actors building meta-games")
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
-                        help="rater option, repeatable")
-    parser.add_argument("--replace", default="random", help="replacements: random, mutate, best-response, learned")
+                        help="rater option with a JSON value (alpha=10), repeatable")
+    parser.add_argument("--replace", default="random",
+                        help="where replacements come from: random, mutate, best-response, learned")
     parser.add_argument("--learner-episodes", type=_positive(int), default=2000,
-                        help="training budget of each learned replacement")
-    parser.add_argument("--mutation-scale", type=float, default=0.25, help="perturbation of mutated copies")
+                        help="training episodes of each learned replacement (--replace learned)")
+    parser.add_argument("--mutation-scale", type=float, default=0.25,
+                        help="size of the perturbation of mutated copies (--replace mutate)")
     parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     _memory_argument(parser)
+    _quiet_argument(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="metaeval", description="Game-theoretic evaluation of agent populations.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = _Parser(prog="metaeval", description="Game-theoretic evaluation of agent populations.",
+                     formatter_class=_Help)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
 
-    evolve = commands.add_parser("evolve", help="evolve populations by rating (SPEC 5)")
-    evolve.add_argument("--rater", default="deviation")
-    evolve.add_argument("--seed", type=int, default=0)
+    def command(name, description):
+        return commands.add_parser(name, help=description, description=description, formatter_class=_Help)
+
+    evolve = command("evolve", "evolve populations by rating (SPEC 5)")
+    evolve.add_argument("--rater", default="deviation", help="rater that picks whom to replace (a name in metaeval.RATERS)")
+    evolve.add_argument("--seed", type=int, default=0, help="seed of every random choice of the run")
     _run_arguments(evolve)
 
-    compare = commands.add_parser("compare", help="every rater x seed, one comparison")
-    compare.add_argument("--raters", default="uniform,nash,alpharank,deviation")
+    compare = command("compare", "every rater x seed, one comparison")
+    compare.add_argument("--raters", default="uniform,nash,alpharank,deviation", help="comma-separated raters")
     compare.add_argument("--seeds", type=_positive(int), default=5, help="number of seeds 0..S-1")
     compare.add_argument("--jobs", type=_positive(int), default=1, help="runs in parallel processes")
     _run_arguments(compare)
 
-    psro = commands.add_parser("psro", help="PSRO / JPSRO: meta-solver, exact best responses, optional cap")
+    psro = command("psro", "PSRO / JPSRO: meta-solver, exact best responses, optional cap")
     psro.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
     psro.add_argument("--solver", default="mgcce",
                       help="meta-solver: uniform, nash, alpharank, mecce, mgcce, deviation")
@@ -100,63 +131,75 @@ def build_parser() -> argparse.ArgumentParser:
                       help="jpsro (best response to the opponents' joint marginal), psro, random")
     psro.add_argument("--tie-break", choices=["drawn", "openspiel"], default="drawn",
                       help="jpsro: a seeded draw among tied best actions (drawn) or OpenSpiel jpsro's choice (openspiel)")
-    psro.add_argument("--iterations", type=_positive(int), default=30)
-    psro.add_argument("--seed", type=int, default=0)
-    psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player")
+    psro.add_argument("--iterations", type=_positive(int), default=30, help="iterations of the loop")
+    psro.add_argument("--seed", type=int, default=0, help="seed of every random choice of the run")
+    psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player (unset: no cap)")
     psro.add_argument("--prune-by", default="deviation", help="rater whose lowest-rated policies the cap removes")
     psro.add_argument("--initial", default="uniform", help="first policy per player: uniform, dirichlet, deterministic")
-    psro.add_argument("--mode", choices=["exact", "sampled"], default="exact")
-    psro.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
-    psro.add_argument("--workers", type=_positive(int), default=1, help="Ray actors building meta-games")
-    psro.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
+    psro.add_argument("--mode", choices=["exact", "sampled"], default="exact",
+                      help="meta-game entries as exact expected returns or averages of sampled episodes")
+    psro.add_argument("--episodes", type=_positive(int), default=1000, help="episodes per entry, sampled mode")
+    _ray_arguments(psro, "Ray actors building meta-games")
     psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
-                      help="meta-solver option, repeatable")
+                      help="meta-solver option with a JSON value, repeatable")
     psro.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    _quiet_argument(psro)
 
-    pbt = commands.add_parser("pbt", help="population-based training of learners, selected by a rater")
+    pbt = command("pbt", "population-based training of learners, selected by a rater")
     pbt.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
     pbt.add_argument("--rater", default="deviation", help="who is copied and who is replaced")
-    pbt.add_argument("--learner", default="qlearning")
+    pbt.add_argument("--learner", default="qlearning",
+                     help="the members' learning algorithm (qlearning: tabular Q-learning against sampled opponents)")
     pbt.add_argument("--matchmaking", default="mecce", help="uniform, pfsp, or a meta-solver (mecce, nash, ...)")
     pbt.add_argument("--steps", type=_positive(int), default=30, help="training steps")
     pbt.add_argument("--interval", type=_positive(int), default=2, help="training steps between exploits")
-    pbt.add_argument("--episodes-per-step", type=_positive(int), default=2000)
+    pbt.add_argument("--episodes-per-step", type=_positive(int), default=2000, help="training episodes per member and step")
     pbt.add_argument("--population", type=int, default=8, help="members per player (>= 4)")
-    pbt.add_argument("--discard-fraction", type=float, default=0.25)
-    pbt.add_argument("--mutation-scale", type=float, default=0.25)
-    pbt.add_argument("--seed", type=int, default=0)
-    pbt.add_argument("--workers", type=_positive(int), default=1, help="Ray tasks training members")
-    pbt.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
+    pbt.add_argument("--discard-fraction", type=float, default=0.25,
+                     help="share of each player's members replaced at an exploit (its lowest-rated)")
+    pbt.add_argument("--mutation-scale", type=float, default=0.25,
+                     help="noise added to a copied member's value table, relative to its largest value")
+    pbt.add_argument("--seed", type=int, default=0, help="seed of every random choice of the run")
+    _ray_arguments(pbt, "Ray tasks training members")
     pbt.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
-                     help="rater option, repeatable")
+                     help="rater option with a JSON value, repeatable")
     pbt.add_argument("--learner-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                      help="learner option (step_size, epsilon), repeatable")
     pbt.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    _quiet_argument(pbt)
 
-    rate = commands.add_parser("rate", help="rate a saved meta-game (.npz, .npy) or score table (.csv)")
-    rate.add_argument("file", type=Path)
-    rate.add_argument("--rater", default="deviation")
-    rate.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE")
+    rate = command("rate", "rate a saved meta-game (.npz, .npy) or score table (.csv)")
+    rate.add_argument("file", type=Path, help="the meta-game (MetaGame.save) or score table")
+    rate.add_argument("--rater", default="deviation", help="a name in metaeval.RATERS")
+    rate.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
+                      help="rater option with a JSON value, repeatable")
     _memory_argument(rate)
     table = rate.add_argument_group("score tables (.csv)")
     table.add_argument("--game", choices=["2p", "3p"], default="2p",
                        help="agent vs task (2p) or agent vs agent vs task (3p)")
     table.add_argument("--layout", choices=["rows", "columns", "long"], default="rows",
                        help="agents as rows, as columns, or a long table (agent, game, score)")
-    table.add_argument("--normalise", choices=["minmax", "rank", "none"], default="minmax")
-    table.add_argument("--missing", choices=["error", "drop_tasks", "drop_agents"], default="error")
+    table.add_argument("--normalise", choices=["minmax", "rank", "none"], default="minmax",
+                       help="per-task rescaling of the scores")
+    table.add_argument("--missing", choices=["error", "drop_tasks", "drop_agents"], default="error",
+                       help="what to do with missing scores")
     table.add_argument("--plot", type=Path, default=None,
-                       help="bar chart of the agents' ratings (default: FILE_GAME_RATER.png beside the table)")
+                       help="bar chart of the agents' ratings (unset: FILE_GAME_RATER.png beside the table)")
 
-    battles = commands.add_parser("battles", help="Bradley-Terry leaderboard of a battle CSV (model_a, model_b, winner)")
-    battles.add_argument("file", type=Path)
+    battles = command("battles", "Bradley-Terry leaderboard of a battle CSV (model_a, model_b, winner)")
+    battles.add_argument("file", type=Path, help="battle CSV: model_a, model_b, winner")
     battles.add_argument("--bootstrap", type=int, default=1000, help="bootstrap rounds (0: no intervals)")
-    battles.add_argument("--seed", type=int, default=0)
+    battles.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
     battles.add_argument("--prior", type=float, default=0.0, help="virtual games per pair (disconnected data)")
 
-    plot = commands.add_parser("plot", help="(re)draw the figures of a run or comparison directory")
-    plot.add_argument("run_dir", type=Path)
+    plot = command("plot", "(re)draw the figures of a run or comparison directory")
+    plot.add_argument("run_dir", type=Path, help="a directory written by evolve, compare, psro or pbt")
     return parser
+
+
+def _progress(args) -> bool | None:
+    """The loops' progress setting: off under --quiet, else a bar or lines by the terminal."""
+    return False if args.quiet else None
 
 
 def _config(args, **overrides):
@@ -251,7 +294,7 @@ def _run(args) -> int:
 
         config = _config(args, rater=args.rater, seed=args.seed)
         games.load(config.game)  # fail fast on an unknown game
-        records = evolve(config, out=args.out)
+        records = evolve(config, out=args.out, progress=_progress(args))
         last = records[-1]
         print(f"{len(records)} iterations; final CCE gap {last['cce_gap']:.6g}; results in {args.out}")
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
@@ -264,7 +307,8 @@ def _run(args) -> int:
         for rater in raters:
             _config(args, rater=rater)  # validates every rater name up front
         games.load(base.game)
-        _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs)
+        _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs,
+                                      progress=_progress(args))
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
         if not failures.empty:
@@ -283,7 +327,7 @@ def _run(args) -> int:
             solver_options=dict(args.option),
         )
         games.load(config.game)  # fail fast on an unknown game
-        records = psro(config, out=args.out)
+        records = psro(config, out=args.out, progress=_progress(args))
         last = records[-1]
         seconds = sum(r["seconds"]["total"] for r in records)
         exploitability = "" if last["exploitability"] is None else f"; exploitability {last['exploitability']:.6g}"
@@ -301,7 +345,7 @@ def _run(args) -> int:
             rater_options=dict(args.option), learner_options=dict(args.learner_option),
         )
         games.load(config.game)
-        records = pbt(config, out=args.out)
+        records = pbt(config, out=args.out, progress=_progress(args))
         print(f"{len(records)} steps; final CCE gap {records[-1]['cce_gap']:.6g}; results in {args.out}")
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
     elif args.command == "rate":

@@ -124,6 +124,7 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
 
 
 def _one_line_error(capsys, args, message):
+    capsys.readouterr()  # only this command's output: earlier runs reported their progress
     code = main([str(a) for a in args])
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("metaeval: error: ") and err.count("\n") == 1, err

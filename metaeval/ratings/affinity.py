@@ -33,7 +33,7 @@ from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.solvers.mecce import FAILURE_TOLERANCE
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, marginals, product_distribution
 
 TARGETS = ("uniform", "affinity")
 CLONE_TOLERANCE = 1e-12
@@ -158,21 +158,18 @@ def payoff_with_target(game: MetaGame, target: str, kernel_variance: float | Non
     from metaeval.ratings.payoff import payoff
 
     _check_target(target)
-    marginals = [affinity_target(game, p, kernel_variance) for p in range(game.num_players)]
+    targets = [affinity_target(game, p, kernel_variance) for p in range(game.num_players)]
     reduced, labels = decloned(game)
     if kernel_variance is None and _full_clones(game, reduced, labels):
         sigma, solver = _split_evenly(payoff(reduced).distribution, labels), "MECCE of the de-cloned game"
     else:
-        joint = np.ones(())
-        for t in marginals:
-            joint = np.multiply.outer(joint, t)
-        sigma, solver = max_relative_entropy_cce(game, joint), "exponential-cone program (Clarabel)"
+        sigma, solver = max_relative_entropy_cce(game, product_distribution(targets)), "exponential-cone program (Clarabel)"
     ratings = deviation_gains(game, sigma)
     diagnostics = {
         "target": target,
         "kernel_variance": kernel_variance,
         "solver": solver,
-        "target_marginals": marginals,
+        "target_marginals": targets,
         "cce_violation": max(0.0, float(max(r.max() for r in ratings))),
     }
     return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics,
@@ -206,8 +203,8 @@ def nash_with_target(game: MetaGame, target: str, kernel_variance: float | None 
         raise MetaEvalError("nash with target='affinity' supports only the hard kernel (kernel_variance=None)")
     reduced, labels = decloned(game)
     rating = nash(reduced)
-    strategies = [x[label] / np.bincount(label)[label] for x, label in zip(rating.distribution, labels)]
+    strategies = [x[label] / np.bincount(label)[label] for x, label in zip(marginals(rating.distribution), labels)]
     ratings = [r[label] for r, label in zip(rating.ratings, labels)]
     diagnostics = dict(rating.diagnostics, target=target, decloned_shape=reduced.shape)
-    return Rating("nash", game, ratings, distribution=strategies, diagnostics=diagnostics,
+    return Rating("nash", game, ratings, distribution=product_distribution(strategies), diagnostics=diagnostics,
                   tolerance=rating.tolerance)

@@ -45,7 +45,7 @@ from scipy.special import logsumexp
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.solvers.markov import RESIDUAL_TOL, stationary_distribution
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, marginals, product_distribution
 
 # Infinite alpha: payoff differences below this fraction of the payoff range are ties.
 # OpenSpiel uses np.isclose's defaults, which also count differences within 1e-5
@@ -87,10 +87,11 @@ def alpharank(
     if math.isinf(alpha):
         diagnostics["inf_alpha_eps"] = inf_alpha_eps
     if single_population:
-        return Rating("alpharank", game, [pi, pi.copy()], [pi, pi.copy()], diagnostics, tolerance=RESIDUAL_TOL)
+        return Rating("alpharank", game, [pi, pi.copy()], product_distribution([pi, pi]), diagnostics,
+                      tolerance=RESIDUAL_TOL)
     joint = pi.reshape(game.shape)
     # Masses are accurate to the accepted residual of the stationary solve: closer ones are tied.
-    return Rating("alpharank", game, _marginals(joint), joint, diagnostics, tolerance=RESIDUAL_TOL)
+    return Rating("alpharank", game, marginals(joint), joint, diagnostics, tolerance=RESIDUAL_TOL)
 
 
 def alpharank_sweep(
@@ -109,13 +110,8 @@ def alpharank_sweep(
     rows = []
     for alpha in alphas:
         pi, _ = chain.stationary(alpha, population_size, inf_alpha_eps)
-        rows.append([pi, pi] if single_population else _marginals(pi.reshape(game.shape)))
+        rows.append([pi, pi] if single_population else marginals(pi.reshape(game.shape)))
     return [np.array([row[p] for row in rows]) for p in range(game.num_players)]
-
-
-def _marginals(joint: np.ndarray) -> list[np.ndarray]:
-    axes = range(joint.ndim)
-    return [joint.sum(axis=tuple(q for q in axes if q != p)) for p in axes]
 
 
 class _Chain:

@@ -13,6 +13,18 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 
 
+def product_distribution(marginals) -> np.ndarray:
+    """The joint distribution ``[K_1..K_N]`` of independent per-player mixtures (their outer product)."""
+    return functools.reduce(np.multiply.outer, [np.asarray(m, dtype=np.float64) for m in marginals])
+
+
+def marginals(sigma: np.ndarray) -> list[np.ndarray]:
+    """Each player's marginal of a joint distribution ``sigma`` ``[K_1..K_N]``: a list of N
+    1-D arrays, ``marginals(sigma)[p][i]`` the probability that player p plays strategy i."""
+    axes = range(sigma.ndim)
+    return [sigma.sum(axis=tuple(q for q in axes if q != p)) for p in axes]
+
+
 @dataclass(frozen=True, eq=False)
 class Rating:
     """One real number per strategy of every player, with what produced it.
@@ -21,8 +33,11 @@ class Rating:
         method: the rater's registered name.
         game: the rated game.
         ratings: one 1-D array per player, ``ratings[p][i]`` for strategy i.
-        distribution: the joint distribution ``[K_1..K_N]`` or per-player marginals
-            the ratings were computed against, or None.
+        distribution: the joint distribution the ratings were computed against, always a
+            NumPy array of the game's shape ``[K_1..K_N]`` (for raters that pick one mixture
+            per player, such as ``nash``, ``uniform`` or single-population ``alpharank``,
+            the product of those mixtures; ``metaeval.training.meta_solvers.marginals``
+            recovers them), or None for raters without one (``elo``, most voting rules).
         diagnostics: solver facts (rounds, residuals, regret, timings, ...); a
             bootstrap adds its settings under ``"bootstrap"``.
         intervals: with ``rate(..., bootstrap=B)``, one ``[K_p, 2]`` array of lower and
@@ -38,7 +53,7 @@ class Rating:
     method: str
     game: MetaGame
     ratings: list[np.ndarray]
-    distribution: np.ndarray | list[np.ndarray] | None = None
+    distribution: np.ndarray | None = None
     diagnostics: dict = field(default_factory=dict)
     intervals: list[np.ndarray] | None = None
     p_top: list[np.ndarray] | None = None
@@ -52,6 +67,12 @@ class Rating:
                     f"{self.method} gave a non-finite rating to a strategy of player {p}; "
                     "no rating is reported rather than a wrong one"
                 )
+        if self.distribution is not None and (
+                not isinstance(self.distribution, np.ndarray) or self.distribution.shape != self.game.shape):
+            raise MetaEvalError(
+                f"{self.method}: a rating's distribution is an array of the game's shape {self.game.shape}, got "
+                f"{type(self.distribution).__name__} {getattr(self.distribution, 'shape', '')}".rstrip()
+            )
 
     def ranking(self, player: int = 0) -> list[str]:
         """Strategy names of ``player`` from best to worst (stable for ties)."""

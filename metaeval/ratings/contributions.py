@@ -31,13 +31,7 @@ EQUILIBRIUM_RATERS = ("deviation", "payoff", "nash")
 def joint_distribution(rating: Rating) -> np.ndarray:
     """The rating's distribution as a joint over the game's joints (outer product of
     per-player strategies when it holds one strategy per player)."""
-    distribution = rating.distribution
-    if isinstance(distribution, list):
-        joint = np.ones(())
-        for strategy in distribution:
-            joint = np.multiply.outer(joint, np.asarray(strategy, dtype=np.float64))
-        return joint
-    return np.asarray(distribution, dtype=np.float64)
+    return np.asarray(rating.distribution, dtype=np.float64)
 
 
 def contributions(rating: Rating, player: int = 0, opponent: int | None = None) -> np.ndarray:

@@ -20,7 +20,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating, homogeneous
+from metaeval.ratings.base import Rating, homogeneous, product_distribution
 from metaeval.ratings.logit import limiting_logit_equilibrium, max_regret, payoff_against
 from metaeval.ratings.nash_zero_sum import max_entropy_nash
 
@@ -98,4 +98,4 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
         )
     diagnostics.update(max_regret=regret, seconds=time.perf_counter() - start)
     # A strategy's rating is exact only up to the accepted regret: closer ratings are tied.
-    return Rating("nash", game, ratings, strategies, diagnostics, tolerance=tolerance)
+    return Rating("nash", game, ratings, product_distribution(strategies), diagnostics, tolerance=tolerance)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating, homogeneous
+from metaeval.ratings.base import Rating, homogeneous, product_distribution
 
 ROUNDING_TOLERANCE = 64 * np.finfo(np.float64).eps
 """A mean's rounding, relative to the largest |payoff|: closer ratings are tied."""
@@ -20,4 +20,4 @@ def uniform(game: MetaGame) -> Rating:
         ratings.append(game.payoffs[p].mean(axis=tuple(a - 1 for a in others)))
     marginals = [np.full(k, 1.0 / k) for k in game.shape]
     tolerance = ROUNDING_TOLERANCE * float(np.abs(game.payoffs).max())
-    return Rating("uniform", game, ratings, distribution=marginals, tolerance=tolerance)
+    return Rating("uniform", game, ratings, distribution=product_distribution(marginals), tolerance=tolerance)

@@ -13,7 +13,7 @@ from metaeval.solvers import social_choice
 from metaeval.data.profiles import Profile
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.ratings.base import Rating
+from metaeval.ratings.base import Rating, product_distribution
 
 SCORE_TOLERANCE = 1e-9
 """Scores are counts of votes (exact) or probabilities of lotteries (LP solutions, accurate
@@ -36,8 +36,8 @@ def _elect_every_player(game: MetaGame, method: str, tie_seed: int, **options) -
         "details": [e.details for e in elections],
     }
     return Rating(method, game, [e.scores for e in elections],
-                  distribution=None if lotteries[0] is None else lotteries, diagnostics=diagnostics,
-                  tolerance=SCORE_TOLERANCE)
+                  distribution=None if lotteries[0] is None else product_distribution(lotteries),
+                  diagnostics=diagnostics, tolerance=SCORE_TOLERANCE)
 
 
 def maximal_lotteries(game: MetaGame, tie_seed: int = 0) -> Rating:

@@ -66,8 +66,9 @@ class Evaluator:
             enumerable (policies are stored as tables, and the CCE gap walks the tree).
         mode: ``"exact"`` meta-games, or ``"sampled"`` from ``episodes`` per joint.
         episodes: episodes per joint in sampled mode.
-        workers, address: Ray actors building the meta-game (see ``build_metagame``) and
+        workers: Ray actors building the meta-game (see ``build_metagame``) and
             computing the CCE gap (``metaeval.distributed.cce_gap``).
+        address: the Ray cluster those actors run on (None: an embedded Ray, or ``$RAY_ADDRESS``).
         seed: seeds sampled entries and the generator that breaks rating ties.
         population: an initial :class:`metaeval.spiel.Population` (kept with its ids).
         metagame: a meta-game built earlier for this population's lineage (e.g. kept

@@ -1,12 +1,26 @@
 """Meta-solvers: a meta-game in, a joint distribution ``[K_1..K_N]`` over its strategies out.
 
 PSRO-style loops mix the population with these (SPEC 1 notation). Product distributions
-(Nash) are the outer product of the players' mixtures.
+(Nash) are the outer product of the players' mixtures. The public entry points:
+
+- :func:`solve` ``(game, solver, **options)``: the joint distribution of a named solver
+  (:data:`SOLVERS`) or a callable, checked to be a distribution over the game's joints;
+- :func:`marginals` ``(sigma)``: each player's marginal of a joint distribution;
+- :func:`product_distribution` ``(marginals)``: the joint of independent mixtures.
+
+For example, the players' mixtures of the maximum-entropy CCE of rock-paper-scissors::
+
+    from metaeval import MetaGame
+    from metaeval.training import meta_solvers
+
+    rps = MetaGame.from_matrix([[0, -1, 1], [1, 0, -1], [-1, 1, 0]])
+    meta_solvers.marginals(meta_solvers.solve(rps, "mecce"))  # [1/3, 1/3, 1/3] twice
+
+:mod:`metaeval.integrations.openspiel` hands these to OpenSpiel's ``psro_v2`` and ``jpsro``.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
 
@@ -17,17 +31,10 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.solvers.mgcce import mgcce
 from metaeval.ratings import rate
+from metaeval.ratings.base import marginals, product_distribution
 
 
-def product_distribution(marginals) -> np.ndarray:
-    """The joint distribution ``[K_1..K_N]`` of independent per-player mixtures."""
-    return functools.reduce(np.multiply.outer, [np.asarray(m, dtype=np.float64) for m in marginals])
-
-
-def marginals(sigma: np.ndarray) -> list[np.ndarray]:
-    """Each player's marginal of a joint distribution."""
-    axes = range(sigma.ndim)
-    return [sigma.sum(axis=tuple(q for q in axes if q != p)) for p in axes]
+__all__ = ["SOLVERS", "alpharank", "deviation", "marginals", "nash", "product_distribution", "solve", "uniform"]
 
 
 def uniform(game: MetaGame) -> np.ndarray:
@@ -38,13 +45,12 @@ def uniform(game: MetaGame) -> np.ndarray:
 def nash(game: MetaGame) -> np.ndarray:
     """The Nash equilibrium the ``nash`` rater selects (maximum-entropy in 2-player zero-sum
     games, the limiting logit equilibrium otherwise), as a product distribution."""
-    return product_distribution(rate(game, "nash").distribution)
+    return rate(game, "nash").distribution
 
 
 def alpharank(game: MetaGame, **options) -> np.ndarray:
     """alpha-Rank's stationary mass over joint profiles (options as the ``alpharank`` rater)."""
-    distribution = rate(game, "alpharank", **options).distribution
-    return product_distribution(distribution) if isinstance(distribution, list) else distribution
+    return rate(game, "alpharank", **options).distribution
 
 
 def deviation(game: MetaGame, **options) -> np.ndarray:
@@ -52,6 +58,7 @@ def deviation(game: MetaGame, **options) -> np.ndarray:
     return rate(game, "deviation", **options).distribution
 
 
+#: The named meta-solvers :func:`solve` accepts: name -> ``f(game, **options) -> sigma``.
 SOLVERS: dict[str, Callable[..., np.ndarray]] = {
     "uniform": uniform,
     "nash": nash,
@@ -63,8 +70,18 @@ SOLVERS: dict[str, Callable[..., np.ndarray]] = {
 
 
 def solve(game: MetaGame, solver, **options) -> np.ndarray:
-    """The joint distribution of ``solver`` (a name in :data:`SOLVERS`, or a callable
-    ``solver(game, **options) -> array``), checked to be a distribution over the joints."""
+    """The joint distribution ``[K_1..K_N]`` that ``solver`` puts on ``game``'s joints.
+
+    Args:
+        game: the meta-game.
+        solver: a name in :data:`SOLVERS` (``uniform``, ``nash``, ``alpharank``, ``mecce``,
+            ``mgcce``, ``deviation``) or a callable ``solver(game, **options) -> array``.
+        options: the solver's options (an unknown one is an error).
+
+    Raises:
+        MetaEvalError: an unknown solver or option, or a result that is not a distribution
+            over the joints (non-negative, summing to 1, of the game's shape).
+    """
     if callable(solver):
         function = solver
     elif isinstance(solver, str) and solver in SOLVERS:

@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 
 import metaeval
+from metaeval.ratings.base import marginals
 from metaeval import MetaEvalError, data
 from metaeval.ratings import affinity
 from metaeval.ratings.elo import bradley_terry
@@ -132,8 +133,8 @@ def test_king_of_the_hill_lle_ends_with_the_king_on_c():
     for game in games:
         rating = metaeval.rate(game, "nash", target="affinity")
         np.testing.assert_allclose(rating.ratings[0], [-0.75, -0.5, 0, -0.5], atol=1e-6)
-        np.testing.assert_allclose(rating.distribution[0], [0, 0, 1, 0], atol=1e-6)
-        prompts = rating.distribution[2]
+        np.testing.assert_allclose(marginals(rating.distribution)[0], [0, 0, 1, 0], atol=1e-6)
+        prompts = marginals(rating.distribution)[2]
         np.testing.assert_allclose([prompts[0], prompts[1] + prompts[3:].sum(), prompts[2]],
                                    [1 / 6, 1 / 6, 2 / 3], atol=1e-6)
         assert rating.diagnostics["max_regret"] < 1e-9

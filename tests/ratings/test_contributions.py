@@ -3,6 +3,7 @@ import pandas as pd
 import pytest
 
 import metaeval
+from metaeval.ratings.base import marginals
 from metaeval import MetaEvalError, data
 from metaeval.ratings.contributions import contribution_frame, contributions
 from metaeval.ratings.logit import payoff_against
@@ -38,7 +39,7 @@ def test_product_form_is_the_corrected_formula_of_the_reevaluating_paper():
     """x_q(c) [u_p(a', c, x_-pq) - u_p(c, x_-q)] (the paper prints the opposite sign)."""
     game = metaeval.MetaGame(np.random.default_rng(3).normal(size=(3, 3, 3, 3)))
     rating = metaeval.rate(game, "nash")
-    x = rating.distribution
+    x = marginals(rating.distribution)
     values = contributions(rating, player=0, opponent=1)
     for c in range(3):
         pinned = [x[0], np.eye(3)[c], x[2]]

@@ -1,0 +1,185 @@
+"""metaeval inside OpenSpiel's own loops.
+
+- :func:`meta_strategy`: a ``psro_v2`` ``meta_strategy_method`` from any metaeval
+  meta-solver (:data:`metaeval.training.meta_solvers.SOLVERS`) or rater whose rating
+  carries a distribution (``payoff``, ``nash``, ``deviation``, ...)::
+
+      psro_v2.PSROSolver(game, oracle, sims_per_entry=1000,
+                         meta_strategy_method=meta_strategy("deviation"))
+
+- :class:`PSROSolver`: ``psro_v2.PSROSolver`` whose meta-game is filled by a
+  :class:`metaeval.Evaluator` (exact expected returns by default, or episodes sampled by
+  metaeval's batched builder with ``mode="sampled"``) instead of ``sims_per_entry``
+  episodes per entry.
+- :func:`jpsro_meta_solver` and :func:`register_jpsro`: metaeval meta-solvers under a
+  name ``jpsro.run_loop`` accepts as ``train_meta_solver`` / ``eval_meta_solver``.
+- :class:`Checkpoints`: snapshots of a CFR-style solver's average policy, copied when
+  taken (``CFRSolver.average_policy()`` returns one object updated in place), with a
+  warning when a snapshot equals an earlier one; rated through an Evaluator.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+from open_spiel.python import policy as policy_lib
+from open_spiel.python.algorithms import jpsro
+from open_spiel.python.algorithms.psro_v2 import psro_v2
+
+from metaeval.errors import MetaEvalError
+from metaeval.game import MetaGame
+from metaeval.ratings import RATERS, rate
+from metaeval.training import meta_solvers
+from metaeval.training.evaluator import Evaluator
+
+
+def distribution(game: MetaGame, method, **options) -> np.ndarray:
+    """The joint distribution ``[K_1..K_N]`` that ``method`` puts on ``game``'s joints: a
+    meta-solver (name in ``meta_solvers.SOLVERS`` or a callable) or a rater's
+    ``Rating.distribution``."""
+    if callable(_checked(method)) or method in meta_solvers.SOLVERS:
+        return meta_solvers.solve(game, method, **options)
+    sigma = rate(game, method, **options).distribution
+    if sigma is None:
+        raise MetaEvalError(f"the {method} rater gives no distribution to play; choose a meta-solver")
+    return sigma
+
+
+def _checked(method):
+    if not (callable(method) or method in meta_solvers.SOLVERS or method in RATERS):
+        raise MetaEvalError(
+            f"unknown meta-solver or rater {method!r}; choose one of "
+            f"{', '.join(sorted(set(meta_solvers.SOLVERS) | set(RATERS)))} or pass a callable"
+        )
+    return method
+
+
+def meta_strategy(method="deviation", **options) -> Callable:
+    """A ``psro_v2`` meta-strategy method: ``f(solver, return_joint=False)`` returns the
+    players' marginals of ``method``'s distribution on the solver's meta-game, and with
+    ``return_joint`` also the joint distribution (shape ``[K_1..K_N]``, which psro_v2's
+    joint sampler indexes by shape). ``options`` go to the meta-solver or rater."""
+    _checked(method)
+
+    def metaeval_meta_strategy(solver, return_joint=False):
+        game = MetaGame(np.stack([np.asarray(m, dtype=np.float64) for m in solver.get_meta_game()]))
+        sigma = distribution(game, method, **options)
+        marginals = meta_solvers.marginals(sigma)
+        return (marginals, sigma) if return_joint else marginals
+
+    metaeval_meta_strategy.__name__ = f"metaeval_{getattr(method, '__name__', method)}"
+    return metaeval_meta_strategy
+
+
+class PSROSolver(psro_v2.PSROSolver):
+    """``psro_v2.PSROSolver`` with the meta-game built by a :class:`metaeval.Evaluator`.
+
+    Every new policy is added to the evaluator (stored as a table on the game's
+    information states), and the meta-game is the evaluator's: exact expected returns
+    (``mode="exact"``, the default) or ``episodes`` per joint sampled in batches
+    (``mode="sampled"``), evaluated only for joints touching new policies. The game must
+    be enumerable (its information states listed), as for the Evaluator. Other arguments
+    are ``psro_v2.PSROSolver``'s; ``sims_per_entry`` is not used.
+    """
+
+    def __init__(self, game, oracle, mode: str = "exact", episodes: int = 1000, workers: int = 1,
+                 seed: int = 0, **kwargs):
+        if kwargs.get("symmetric_game"):
+            raise MetaEvalError("metaeval's PSROSolver keeps one population per player; use symmetric_game=False")
+        self.evaluator = Evaluator(game, mode=mode, episodes=episodes, workers=workers, seed=seed)
+        super().__init__(game, oracle, sims_per_entry=episodes, **kwargs)
+
+    def update_empirical_gamestate(self, seed=None):
+        """Add the new policies to the evaluator and take its meta-game (``seed`` unused:
+        the evaluator's seed fixes sampled entries)."""
+        for player, new in enumerate(self._new_policies):
+            for policy in new:
+                self.evaluator.add(player, policy)
+        self._policies = [old + new for old, new in zip(self._policies, self._new_policies)]
+        self._meta_games = list(np.array(self.evaluator.metagame().payoffs))
+        return self._meta_games
+
+
+def jpsro_meta_solver(method, **options) -> Callable:
+    """A function of the form ``jpsro`` calls its meta-solvers with,
+    ``f(meta_game, per_player_repeats, ignore_repeats=False) -> (dist, {})``. Unless
+    ``ignore_repeats``, a policy found k times weighs as k copies (the meta-game is
+    expanded by the repeats, solved, and each copy's mass summed back), as jpsro's own
+    solvers do."""
+
+    def metaeval_jpsro_solver(meta_game, per_player_repeats, ignore_repeats=False):
+        payoffs = np.asarray(meta_game, dtype=np.float64)
+        if not ignore_repeats:
+            for player, repeats in enumerate(per_player_repeats):
+                payoffs = np.repeat(payoffs, repeats, axis=player + 1)
+        sigma = distribution(MetaGame(payoffs), method, **options)
+        if not ignore_repeats:
+            for player, repeats in enumerate(per_player_repeats):
+                starts = np.concatenate([[0], np.cumsum(repeats)[:-1]])
+                sigma = np.add.reduceat(sigma, starts, axis=player)
+        return sigma, {}
+
+    return metaeval_jpsro_solver
+
+
+def register_jpsro(method, name: str | None = None, **options) -> str:
+    """Make ``method`` a ``jpsro`` meta-solver; returns the name to pass as
+    ``train_meta_solver`` or ``eval_meta_solver`` (default ``"metaeval_<method>"``)."""
+    if name is None:
+        if not isinstance(method, str):
+            raise MetaEvalError("a callable meta-solver needs a name to register under")
+        name = f"metaeval_{method}"
+    jpsro.FLAG_TO_FUNC[name] = jpsro_meta_solver(_checked(method), **options)
+    return name
+
+
+class Checkpoints:
+    """Snapshots of a training run's policy, each a copy frozen when taken.
+
+    ``add(solver)`` copies ``solver.average_policy()`` (or a policy given directly):
+    OpenSpiel's ``CFRSolver.average_policy()`` returns the same ``TabularPolicy`` object,
+    updated in place, on every call, so references kept across iterations would all end
+    as the final policy. A snapshot equal to an earlier one draws a ``UserWarning``.
+    :meth:`evaluator` puts every snapshot in each player's population.
+    """
+
+    def __init__(self, game):
+        from metaeval import games
+
+        self.game = games.load(game)
+        self.names: list[str] = []
+        self.policies: list[policy_lib.TabularPolicy] = []
+
+    def add(self, source, name: str | None = None) -> policy_lib.TabularPolicy:
+        """Copy ``source.average_policy()`` (or ``source`` itself when it is a policy)."""
+        policy = source.average_policy() if hasattr(source, "average_policy") else source
+        if isinstance(policy, policy_lib.TabularPolicy):
+            snapshot = policy.__copy__()
+        else:
+            snapshot = policy_lib.tabular_policy_from_callable(self.game, policy)
+        name = f"checkpoint {len(self.policies)}" if name is None else str(name)
+        if name in self.names:
+            raise MetaEvalError(f"a checkpoint is already named {name!r}")
+        table = snapshot.action_probability_array
+        for earlier, kept in zip(self.names, self.policies):
+            if kept.action_probability_array.shape == table.shape and np.array_equal(
+                    kept.action_probability_array, table):
+                warnings.warn(f"checkpoint {name!r} is identical to {earlier!r}: was the policy copied, "
+                              "and did training change it in between?", UserWarning, stacklevel=2)
+                break
+        self.names.append(name)
+        self.policies.append(snapshot)
+        return snapshot
+
+    def evaluator(self, **options) -> Evaluator:
+        """An :class:`metaeval.Evaluator` with every snapshot, by name, in each player's
+        population (``options`` go to the Evaluator: mode, episodes, workers, seed)."""
+        if not self.policies:
+            raise MetaEvalError("no checkpoints yet: add() some first")
+        evaluator = Evaluator(self.game, **options)
+        for player in range(self.game.num_players()):
+            for name, policy in zip(self.names, self.policies):
+                evaluator.add(player, policy, name=name)
+        return evaluator
