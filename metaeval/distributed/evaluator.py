@@ -181,5 +181,5 @@ class ShardEvaluator:
 
         policies = [[self._policies[t] for t in tokens] for tokens in task.columns]
         seeds = [joint_seed(task.seed, ids) for ids in task.ids]
-        mean, stderr, counts = sample_joints(self.game, policies, task.joints, task.episodes, seeds)
+        mean, stderr, counts = sample_joints(self.game, policies, task.joints, task.episodes, seeds, task.ids)
         return ShardResult(task.index, mean, stderr, np.asarray(counts, dtype=np.float64))

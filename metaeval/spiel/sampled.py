@@ -4,6 +4,10 @@ Works for any OpenSpiel policy and any game that can be simulated. Each joint
 profile is simulated with its own generator, seeded from the run seed and the
 joint's policy ids (:func:`joint_seed`), so an entry never depends on how the
 joints are split into shards, on their order, or on the number of workers.
+
+An exception raised by a policy or by the game while simulating is an
+:class:`EpisodeError` naming the policy (or the joint): it would be raised again on
+any retry, so builders report it at once instead of retrying.
 """
 
 from __future__ import annotations
@@ -17,6 +21,16 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.spiel.policies import action_probabilities
 from metaeval.spiel.population import check_joints, check_seed
+
+
+class EpisodeError(MetaEvalError):
+    """A policy or the game raised while simulating a joint's episodes (deterministic)."""
+
+
+class _PolicyFailure(Exception):
+    def __init__(self, player: int, cause: BaseException):
+        super().__init__(player, cause)
+        self.player, self.cause = player, cause
 
 
 def joint_seed(seed: int, ids: Sequence[int]) -> np.random.SeedSequence:
@@ -33,7 +47,7 @@ def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
     return [joint_seed(seed, [population.ids[p][i] for p, i in enumerate(joint)]) for joint in joints]
 
 
-def sample_joints(game, policies_per_player, joints, episodes: int, seeds):
+def sample_joints(game, policies_per_player, joints, episodes: int, seeds, ids=None):
     """Simulate ``episodes`` episodes of each joint profile.
 
     Args:
@@ -42,6 +56,8 @@ def sample_joints(game, policies_per_player, joints, episodes: int, seeds):
         joints: int array ``[M, N]`` of policy indices.
         episodes: episodes per joint (at least 2, for a standard error).
         seeds: M seeds (ints or ``SeedSequence``), e.g. from :func:`joint_seeds`.
+        ids: ``[M, N]`` policy ids of the joints, to name a policy that raises
+            (default: its index).
 
     Returns:
         ``(mean [M, N], stderr [M, N], counts [M])``: mean return per player, its
@@ -62,7 +78,14 @@ def sample_joints(game, policies_per_player, joints, episodes: int, seeds):
     for m, (joint, seed) in enumerate(zip(joints, seeds)):
         rng = np.random.default_rng(seed)
         policies = [policies_per_player[p][i] for p, i in enumerate(joint)]
-        returns = np.array([play_episode(game, policies, rng) for _ in range(episodes)])
+        names = tuple(int(i) for i in (joint if ids is None else ids[m]))
+        try:
+            returns = np.array([play_episode(game, policies, rng) for _ in range(episodes)])
+        except _PolicyFailure as failure:
+            raise EpisodeError(f"policy {names[failure.player]} of player {failure.player} raised "
+                               f"{_one_line(failure.cause)} (joint {names})") from None
+        except Exception as exc:  # the game's own errors (pyspiel.SpielError, ...)
+            raise EpisodeError(f"{game} raised {_one_line(exc)} playing joint {names}") from None
         mean[m] = returns.mean(axis=0)
         stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(episodes)
     return mean, stderr, np.full(len(joints), episodes)
@@ -86,9 +109,19 @@ def play_episode(game, policies, rng: np.random.Generator) -> list[float]:
 
 
 def _action(policy, state, player: int, rng: np.random.Generator) -> int:
-    probabilities = action_probabilities(policy, state, player)
-    actions = list(probabilities)
-    return actions[_draw(list(probabilities.values()), rng)]
+    try:
+        probabilities = action_probabilities(policy, state, player)
+        actions = list(probabilities)
+        return actions[_draw(list(probabilities.values()), rng)]
+    except Exception as exc:
+        raise _PolicyFailure(player, exc) from exc
+
+
+def _one_line(exc: BaseException) -> str:
+    """``Type: first line of the message`` (a MetaEvalError's message alone)."""
+    lines = str(exc).strip().splitlines()
+    text = lines[0] if lines else ""
+    return text if isinstance(exc, MetaEvalError) else f"{type(exc).__name__}: {text}"
 
 
 def _draw(probabilities, rng: np.random.Generator) -> int:
@@ -104,8 +137,9 @@ def sampled_metagame(game, population, episodes: int, seed: int) -> MetaGame:
     if population.game_string != str(game):
         raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
     joints = np.array(list(np.ndindex(*population.sizes)), dtype=np.int64)
+    ids = np.array([[population.ids[p][i] for p, i in enumerate(joint)] for joint in joints], dtype=np.int64)
     mean, stderr, counts = sample_joints(
-        game, population.policies, joints, episodes, joint_seeds(seed, population, joints)
+        game, population.policies, joints, episodes, joint_seeds(seed, population, joints), ids
     )
     shape = population.sizes
     return MetaGame(
