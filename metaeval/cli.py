@@ -61,8 +61,7 @@ def _run_arguments(parser):
     parser.add_argument("--iterations", type=_positive(int), default=100)
     parser.add_argument("--population", type=int, default=8, help="policies per player (>= 4)")
     parser.add_argument("--discard-fraction", type=float, default=0.25)
-    parser.add_argument("--mode", choices=["exact", "sampled"], default="exact")
-    parser.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
+    _mode_arguments(parser, "auto")
     parser.add_argument("--workers", type=_positive(int), default=1, help="Ray actors building meta-games")
     parser.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
@@ -73,6 +72,20 @@ def _run_arguments(parser):
     parser.add_argument("--mutation-scale", type=float, default=0.25, help="perturbation of mutated copies")
     parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     _memory_argument(parser)
+
+
+def _mode_arguments(parser, default: str):
+    parser.add_argument("--mode", choices=["auto", "exact", "sampled"], default=default,
+                        help="meta-game entries: exact (walks the game tree), sampled (episodes; no tree), "
+                             f"auto (exact if the game can be enumerated, else sampled; default {default})")
+    parser.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
+
+
+def _gap_text(record: dict) -> str:
+    """``final CCE gap 0.123``, or why there is none."""
+    if record["cce_gap"] is None:
+        return "CCE gap not computed (sampled meta-game: it needs the game tree)"
+    return f"final CCE gap {record['cce_gap']:.6g}"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -103,8 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player")
     psro.add_argument("--prune-by", default="deviation", help="rater whose lowest-rated policies the cap removes")
     psro.add_argument("--initial", default="uniform", help="first policy per player: uniform, dirichlet, deterministic")
-    psro.add_argument("--mode", choices=["exact", "sampled"], default="exact")
-    psro.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
+    _mode_arguments(psro, "auto")
     psro.add_argument("--workers", type=_positive(int), default=1, help="Ray actors building meta-games")
     psro.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
     psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
@@ -123,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     pbt.add_argument("--discard-fraction", type=float, default=0.25)
     pbt.add_argument("--mutation-scale", type=float, default=0.25)
     pbt.add_argument("--seed", type=int, default=0)
-    pbt.add_argument("--workers", type=_positive(int), default=1, help="Ray tasks training members")
+    _mode_arguments(pbt, "exact")
+    pbt.add_argument("--workers", type=_positive(int), default=1,
+                     help="Ray tasks training members, and Ray actors building meta-games")
     pbt.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
     pbt.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                      help="rater option, repeatable")
@@ -237,8 +251,7 @@ def _run(args) -> int:
         config = _config(args, rater=args.rater, seed=args.seed)
         games.load(config.game)  # fail fast on an unknown game
         records = evolve(config, out=args.out)
-        last = records[-1]
-        print(f"{len(records)} iterations; final CCE gap {last['cce_gap']:.6g}; results in {args.out}")
+        print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
     elif args.command == "compare":
         from metaeval import games
@@ -272,7 +285,7 @@ def _run(args) -> int:
         last = records[-1]
         seconds = sum(r["seconds"]["total"] for r in records)
         exploitability = "" if last["exploitability"] is None else f"; exploitability {last['exploitability']:.6g}"
-        print(f"{len(records)} iterations in {seconds:.3g} s; final CCE gap {last['cce_gap']:.6g}"
+        print(f"{len(records)} iterations in {seconds:.3g} s; meta-game {config.metagame}; {_gap_text(last)}"
               f"{exploitability}; population {last['sizes']}; results in {args.out}")
     elif args.command == "pbt":
         from metaeval import games
@@ -284,10 +297,11 @@ def _run(args) -> int:
             population=args.population, discard_fraction=args.discard_fraction,
             mutation_scale=args.mutation_scale, seed=args.seed, workers=args.workers, address=args.address,
             rater_options=dict(args.option), learner_options=dict(args.learner_option),
+            mode=args.mode, episodes=args.episodes,
         )
         games.load(config.game)
         records = pbt(config, out=args.out)
-        print(f"{len(records)} steps; final CCE gap {records[-1]['cce_gap']:.6g}; results in {args.out}")
+        print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
         print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
     elif args.command == "rate":
         _rate_file(args)
@@ -329,6 +343,8 @@ def _run(args) -> int:
             if not records:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
             title = f"{settings['game']}, {settings['rater']}, seed {settings['seed']}"
+            if settings.get("mode") == "sampled":
+                title += f" (sampled, {settings.get('episodes')} episodes per entry meta-game)"
             plots.plot_run(args.run_dir, records, label=settings["rater"], seed=settings["seed"], title=title)
         else:
             raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
