@@ -225,3 +225,12 @@ def test_a_killed_actor_gives_the_same_metagame_of_object_policies(ray_session):
     reference = build_metagame(game, population, **options)
     np.testing.assert_array_equal(survived.payoffs, reference.payoffs)
     np.testing.assert_array_equal(survived.stderr, reference.stderr)
+
+
+def test_the_readme_example_of_large_games_runs_as_written():
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme.split("## Large games and neural policies", 1)[1].split("\n## ", 1)[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "README.md", "exec"), {})
