@@ -380,7 +380,7 @@ class Evolution:
 
 def title_of(config: EvolveConfig) -> str:
     """A run's plot title; it says how the meta-game was obtained when it was sampled."""
-    sampled = f" ({config.metagame} meta-game)" if config.mode == "sampled" else ""
+    sampled = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
     return f"{config.game}, {config.rater}, seed {config.seed}{sampled}"
 
 

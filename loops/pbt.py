@@ -328,7 +328,7 @@ class PBT:
             self.evaluator.built_metagame.save(self.out / METAGAME)
         reports.summary_frame(self.records, config.metagame if sampled else None).to_csv(
             self.out / "summary.csv", index=False)
-        suffix = f" ({config.metagame} meta-game)" if sampled else ""
+        suffix = f", meta-game {config.metagame}" if sampled else ""
         plots.plot_run(self.out, self.records, label=f"pbt, {config.rater}", seed=config.seed,
                        title=f"{config.game}, PBT ({config.learner}), {config.rater}, seed {config.seed}{suffix}")
 

@@ -279,7 +279,7 @@ class PSRO:
     def title_of(config: PSROConfig) -> str:
         cap = "" if config.cap is None else f", cap {config.cap} by {config.prune_by}"
         ties = "" if config.tie_break == "drawn" else f", {config.tie_break} ties"
-        sampled = f" ({config.metagame} meta-game)" if config.mode == "sampled" else ""
+        sampled = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
         return f"{config.game}, {config.oracle}{ties}, {config.solver}, seed {config.seed}{cap}{sampled}"
 
 

@@ -88,6 +88,12 @@ def _gap_text(record: dict) -> str:
     return f"final CCE gap {record['cce_gap']:.6g}"
 
 
+def _print_plots(out: Path) -> None:
+    """Name the run's figures (no gap figure when no gap was computed, as in sampled mode)."""
+    written = [out / name for name in ("cce_gap.png", "payoff.png") if (out / name).exists()]
+    print(f"plots: {', '.join(str(path) for path in written)}")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="metaeval", description="Game-theoretic evaluation of agent populations.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
@@ -252,7 +258,7 @@ def _run(args) -> int:
         games.load(config.game)  # fail fast on an unknown game
         records = evolve(config, out=args.out)
         print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
-        print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+        _print_plots(args.out)
     elif args.command == "compare":
         from metaeval import games
         from metaeval.loops.compare import compare
@@ -264,7 +270,7 @@ def _run(args) -> int:
         games.load(base.game)
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs)
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+        _print_plots(args.out)
         if not failures.empty:
             print(f"metaeval: {len(failures)} of {len(raters) * args.seeds} runs failed (listed in "
                   f"{args.out / 'failures.csv'}); the tables cover the others; run the same command "
@@ -302,7 +308,7 @@ def _run(args) -> int:
         games.load(config.game)
         records = pbt(config, out=args.out)
         print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
-        print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+        _print_plots(args.out)
     elif args.command == "rate":
         _rate_file(args)
     elif args.command == "battles":
@@ -344,11 +350,11 @@ def _run(args) -> int:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
             title = f"{settings['game']}, {settings['rater']}, seed {settings['seed']}"
             if settings.get("mode") == "sampled":
-                title += f" (sampled, {settings.get('episodes')} episodes per entry meta-game)"
+                title += f", meta-game sampled, {settings.get('episodes')} episodes per entry"
             plots.plot_run(args.run_dir, records, label=settings["rater"], seed=settings["seed"], title=title)
         else:
             raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
-        print(f"plots: {args.run_dir / plots.GAP_PLOT}, {args.run_dir / plots.PAYOFF_PLOT}")
+        _print_plots(args.run_dir)
     return 0
 
 

@@ -154,7 +154,7 @@ class Evaluator:
         policy, a function wrapped as ``spiel.CallablePolicy(fn)``) for ``player``, as a snapshot
         taken now; returns its new id."""
         self._check_player(player)
-        table = self._stored(player, policy)
+        stored = self._stored(player, policy)
         policy_id = self._next_ids[player]
         if name is not None:
             name = str(name)
@@ -162,7 +162,7 @@ class Evaluator:
             if name in taken:
                 raise MetaEvalError(f"player {player} already has a policy named {name!r}")
             self._names[player][policy_id] = name
-        self._policies[player].append(table)
+        self._policies[player].append(stored)
         self._ids[player].append(policy_id)
         self._next_ids[player] += 1
         self._changed()
@@ -185,11 +185,11 @@ class Evaluator:
         indices = [self._index(player, i) for i in ids]
         if len(set(indices)) != len(indices):
             raise MetaEvalError(f"replace: repeated id in {ids}")
-        tables = [self._stored(player, pi) for pi in policies]
+        snapshots = [self._stored(player, pi) for pi in policies]
         new_ids = []
-        for index, table in zip(indices, tables):
+        for index, stored in zip(indices, snapshots):
             self._names[player].pop(self._ids[player][index], None)
-            self._policies[player][index] = table
+            self._policies[player][index] = stored
             self._ids[player][index] = self._next_ids[player]
             new_ids.append(self._next_ids[player])
             self._next_ids[player] += 1
