@@ -193,6 +193,7 @@ class EvaluatorPool:
                 results[i] = ray.get(ready[0])
             except RayTaskError as exc:
                 if not isinstance(exc.cause, RayError):  # the shard's own error: it would happen again
+                    self._abandon(running)
                     raise MetaEvalError(f"{shards[i].describe(len(shards))}: {_cause(exc)}") from None
                 failed(slot, i, _cause(exc))
             except RayError as exc:  # the actor was lost
@@ -200,6 +201,20 @@ class EvaluatorPool:
             else:
                 progress.advance(results[i].evaluated)
         return results, sum(failures)
+
+    @staticmethod
+    def _abandon(running: dict) -> None:
+        """Kill the actors of the shards still running and consume their results, so that Ray
+        does not log their errors as unhandled (more lines after the one that says why)."""
+        import ray
+
+        for slot, _, _ in running.values():
+            ray.kill(slot.actor, no_restart=True)
+        for ref in running:
+            try:
+                ray.get(ref, timeout=ACTOR_START_TIMEOUT)
+            except Exception:  # noqa: BLE001 - an error of an abandoned shard says nothing more
+                pass
 
     def _await_start(self, slot: _Slot) -> None:
         """Wait up to ``ACTOR_START_TIMEOUT`` seconds for the slot's actor to start (an
