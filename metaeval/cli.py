@@ -270,6 +270,9 @@ def _run(args) -> int:
         games.load(base.game)
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs)
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        if base.mode == "sampled":
+            print(f"meta-game {base.metagame}: no CCE gap to compare (it needs the game tree); payoffs in "
+                  f"{args.out / 'comparison.csv'}")
         _print_plots(args.out)
         if not failures.empty:
             print(f"metaeval: {len(failures)} of {len(raters) * args.seeds} runs failed (listed in "
