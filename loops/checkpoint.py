@@ -28,12 +28,13 @@ class Checkpoint:
 
 
 def save(out: Path, next_iteration: int, population, metagame: MetaGame,
-         rng: np.random.Generator) -> None:
-    """Write the checkpoint for ``next_iteration`` and drop the previous one."""
+         rng: np.random.Generator, tables: bool = True) -> None:
+    """Write the checkpoint for ``next_iteration`` and drop the previous one; ``tables=False``
+    (sampled mode) keeps the policies as objects (see :meth:`metaeval.spiel.Population.save`)."""
     tag = f"{next_iteration:06d}"
     files = {"population": f"checkpoint-population-{tag}.npz",
              "metagame": f"checkpoint-metagame-{tag}.npz"}
-    population.save(out / files["population"])
+    population.save(out / files["population"], tables=tables)
     metagame.save(out / files["metagame"])
     rundir.write_json(out / rundir.STATE,
                       {"next_iteration": next_iteration, "rng": rng.bit_generator.state, **files})

@@ -3,6 +3,10 @@
 Each iteration builds the meta-game of the current populations, rates every
 player's policies, records the full-game CCE gap of the meta-game's maximum
 entropy CCE, and replaces each player's lowest-rated quarter with new policies.
+
+In sampled mode (any game that can be simulated) nothing walks the game tree: the
+policies are random ones drawn state by state (:class:`metaeval.spiel.LazyRandomPolicy`)
+or a ``new_policy`` hook's objects, and the CCE gap is not computed (null in the log).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from metaeval.training.evaluator import Evaluator
 from metaeval.training.learners import QLearning
 from metaeval.loops import checkpoint
 from metaeval.training.selection import TIE_DECIMALS, lowest_rated
+from metaeval.spiel.mode import MODES, describe, resolve_mode
 
 NewPolicy = Callable[[object, int, np.random.Generator], object]
 """``new_policy(game, player, rng) -> OpenSpiel policy`` for one player's new strategy."""
@@ -42,9 +47,12 @@ TIMING_KEYS = {"seconds"}
 KIND = "evolve"
 """The run-directory kind of a population run."""
 
+METAGAME = "metagame.npz"
+"""The last meta-game of a sampled run (entries, standard errors, episode counts)."""
+
 RECORD_SCHEMA = rundir.RecordSchema({
-    "policy_ids": rundir.LIST, "ratings": rundir.LIST, "cce_gap": rundir.NUMBER,
-    "cce_gap_per_player": rundir.NUMBERS, "mean_payoff": rundir.NUMBERS, "mecce_payoff": rundir.NUMBERS,
+    "policy_ids": rundir.LIST, "ratings": rundir.LIST, "cce_gap": rundir.OPTIONAL_NUMBER,
+    "cce_gap_per_player": rundir.OPTIONAL_NUMBERS, "mean_payoff": rundir.NUMBERS, "mecce_payoff": rundir.NUMBERS,
     "mecce_support": rundir.COUNT, "rater_diagnostics": rundir.OBJECT, "discarded": rundir.LIST,
     "added": rundir.LIST, "tie_break_keys": rundir.LIST, "seconds": rundir.OBJECT,
 })
@@ -62,8 +70,10 @@ trained from scratch for ``learner_episodes`` episodes against that marginal."""
 class EvolveConfig:
     """Everything that defines a population run (written to ``config.json``).
 
-    ``mode="sampled"`` estimates the meta-game from episodes; the full-game CCE gap
-    is still computed on the game tree, so the game must be enumerable either way.
+    ``mode="sampled"`` estimates the meta-game from ``episodes`` per entry and never
+    builds the game tree (so only random replacements, and no CCE gap); ``"auto"``
+    (the default) becomes ``"exact"`` for a game that can be enumerated and ``"sampled"``
+    otherwise, and the config holds the mode it became.
     """
 
     game: str = "kuhn_3p"
@@ -72,7 +82,7 @@ class EvolveConfig:
     population: int = 8
     discard_fraction: float = 0.25
     seed: int = 0
-    mode: str = "exact"
+    mode: str = "auto"
     episodes: int = 1000
     workers: int = 1
     address: str | None = None
@@ -98,8 +108,8 @@ class EvolveConfig:
             raise MetaEvalError(f"iterations must be at least 1, got {self.iterations}")
         if self.workers < 1:
             raise MetaEvalError(f"workers must be at least 1, got {self.workers}")
-        if self.mode not in ("exact", "sampled"):
-            raise MetaEvalError(f"mode must be 'exact' or 'sampled', got {self.mode!r}")
+        if self.mode not in MODES:
+            raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.episodes < 2:
             raise MetaEvalError(f"episodes must be at least 2 (for a standard error), got {self.episodes}")
         if not isinstance(self.seed, int) or self.seed < 0:
@@ -107,6 +117,17 @@ class EvolveConfig:
         if not isinstance(self.rater_options, dict):
             raise MetaEvalError(f"rater_options must be a dict, got {self.rater_options!r}")
         metaeval.ratings.check_options(self.rater, self.rater_options)
+        object.__setattr__(self, "mode", resolve_mode(self.game, self.mode))
+        if self.mode == "sampled" and self.replace != "random":
+            raise MetaEvalError(
+                f"replace {self.replace!r} works on tables over the game tree, which sampled mode never builds: "
+                "use replace 'random' (or a new_policy hook), or mode 'exact' for a game that can be enumerated"
+            )
+
+    @property
+    def metagame(self) -> str:
+        """How the meta-game's entries are obtained ("exact", "sampled, E episodes per entry")."""
+        return describe(self.mode, self.episodes)
 
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them."""
@@ -125,12 +146,12 @@ class EvolveConfig:
 
 def mecce_fields(metagame, sigma, gap) -> dict:
     """A loop record's equilibrium fields: the full-game CCE gap of the meta-game's MECCE
-    ``sigma`` (total, per player), the population's mean payoff and sigma's payoff per
-    player, and sigma's support size."""
+    ``sigma`` (total, per player; None when ``gap`` is, as in sampled mode), the population's
+    mean payoff and sigma's payoff per player, and sigma's support size."""
     players = range(metagame.num_players)
     return {
-        "cce_gap": float(gap.total),
-        "cce_gap_per_player": [float(g) for g in gap.per_player],
+        "cce_gap": None if gap is None else float(gap.total),
+        "cce_gap_per_player": None if gap is None else [float(g) for g in gap.per_player],
         "mean_payoff": [float(metagame.payoffs[p].mean()) for p in players],
         "mecce_payoff": [float(np.sum(sigma * metagame.payoffs[p])) for p in players],
         "mecce_support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
@@ -140,6 +161,11 @@ def mecce_fields(metagame, sigma, gap) -> dict:
 def random_new_policy(game, player: int, rng: np.random.Generator):
     """The default replacement: a random stochastic tabular policy (SPEC 3)."""
     return spiel.random_policy(game, player, rng)
+
+
+def lazy_new_policy(game, player: int, rng: np.random.Generator):
+    """The default replacement in sampled mode: the same law, drawn state by state (no tree)."""
+    return spiel.population.lazy_random_policy(game, player, rng)
 
 
 def _scalars(diagnostics: dict) -> dict:
@@ -171,7 +197,7 @@ class Evolution:
         self.out = None if out is None else Path(out)
         if new_policy is not None and config.replace != "random":
             raise MetaEvalError(f"a new_policy hook replaces random policies; it cannot go with replace={config.replace!r}")
-        self.new_policy = new_policy or random_new_policy
+        self.new_policy = new_policy or (lazy_new_policy if config.mode == "sampled" else random_new_policy)
         self.game = games.load(config.game)
         self.records: list[dict] = []
         # Independent streams: the initial population, and the loop (tie-breaks, new policies).
@@ -181,7 +207,7 @@ class Evolution:
         budget.check_joints([config.population] * num_players, num_players + config.population * num_players,
                             "the population loop's meta-game and CCE constraints")
         self.evaluator = self._evaluator(spiel.Population.random(
-            self.game, config.population, seed=int(initial.generate_state(1)[0])
+            self.game, config.population, seed=int(initial.generate_state(1)[0]), lazy=config.mode == "sampled"
         ))
         self.iteration = 0
         self.run_dir: rundir.RunDirectory | None = None
@@ -204,7 +230,8 @@ class Evolution:
     # -- run directory ---------------------------------------------------------
     def _open_run_directory(self):
         """Check ``self.out`` and resume the run there if its settings agree; writes nothing."""
-        header = {"tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
+        header = {"metagame": self.config.metagame,
+                  "tie_break": f"lowest ratings rounded to {TIE_DECIMALS} decimals; ties by seeded uniform keys",
                   "random_streams": "the loop's stream depends on the seed alone, so runs with one seed "
                                     "draw the same replacement policies whatever the rater (common random numbers)"}
         self.run_dir = rundir.RunDirectory.open(
@@ -251,7 +278,8 @@ class Evolution:
                 f"iteration {record['iteration']} recomputed differs from its record in {self.out / rundir.LOG}: "
                 "the run is not reproducible (a custom new_policy?); use a new --out"
             )
-        checkpoint.save(self.out, self.iteration, self.population, self.evaluator.built_metagame, self.rng)
+        checkpoint.save(self.out, self.iteration, self.population, self.evaluator.built_metagame, self.rng,
+                        tables=self.config.mode == "exact")
         return logged
 
     # -- the loop ----------------------------------------------------------------
@@ -273,7 +301,7 @@ class Evolution:
         seconds["solve"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        gap = evaluator.gap(sigma)
+        gap = evaluator.gap(sigma) if config.mode == "exact" else None
         seconds["gap"] = time.perf_counter() - clock
 
         record = {
@@ -338,10 +366,20 @@ class Evolution:
         self.run_dir.begin()
         if self._restarted:  # the recomputed gaps were appended after later records
             self.run_dir.rewrite(sorted([*self.records, *self._on_disk.values()], key=lambda r: r["iteration"]))
-        self.population.save(self.out / "population.npz")
-        reports.summary_frame(self.records).to_csv(self.out / "summary.csv", index=False)
-        plots.plot_run(self.out, self.records, label=self.config.rater, seed=self.config.seed,
-                       title=f"{self.config.game}, {self.config.rater}, seed {self.config.seed}")
+        config = self.config
+        self.population.save(self.out / "population.npz", tables=config.mode == "exact")
+        sampled = config.mode == "sampled"
+        if sampled:  # the last meta-game, with its standard errors and episode counts
+            self.evaluator.built_metagame.save(self.out / METAGAME)
+        reports.summary_frame(self.records, config.metagame if sampled else None).to_csv(
+            self.out / "summary.csv", index=False)
+        plots.plot_run(self.out, self.records, label=config.rater, seed=config.seed, title=title_of(config))
+
+
+def title_of(config: EvolveConfig) -> str:
+    """A run's plot title; it says how the meta-game was obtained when it was sampled."""
+    sampled = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
+    return f"{config.game}, {config.rater}, seed {config.seed}{sampled}"
 
 
 def _without_timings(record: dict) -> dict:

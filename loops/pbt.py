@@ -16,7 +16,11 @@ Members start from perturbed all-zero values (so they differ). Each member's tra
 step t draws from its own generator ``SeedSequence(seed, spawn_key=(t, player, index))``,
 so results do not depend on ``workers``; tie-breaks and exploit/explore draw from the
 loop's generator, which is checkpointed. With ``workers > 1`` members train in parallel
-as Ray tasks.
+as Ray tasks, and the meta-game is built on as many Ray actors.
+
+``mode="sampled"`` estimates the meta-game from ``episodes`` per entry; the CCE gap is
+then not computed (null in the log). The learners themselves are tabular: they keep a
+table over the game's information states, so the game must be enumerable either way.
 """
 
 from __future__ import annotations
@@ -39,18 +43,19 @@ from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.runs.fileio import atomic_savez
 from metaeval.training.learners import LEARNERS, Opponents
-from metaeval.loops.evolve import _scalars, mecce_fields
+from metaeval.loops.evolve import METAGAME, _scalars, mecce_fields
 from metaeval.training.matchmaking import RULES
 from metaeval.training.meta_solvers import SOLVERS
 from metaeval.training.mutation import perturb_values
 from metaeval.training.selection import rank_order
+from metaeval.spiel.mode import MODES, describe, resolve_mode
 from metaeval.spiel.tree import game_tree
 
 KIND = "pbt"
 """The run-directory kind of a PBT run."""
 
 RECORD_SCHEMA = rundir.RecordSchema({
-    "policy_ids": rundir.LIST, "cce_gap": rundir.NUMBER, "cce_gap_per_player": rundir.NUMBERS,
+    "policy_ids": rundir.LIST, "cce_gap": rundir.OPTIONAL_NUMBER, "cce_gap_per_player": rundir.OPTIONAL_NUMBERS,
     "mean_payoff": rundir.NUMBERS, "mecce_payoff": rundir.NUMBERS, "mecce_support": rundir.COUNT,
     "seconds": rundir.OBJECT,
 })
@@ -76,6 +81,8 @@ class PBTConfig:
     address: str | None = None
     rater_options: dict = field(default_factory=dict)
     learner_options: dict = field(default_factory=dict)
+    mode: str = "exact"
+    episodes: int = 1000
 
     def __post_init__(self):
         if self.rater not in metaeval.RATERS:
@@ -98,6 +105,16 @@ class PBTConfig:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise MetaEvalError(f"seed must be a non-negative integer, got {self.seed!r}")
         self.make_learner()  # validates the learner's options
+        if self.mode not in MODES:
+            raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if isinstance(self.episodes, bool) or not isinstance(self.episodes, int) or self.episodes < 2:
+            raise MetaEvalError(f"episodes must be at least 2 (for a standard error), got {self.episodes!r}")
+        object.__setattr__(self, "mode", resolve_mode(self.game, self.mode))
+
+    @property
+    def metagame(self) -> str:
+        """How the meta-game's entries are obtained ("exact", "sampled, E episodes per entry")."""
+        return describe(self.mode, self.episodes)
 
     def make_learner(self):
         try:
@@ -106,8 +123,10 @@ class PBTConfig:
             raise MetaEvalError(f"bad options for learner {self.learner!r}: {exc}") from None
 
     def result_settings(self) -> dict:
-        """The settings that change results; a resumed run must agree on all of them."""
-        return {k: v for k, v in asdict(self).items() if k not in ("steps", "workers", "address")}
+        """The settings that change results; a resumed run must agree on all of them (the mode
+        and episodes only in sampled mode, so runs made before they existed still resume)."""
+        skip = {"steps", "workers", "address", *(("mode", "episodes") if self.mode == "exact" else ())}
+        return {k: v for k, v in asdict(self).items() if k not in skip}
 
     @property
     def replace_count(self) -> int:
@@ -144,7 +163,8 @@ class PBT:
         self.layouts = game_tree(self.game).players
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
-        self.evaluator = Evaluator(self.game, seed=config.seed, log_dir=self.out)
+        self.evaluator = Evaluator(self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
+                                   address=config.address, seed=config.seed, log_dir=self.out)
         start = np.random.default_rng(initial)
         self.values = []
         for p, layout in enumerate(self.layouts):
@@ -163,7 +183,7 @@ class PBT:
         """Check ``self.out`` and resume the run there if its settings agree; writes nothing."""
         self.run_dir = rundir.RunDirectory.open(
             self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
-            schema=RECORD_SCHEMA,
+            schema=RECORD_SCHEMA, header={"metagame": self.config.metagame},
         )
         if self.run_dir.exists:
             self._resume()
@@ -187,7 +207,7 @@ class PBT:
         state = rundir.read_json(path)
         try:
             directory = self.out / state["directory"]
-            self.evaluator = Evaluator.load(directory, workers=1, address=None)
+            self.evaluator = Evaluator.load(directory, workers=self.config.workers, address=self.config.address)
             self.evaluator.log_dir = self.out
             with np.load(directory / "values.npz", allow_pickle=False) as data:
                 self.values = [list(data[f"values_{p}"]) for p in range(self.game.num_players())]
@@ -217,9 +237,13 @@ class PBT:
             return [_train(task) for task in tasks]
         import ray
 
+        from metaeval.distributed import current_pool
         from metaeval.distributed.session import ensure_ray
 
         ensure_ray(config.address, num_cpus=config.workers, log_dir=self.out)
+        pool = current_pool()
+        if pool is not None:  # its idle actors hold the CPUs the training tasks need (they would wait forever)
+            pool.close()
         remote = ray.remote(num_cpus=1)(_train)
         return ray.get([remote.remote(task) for task in tasks])
 
@@ -236,7 +260,7 @@ class PBT:
         clock = time.perf_counter()
         metagame = ev.metagame()
         sigma = ev.meta_distribution("mecce")
-        gap = ev.gap(sigma)
+        gap = ev.gap(sigma) if config.mode == "exact" else None
         seconds["gap"] = time.perf_counter() - clock
         record = {
             "iteration": self.step_index,
@@ -295,11 +319,16 @@ class PBT:
         from metaeval.viz import plots
         from metaeval.runs import reports
 
-        self.evaluator.population.save(self.out / "population.npz")
-        reports.summary_frame(self.records).to_csv(self.out / "summary.csv", index=False)
-        plots.plot_run(self.out, self.records, label=f"pbt, {self.config.rater}", seed=self.config.seed,
-                       title=f"{self.config.game}, PBT ({self.config.learner}), {self.config.rater}, "
-                             f"seed {self.config.seed}")
+        config = self.config
+        sampled = config.mode == "sampled"
+        self.evaluator.population.save(self.out / "population.npz", tables=not sampled)
+        if sampled:  # the last meta-game, with its standard errors and episode counts
+            self.evaluator.built_metagame.save(self.out / METAGAME)
+        reports.summary_frame(self.records, config.metagame if sampled else None).to_csv(
+            self.out / "summary.csv", index=False)
+        suffix = f", meta-game {config.metagame}" if sampled else ""
+        plots.plot_run(self.out, self.records, label=f"pbt, {config.rater}", seed=config.seed,
+                       title=f"{config.game}, PBT ({config.learner}), {config.rater}, seed {config.seed}{suffix}")
 
 
 def pbt(config: PBTConfig, out=None, progress: bool | None = None) -> list[dict]:

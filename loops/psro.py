@@ -18,6 +18,10 @@ policies, pruning otherwise removes policies a later sigma rests on).
 
 The run directory follows ``evolve``'s conventions: ``config.json``, one flushed line per
 iteration in ``iterations.jsonl``, checkpoints, resume, ``summary.csv`` and plots.
+
+In sampled mode nothing walks the game tree: the first policies are drawn state by state,
+the oracle must be ``random`` (or a custom one, e.g. a learner), and the CCE gap, NashConv
+and exploitability are not computed (null in the log).
 """
 
 from __future__ import annotations
@@ -38,9 +42,10 @@ from metaeval.runs.build import build_versions
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.loops import checkpoint
-from metaeval.loops.evolve import SUPPORT_MASS
+from metaeval.loops.evolve import METAGAME, SUPPORT_MASS
 from metaeval.training.meta_solvers import SOLVERS, marginals
 from metaeval.training.oracles import ORACLES, TIE_BREAKS
+from metaeval.spiel.mode import MODES, describe, resolve_mode
 
 NO_GAIN = 1e-9
 """A player's CCE gap at most this counts as zero (its best response gains nothing)."""
@@ -49,7 +54,7 @@ KIND = "psro"
 """The run-directory kind of a PSRO run."""
 
 RECORD_SCHEMA = rundir.RecordSchema({
-    "sizes": rundir.LIST, "cce_gap": rundir.NUMBER, "cce_gap_per_player": rundir.NUMBERS,
+    "sizes": rundir.LIST, "cce_gap": rundir.OPTIONAL_NUMBER, "cce_gap_per_player": rundir.OPTIONAL_NUMBERS,
     "meta_value": rundir.NUMBERS, "support": rundir.COUNT, "added": rundir.LIST, "seconds": rundir.OBJECT,
 })
 """What every line of a PSRO run's ``iterations.jsonl`` holds."""
@@ -63,7 +68,8 @@ class PSROConfig:
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
     coincide. ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
     (:func:`metaeval.training.oracles.jpsro`; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
-    most this many policies per player, pruned by ``prune_by``.
+    most this many policies per player, pruned by ``prune_by``. ``mode``: as in
+    :class:`metaeval.loops.evolve.EvolveConfig` (``"auto"`` becomes the mode the game allows).
     """
 
     game: str = "kuhn_3p"
@@ -75,7 +81,7 @@ class PSROConfig:
     cap: int | None = None
     prune_by: str = "deviation"
     initial: str = "uniform"
-    mode: str = "exact"
+    mode: str = "auto"
     episodes: int = 1000
     workers: int = 1
     address: str | None = None
@@ -98,7 +104,7 @@ class PSROConfig:
              f"iterations must be at least 1, got {self.iterations!r}"),
             (isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
              f"seed must be a non-negative integer, got {self.seed!r}"),
-            (self.mode in ("exact", "sampled"), f"mode must be 'exact' or 'sampled', got {self.mode!r}"),
+            (self.mode in MODES, f"mode must be one of {', '.join(MODES)}, got {self.mode!r}"),
             (isinstance(self.workers, int) and self.workers >= 1, f"workers must be at least 1, got {self.workers!r}"),
             (isinstance(self.episodes, int) and self.episodes >= 2,
              f"episodes must be at least 2 (for a standard error), got {self.episodes!r}"),
@@ -106,6 +112,12 @@ class PSROConfig:
         for ok, message in checks:
             if not ok:
                 raise MetaEvalError(message)
+        object.__setattr__(self, "mode", resolve_mode(self.game, self.mode))
+
+    @property
+    def metagame(self) -> str:
+        """How the meta-game's entries are obtained ("exact", "sampled, E episodes per entry")."""
+        return describe(self.mode, self.episodes)
 
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them."""
@@ -131,6 +143,12 @@ class PSRO:
         self.config = config
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
+        if oracle is None and config.mode == "sampled" and config.oracle != "random":
+            raise MetaEvalError(
+                f"oracle {config.oracle!r} computes exact best responses on the game tree, which sampled mode never "
+                "builds: use oracle 'random' (or pass your own, e.g. a learner), or mode 'exact' for a game that can "
+                "be enumerated"
+            )
         self.oracle = oracle or ORACLES[config.oracle]
         if oracle is None and config.tie_break != "drawn":
             self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)
@@ -138,8 +156,9 @@ class PSRO:
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
         start = np.random.default_rng(initial)
+        first = spiel.population.lazy_random_policy if config.mode == "sampled" else spiel.random_policy
         population = spiel.Population(
-            self.game, [[spiel.random_policy(self.game, p, start, config.initial)] for p in range(self.game.num_players())]
+            self.game, [[first(self.game, p, start, config.initial)] for p in range(self.game.num_players())]
         )
         self.iteration = 0
         self.records: list[dict] = []
@@ -160,7 +179,7 @@ class PSRO:
         returns its checkpoint."""
         self.run_dir = rundir.RunDirectory.open(
             self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
-            schema=RECORD_SCHEMA,
+            schema=RECORD_SCHEMA, header={"metagame": self.config.metagame},
         )
         resumed = checkpoint.load(self.out) if self.run_dir.exists else None
         if resumed is not None:
@@ -182,16 +201,17 @@ class PSRO:
         seconds["solve"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
-        gap = evaluator.gap(sigma)
-        nash_conv = evaluator.nash_conv() if evaluator.two_player_zero_sum else None
+        exact = config.mode == "exact"
+        gap = evaluator.gap(sigma) if exact else None
+        nash_conv = evaluator.nash_conv() if exact and evaluator.two_player_zero_sum else None
         seconds["gap"] = time.perf_counter() - clock
 
         record = {
             "iteration": self.iteration,
             "policy_ids": [list(ids) for ids in evaluator.ids],
             "sizes": list(evaluator.sizes),
-            "cce_gap": float(gap.total),
-            "cce_gap_per_player": [float(g) for g in gap.per_player],
+            "cce_gap": None if gap is None else float(gap.total),
+            "cce_gap_per_player": None if gap is None else [float(g) for g in gap.per_player],
             "nash_conv": nash_conv,
             "exploitability": None if nash_conv is None else nash_conv / 2,
             "meta_value": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
@@ -199,8 +219,8 @@ class PSRO:
         }
 
         clock = time.perf_counter()
-        players = [p for p in range(evaluator.num_players)
-                   if config.cap is None or evaluator.sizes[p] < config.cap or gap.per_player[p] > NO_GAIN]
+        players = [p for p in range(evaluator.num_players)  # without a gap (sampled), a gain is presumed
+                   if config.cap is None or evaluator.sizes[p] < config.cap or gap is None or gap.per_player[p] > NO_GAIN]
         policies = {p: self.oracle(evaluator, p, sigma, self.rng) for p in players}
         record["added"] = [[evaluator.add(p, policies[p])] if p in policies else []
                            for p in range(evaluator.num_players)]
@@ -225,7 +245,8 @@ class PSRO:
         self.records.append(record)
         if self.run_dir is not None:
             self.run_dir.log(record, {"from_iteration": record["iteration"], "versions": build_versions(), "command": sys.argv})
-            checkpoint.save(self.out, self.iteration, evaluator.population, evaluator.built_metagame, self.rng)
+            checkpoint.save(self.out, self.iteration, evaluator.population, evaluator.built_metagame, self.rng,
+                            tables=config.mode == "exact")
         return record
 
     def run(self, progress: bool | None = None) -> list[dict]:
@@ -244,15 +265,20 @@ class PSRO:
         from metaeval.viz import plots
         from metaeval.runs import reports
 
-        self.evaluator.population.save(self.out / "population.npz")
-        reports.psro_frame(self.records).to_csv(self.out / "summary.csv", index=False)
+        sampled = self.config.mode == "sampled"
+        self.evaluator.population.save(self.out / "population.npz", tables=not sampled)
+        if sampled:  # the last meta-game, with its standard errors and episode counts
+            self.evaluator.built_metagame.save(self.out / METAGAME)
+        reports.psro_frame(self.records, self.config.metagame if sampled else None).to_csv(
+            self.out / "summary.csv", index=False)
         plots.plot_psro(self.out, {self.config.solver: self.records}, title=self.title_of(self.config))
 
     @staticmethod
     def title_of(config: PSROConfig) -> str:
         cap = "" if config.cap is None else f", cap {config.cap} by {config.prune_by}"
         ties = "" if config.tie_break == "drawn" else f", {config.tie_break} ties"
-        return f"{config.game}, {config.oracle}{ties}, {config.solver}, seed {config.seed}{cap}"
+        sampled = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
+        return f"{config.game}, {config.oracle}{ties}, {config.solver}, seed {config.seed}{cap}{sampled}"
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:

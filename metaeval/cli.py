@@ -87,9 +87,7 @@ def _run_arguments(parser):
     parser.add_argument("--population", type=int, default=8, help="policies per player (>= 4)")
     parser.add_argument("--discard-fraction", type=float, default=0.25,
                         help="share of each player's population replaced every iteration (its lowest-rated)")
-    parser.add_argument("--mode", choices=["exact", "sampled"], default="exact",
-                        help="meta-game entries as exact expected returns or averages of sampled episodes")
-    parser.add_argument("--episodes", type=_positive(int), default=1000, help="episodes per entry, sampled mode")
+    _mode_arguments(parser, "auto")
     _ray_arguments(parser, "Ray actors building meta-games")
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                         help="rater option with a JSON value (alpha=10), repeatable")
@@ -102,6 +100,26 @@ def _run_arguments(parser):
     parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     _memory_argument(parser)
     _quiet_argument(parser)
+
+
+def _mode_arguments(parser, default: str):
+    parser.add_argument("--mode", choices=["auto", "exact", "sampled"], default=default,
+                        help="meta-game entries: exact (walks the game tree), sampled (episodes; no tree), "
+                             f"auto (exact if the game can be enumerated, else sampled; default {default})")
+    parser.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
+
+
+def _gap_text(record: dict) -> str:
+    """``final CCE gap 0.123``, or why there is none."""
+    if record["cce_gap"] is None:
+        return "CCE gap not computed (sampled meta-game: it needs the game tree)"
+    return f"final CCE gap {record['cce_gap']:.6g}"
+
+
+def _print_plots(out: Path) -> None:
+    """Name the run's figures (no gap figure when no gap was computed, as in sampled mode)."""
+    written = [out / name for name in ("cce_gap.png", "payoff.png") if (out / name).exists()]
+    print(f"plots: {', '.join(str(path) for path in written)}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -136,9 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player (unset: no cap)")
     psro.add_argument("--prune-by", default="deviation", help="rater whose lowest-rated policies the cap removes")
     psro.add_argument("--initial", default="uniform", help="first policy per player: uniform, dirichlet, deterministic")
-    psro.add_argument("--mode", choices=["exact", "sampled"], default="exact",
-                      help="meta-game entries as exact expected returns or averages of sampled episodes")
-    psro.add_argument("--episodes", type=_positive(int), default=1000, help="episodes per entry, sampled mode")
+    _mode_arguments(psro, "auto")
     _ray_arguments(psro, "Ray actors building meta-games")
     psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                       help="meta-solver option with a JSON value, repeatable")
@@ -160,7 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     pbt.add_argument("--mutation-scale", type=float, default=0.25,
                      help="noise added to a copied member's value table, relative to its largest value")
     pbt.add_argument("--seed", type=int, default=0, help="seed of every random choice of the run")
-    _ray_arguments(pbt, "Ray tasks training members")
+    _mode_arguments(pbt, "exact")
+    _ray_arguments(pbt, "Ray tasks training members, and Ray actors building meta-games")
     pbt.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                      help="rater option with a JSON value, repeatable")
     pbt.add_argument("--learner-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
@@ -295,9 +312,8 @@ def _run(args) -> int:
         config = _config(args, rater=args.rater, seed=args.seed)
         games.load(config.game)  # fail fast on an unknown game
         records = evolve(config, out=args.out, progress=_progress(args))
-        last = records[-1]
-        print(f"{len(records)} iterations; final CCE gap {last['cce_gap']:.6g}; results in {args.out}")
-        print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+        print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
+        _print_plots(args.out)
     elif args.command == "compare":
         from metaeval import games
         from metaeval.loops.compare import compare
@@ -310,7 +326,10 @@ def _run(args) -> int:
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs,
                                       progress=_progress(args))
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
-        print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+        if base.mode == "sampled":
+            print(f"meta-game {base.metagame}: no CCE gap to compare (it needs the game tree); payoffs in "
+                  f"{args.out / 'comparison.csv'}")
+        _print_plots(args.out)
         if not failures.empty:
             print(f"metaeval: {len(failures)} of {len(raters) * args.seeds} runs failed (listed in "
                   f"{args.out / 'failures.csv'}); the tables cover the others; run the same command "
@@ -331,7 +350,7 @@ def _run(args) -> int:
         last = records[-1]
         seconds = sum(r["seconds"]["total"] for r in records)
         exploitability = "" if last["exploitability"] is None else f"; exploitability {last['exploitability']:.6g}"
-        print(f"{len(records)} iterations in {seconds:.3g} s; final CCE gap {last['cce_gap']:.6g}"
+        print(f"{len(records)} iterations in {seconds:.3g} s; meta-game {config.metagame}; {_gap_text(last)}"
               f"{exploitability}; population {last['sizes']}; results in {args.out}")
     elif args.command == "pbt":
         from metaeval import games
@@ -343,11 +362,12 @@ def _run(args) -> int:
             population=args.population, discard_fraction=args.discard_fraction,
             mutation_scale=args.mutation_scale, seed=args.seed, workers=args.workers, address=args.address,
             rater_options=dict(args.option), learner_options=dict(args.learner_option),
+            mode=args.mode, episodes=args.episodes,
         )
         games.load(config.game)
         records = pbt(config, out=args.out, progress=_progress(args))
-        print(f"{len(records)} steps; final CCE gap {records[-1]['cce_gap']:.6g}; results in {args.out}")
-        print(f"plots: {args.out / 'cce_gap.png'}, {args.out / 'payoff.png'}")
+        print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
+        _print_plots(args.out)
     elif args.command == "rate":
         _rate_file(args)
     elif args.command == "battles":
@@ -388,10 +408,12 @@ def _run(args) -> int:
             if not records:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
             title = f"{settings['game']}, {settings['rater']}, seed {settings['seed']}"
+            if settings.get("mode") == "sampled":
+                title += f", meta-game sampled, {settings.get('episodes')} episodes per entry"
             plots.plot_run(args.run_dir, records, label=settings["rater"], seed=settings["seed"], title=title)
         else:
             raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
-        print(f"plots: {args.run_dir / plots.GAP_PLOT}, {args.run_dir / plots.PAYOFF_PLOT}")
+        _print_plots(args.run_dir)
     return 0
 
 

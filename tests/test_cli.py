@@ -175,7 +175,7 @@ MEASURED = ("import resource, sys; from metaeval.cli import main; code = main(sy
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--game", "chess"], "enumerating chess() (at least"),
+    (["--game", "chess", "--mode", "exact"], "enumerating chess() (at least"),  # auto would sample it
     (["--population", "2000"], "2000 x 2000 x 2000 policies (8e+09 joints) needs about"),
 ])
 def test_work_that_cannot_fit_is_refused_in_seconds_with_little_memory(tmp_path, args, message):

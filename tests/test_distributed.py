@@ -4,6 +4,7 @@ builds, fault tolerance, and a clean Ray lifecycle (issue: distributed evaluatio
 import inspect
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -331,24 +332,32 @@ def _with_failing_policy(population, marker, once, hang=False):
     return spiel.Population(population.game, policies, population.ids)
 
 
-def test_a_shard_that_raises_is_retried_on_a_fresh_actor(kuhn, ray_session, tmp_path):
-    options = dict(mode="sampled", episodes=10, seed=2)
-    population = spiel.Population.random(kuhn, 3, seed=8)
-    flaky = _with_failing_policy(population, tmp_path / "marker", once=True)
-    built = build_metagame(kuhn, flaky, workers=2, **options)
-    assert (tmp_path / "marker").exists() and last_build().retries >= 1
-    _same_game(built, build_metagame(kuhn, population, **options))
-
-
-def test_a_shard_that_keeps_failing_names_itself(kuhn, ray_session, tmp_path):
-    population = _with_failing_policy(spiel.Population.random(kuhn, 3, seed=8), tmp_path / "never", once=False)
-    with pytest.raises(MetaEvalError, match=r"shard \d+ of \d+ \(policy ids .*entries\) failed 2 times "
-                       r"\(retries allowed: 1\); last error: MetaEvalError: policy ids \(\d+, \d+, \d+\): "
-                       r"the policy of player \d failed: RuntimeError: this policy failed on purpose$"):
-        build_metagame(kuhn, population, mode="sampled", episodes=4, workers=2, max_retries=1)
+def test_a_policy_that_raises_fails_the_build_at_once_with_its_own_message(kuhn, ray_session, tmp_path):
+    """Issue 27.8: a deterministic error used to be retried on fresh actors (four times by
+    default, 19.9 s); it is reported at once. The policy here would succeed on a second call,
+    so a build that retried it would succeed: this one must fail."""
+    build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2, mode="sampled", episodes=4)
+    population = _with_failing_policy(spiel.Population.random(kuhn, 3, seed=8), tmp_path / "marker", once=True)
+    start = time.monotonic()
+    with pytest.raises(MetaEvalError) as raised:
+        build_metagame(kuhn, population, mode="sampled", episodes=4, workers=2)
+    elapsed = time.monotonic() - start
+    message = str(raised.value)
+    assert "\n" not in message
+    assert re.fullmatch(r"shard \d+ of \d+ \(policy ids .*entries\): policy ids \(1, \d+, \d+\): "
+                        r"the policy of player 0 failed: RuntimeError: this policy failed on purpose", message), message
+    assert (tmp_path / "marker").exists()  # the one call that failed
+    assert elapsed < 60, elapsed  # no retries on fresh actors (each costs an actor start)
     assert current_pool() is None  # the failed pool was torn down; the next build starts afresh
     build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2)
     assert last_build().evaluated == 8
+
+
+def test_a_raising_policy_fails_an_in_process_build_in_one_line(kuhn, tmp_path):
+    population = _with_failing_policy(spiel.Population.random(kuhn, 3, seed=8), tmp_path / "never", once=False)
+    with pytest.raises(MetaEvalError, match=r"^policy ids \(1, 0, 0\): the policy of player 0 failed: "
+                       r"RuntimeError: this policy failed on purpose$"):
+        build_metagame(kuhn, population, mode="sampled", episodes=4)
 
 
 def test_a_hung_shard_times_out_and_is_retried_on_a_fresh_actor(kuhn, ray_session, tmp_path):

@@ -35,3 +35,19 @@ def test_league_training_keeps_a_capped_pool_and_runs_pbt(tmp_path, capsys):
     assert [bool(replaced) for _, replaced in steps] == [False, True] * 3  # exploit every second step
     for name in ["summary.csv", "cce_gap.png"]:
         assert (tmp_path / "pbt" / name).stat().st_size > 0
+
+
+def test_large_games_example_samples_a_game_exact_mode_refuses_on_two_workers(tmp_path, capsys, ray_session):
+    from examples import large_games
+
+    evaluator = large_games.main(["--workers", "2", "--episodes", "50", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert evaluator.mode == "sampled" and "mode: sampled" in out
+    assert "meta-game (5, 5), 50 episodes per entry" in out
+    for rater in large_games.RATERS:
+        assert re.search(rf"{rater}: player 0's best rated '[a-z ]+' -?[\d.]+ \[-?[\d.]+, -?[\d.]+\]", out), rater
+    assert "CCE gap: the full-game CCE gap walks the game tree" in out
+    learner = evaluator.policy(0, evaluator.ids[0][-1])
+    assert np.all(learner.preferences == 0)  # the snapshot, not the object trained after it was added
+    saved = metaeval.MetaGame.load(tmp_path / "metagame.npz")
+    assert np.all(saved.counts == 50)

@@ -56,7 +56,8 @@ class BuildStats:
         evaluated: joints evaluated (as reported by the evaluators).
         copied: joints copied from ``previous``.
         shards: shards the evaluated joints were cut into.
-        retries: shard resubmissions after an actor died or a shard raised.
+        retries: shard resubmissions after an actor was lost or hung (a shard that
+            raises fails the build at once).
         seconds: wall time of the build.
     """
 
@@ -134,7 +135,8 @@ def build_metagame(
             lineage, as the population loop does with its last meta-game.
         log_dir: where Ray keeps its logs when this call starts it.
         progress: None (bar on a terminal), True, False, or ``callable(done, total)``.
-        max_retries: resubmissions allowed per shard before the build fails.
+        max_retries: resubmissions allowed per shard whose actor was lost or hung
+            before the build fails (an exception of a policy or the game fails it at once).
         shard_timeout: seconds an actor may spend on a shard before it is presumed
             hung, killed and replaced, the shard counting as failed; applies to the actor pool only (an in-process build cannot be
             interrupted). The default (10 minutes) is generous; raise it for

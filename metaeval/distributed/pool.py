@@ -4,10 +4,12 @@ Each actor loads the game once and keeps the policies it was sent (by token) and
 their reach rows across builds. A policy goes to the object store once per build
 that introduces it; a shard carries only references, and an actor fetches the ones
 it lacks. Each actor holds one shard at a time, so a failure belongs to exactly one
-shard: when an actor dies or a shard raises, the actor is replaced and the shard
-resubmitted, up to ``max_retries`` times, after which the build fails naming the
-shard. Ray's own restarts and task retries stay off, so every retry is visible
-here and counted once.
+shard. Only what can succeed on a retry is retried: when an actor is lost (killed,
+crashed, out of memory), the actor is replaced and the shard resubmitted, up to
+``max_retries`` times, after which the build fails naming the shard. An exception
+raised by the shard itself (a policy's or the game's) would be raised again, so it
+fails the build at once with its own message. Ray's own restarts and task retries
+stay off, so every retry is visible here and counted once.
 
 A hung actor (alive, but never answering) would block a build forever, so each
 shard gets ``shard_timeout`` seconds, counted from its submission to an actor that
@@ -148,7 +150,7 @@ class EvaluatorPool:
 
     def _dispatch(self, shards, progress: Progress, max_retries: int, timeout: float) -> tuple[list, int]:
         import ray
-        from ray.exceptions import RayError
+        from ray.exceptions import RayError, RayTaskError
 
         results = [None] * len(shards)
         failures = [0] * len(shards)
@@ -189,11 +191,30 @@ class EvaluatorPool:
             slot.busy = False
             try:
                 results[i] = ray.get(ready[0])
-            except RayError as exc:
+            except RayTaskError as exc:
+                if not isinstance(exc.cause, RayError):  # the shard's own error: it would happen again
+                    self._abandon(running)
+                    raise MetaEvalError(f"{shards[i].describe(len(shards))}: {_cause(exc)}") from None
+                failed(slot, i, _cause(exc))
+            except RayError as exc:  # the actor was lost
                 failed(slot, i, _cause(exc))
             else:
                 progress.advance(results[i].evaluated)
         return results, sum(failures)
+
+    @staticmethod
+    def _abandon(running: dict) -> None:
+        """Kill the actors of the shards still running and consume their results, so that Ray
+        does not log their errors as unhandled (more lines after the one that says why)."""
+        import ray
+
+        for slot, _, _ in running.values():
+            ray.kill(slot.actor, no_restart=True)
+        for ref in running:
+            try:
+                ray.get(ref, timeout=ACTOR_START_TIMEOUT)
+            except Exception:  # noqa: BLE001 - an error of an abandoned shard says nothing more
+                pass
 
     def _await_start(self, slot: _Slot) -> None:
         """Wait up to ``ACTOR_START_TIMEOUT`` seconds for the slot's actor to start (an
@@ -229,9 +250,13 @@ class EvaluatorPool:
 
 
 def _cause(exc) -> str:
-    """The application error behind a Ray error, else Ray's own first line."""
+    """The application error behind a Ray error (a MetaEvalError's message alone), else
+    Ray's own first line."""
     cause = getattr(exc, "cause", None)
+    if isinstance(cause, MetaEvalError):
+        return str(cause)
     if isinstance(cause, BaseException) and not isinstance(cause, type(exc)):
-        return f"{type(cause).__name__}: {cause}"
+        lines = str(cause).strip().splitlines()
+        return f"{type(cause).__name__}: {lines[0] if lines else ''}"
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"

@@ -33,9 +33,10 @@ class LoopProgress:
                              mininterval=0)
 
     def advance(self, **values) -> None:
-        """One more iteration done; ``values`` (floats formatted to 3 digits) shown beside it."""
+        """One more iteration done; ``values`` (floats formatted to 3 digits) shown beside it,
+        but for those that are None (a sampled run's CCE gap)."""
         self.done += 1
-        shown = {k: f"{v:.3g}" if isinstance(v, float) else str(v) for k, v in values.items()}
+        shown = {k: f"{v:.3g}" if isinstance(v, float) else str(v) for k, v in values.items() if v is not None}
         if self._bar is not None:
             self._bar.set_postfix(shown, refresh=False)
             self._bar.update()

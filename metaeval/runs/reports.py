@@ -18,13 +18,14 @@ def population_age(records: list[dict]) -> list[float]:
     return ages
 
 
-def summary_frame(records: list[dict]) -> pd.DataFrame:
-    """One row per iteration: CCE gap (total, per player), payoffs, the population's mean
-    age (:func:`population_age`), timings."""
+def summary_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame:
+    """One row per iteration: CCE gap (total, per player; empty when not computed, as in
+    sampled mode), payoffs, the population's mean age (:func:`population_age`), timings;
+    with ``metagame`` (e.g. "sampled, 1000 episodes per entry"), a column saying so."""
     rows = []
     for record, age in zip(records, population_age(records)):
-        row = {"iteration": record["iteration"], "cce_gap": record["cce_gap"]}
-        for p, gap in enumerate(record["cce_gap_per_player"]):
+        row = {"iteration": record["iteration"], **_metagame(metagame), "cce_gap": record["cce_gap"]}
+        for p, gap in enumerate(record["cce_gap_per_player"] or []):
             row[f"cce_gap_p{p}"] = gap
         for p, payoff in enumerate(record["mean_payoff"]):
             row[f"mean_payoff_p{p}"] = payoff
@@ -35,6 +36,10 @@ def summary_frame(records: list[dict]) -> pd.DataFrame:
         row["seconds"] = record["seconds"]["total"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _metagame(metagame: str | None) -> dict:
+    return {} if metagame is None else {"metagame": metagame}
 
 
 def comparison_frame(runs: dict[str, dict[int, list[dict]]]) -> pd.DataFrame:
@@ -71,13 +76,14 @@ def paired_differences(comparison: pd.DataFrame, baseline: str = "uniform") -> p
     return pd.DataFrame(rows)
 
 
-def psro_frame(records: list[dict]) -> pd.DataFrame:
+def psro_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame:
     """One row per PSRO iteration: CCE gap (total, per player), NashConv and exploitability
-    (2-player zero-sum games), meta-distribution support, population sizes, timings."""
+    (2-player zero-sum games; all empty when not computed, as in sampled mode),
+    meta-distribution support, population sizes, timings; ``metagame`` as in :func:`summary_frame`."""
     rows = []
     for record in records:
-        row = {"iteration": record["iteration"], "cce_gap": record["cce_gap"]}
-        for p, gap in enumerate(record["cce_gap_per_player"]):
+        row = {"iteration": record["iteration"], **_metagame(metagame), "cce_gap": record["cce_gap"]}
+        for p, gap in enumerate(record["cce_gap_per_player"] or []):
             row[f"cce_gap_p{p}"] = gap
         row["nash_conv"] = record["nash_conv"]
         row["exploitability"] = record["exploitability"]

@@ -58,6 +58,8 @@ COUNT = FieldType("a non-negative integer", lambda v: isinstance(v, int) and not
 NUMBERS = FieldType("a list of numbers", lambda v: isinstance(v, list) and all(map(_is_number, v)))
 LIST = FieldType("a list", lambda v: isinstance(v, list))
 OBJECT = FieldType("an object", lambda v: isinstance(v, dict))
+OPTIONAL_NUMBER = FieldType("a number or null", lambda v: v is None or _is_number(v))
+OPTIONAL_NUMBERS = FieldType("a list of numbers or null", lambda v: v is None or NUMBERS.check(v))
 
 
 @dataclass(frozen=True)

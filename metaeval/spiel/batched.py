@@ -28,6 +28,7 @@ from open_spiel.python import policy as policy_lib
 from open_spiel.python.observation import INFO_STATE_OBS_TYPE, make_observation
 
 from metaeval.errors import MetaEvalError
+from metaeval.spiel.adapters import CallablePolicy
 from metaeval.spiel.policies import PROBABILITY_TOLERANCE, probability_row
 from metaeval.spiel.tree import infostate_key
 
@@ -100,25 +101,6 @@ class DecisionBatch:
         return (self._reader or TensorReader(self.game)).read(self.states, self.player)
 
 
-class CallablePolicy(policy_lib.Policy):
-    """An OpenSpiel ``Policy`` from a plain callable ``fn(state, player) -> {action: probability}``.
-
-    Args:
-        game: the ``pyspiel.Game``.
-        players: the player ids ``fn`` acts for.
-        fn: the callable; it must be picklable to reach Ray workers.
-    """
-
-    def __init__(self, game, players, fn):
-        if not callable(fn):
-            raise MetaEvalError(f"expected a callable, got {type(fn).__name__}")
-        super().__init__(game, list(players))
-        self.fn = fn
-
-    def action_probabilities(self, state, player_id=None):
-        return self.fn(state, state.current_player() if player_id is None else player_id)
-
-
 def as_batched(policy, game, player: int):
     """``answer(batch: DecisionBatch) -> [B, A]`` for any policy of ``player``.
 
@@ -133,7 +115,7 @@ def as_batched(policy, game, player: int):
     if isinstance(policy, policy_lib.TabularPolicy):
         return _tabular(policy)
     if not isinstance(policy, policy_lib.Policy) and callable(policy) and not isinstance(policy, pyspiel.Policy):
-        policy = CallablePolicy(game, [player], policy)
+        policy = CallablePolicy(policy, game, [player])
 
     def per_state(batch: DecisionBatch) -> np.ndarray:
         width = batch.legal.shape[1]

@@ -24,10 +24,12 @@ from metaeval import games
 from metaeval.runs import budget
 from metaeval.errors import IdenticalPoliciesWarning, MetaEvalError
 from metaeval.runs.fileio import atomic_savez
+from metaeval.spiel.adapters import LazyRandomPolicy
 from metaeval.spiel.policies import policy_table, random_table, tabular_policy
 from metaeval.spiel.tree import game_tree
 
 FILE_FORMAT = "metaeval.population/1"
+OBJECTS_FORMAT = "metaeval.population-objects/1"
 
 
 def check_seed(seed) -> int:
@@ -80,12 +82,20 @@ def identical_policies_warned():
         yield
 
 
-def random_policies(game, player: int, ids: Sequence[int], seed, kind: str = "dirichlet") -> list:
-    """Random tabular policies of ``kind`` for ``player``, the one with id i from ``policy_rng(seed, player, i)``."""
+def random_policies(game, player: int, ids: Sequence[int], seed, kind: str = "dirichlet", lazy: bool = False) -> list:
+    """Random tabular policies of ``kind`` for ``player``, the one with id i from ``policy_rng(seed, player, i)``;
+    ``lazy``: :class:`~metaeval.spiel.LazyRandomPolicy` objects instead (no game tree), each seeded from that generator."""
+    if lazy:
+        return [lazy_random_policy(game, player, policy_rng(seed, player, i), kind) for i in ids]
     layout = game_tree(game).players[player]
     budget.check(budget.FLOAT * len(ids) * layout.legal.size,
                  f"{len(ids)} tabular policies of player {player} ({layout.legal.shape[0]} information states)")
     return [tabular_policy(layout, random_table(layout, policy_rng(seed, player, i), kind)) for i in ids]
+
+
+def lazy_random_policy(game, player: int, rng: np.random.Generator, kind: str = "dirichlet") -> LazyRandomPolicy:
+    """A random policy of ``kind`` drawn state by state (no game tree), seeded from ``rng``."""
+    return LazyRandomPolicy(game, player, int(rng.integers(2**63)), kind)
 
 
 class Population:
@@ -162,14 +172,16 @@ class Population:
 
     # -- construction ---------------------------------------------------------
     @classmethod
-    def random(cls, game, size, seed, kind: str = "dirichlet") -> Population:
+    def random(cls, game, size, seed, kind: str = "dirichlet", lazy: bool = False) -> Population:
         """Random tabular policies (SPEC section 3): ``size`` per player (an int or one per player).
 
-        The policy with id i of player p is drawn from ``policy_rng(seed, p, i)``.
+        The policy with id i of player p is drawn from ``policy_rng(seed, p, i)``; ``lazy``:
+        drawn state by state when asked (:class:`~metaeval.spiel.LazyRandomPolicy`), for
+        games too large to enumerate.
         """
         game = games.load(game)
         sizes = _sizes(size, game.num_players())
-        return cls(game, [random_policies(game, p, range(k), seed, kind) for p, k in enumerate(sizes)])
+        return cls(game, [random_policies(game, p, range(k), seed, kind, lazy) for p, k in enumerate(sizes)])
 
     def replace(self, player: int, indices: Sequence[int], policies: Sequence) -> Population:
         """A population with ``policies`` at ``indices`` of ``player``, under fresh ids."""
@@ -192,24 +204,29 @@ class Population:
             next_ids[player] += 1
         return Population(self.game, new_policies, new_ids, next_ids)
 
-    def replace_random(self, player: int, indices: Sequence[int], seed, kind: str = "dirichlet") -> Population:
+    def replace_random(self, player: int, indices: Sequence[int], seed, kind: str = "dirichlet",
+                       lazy: bool = False) -> Population:
         """Replace ``indices`` of ``player`` by random policies drawn from ``policy_rng(seed, player, id)``."""
         self._check_player(player)
         indices = list(indices)
         first = self.next_ids[player]
         new_ids = range(first, first + len(indices))
-        return self.replace(player, indices, random_policies(self.game, player, new_ids, seed, kind))
+        return self.replace(player, indices, random_policies(self.game, player, new_ids, seed, kind, lazy))
 
     def _check_player(self, player: int) -> None:
         if not 0 <= player < self.num_players:
             raise MetaEvalError(f"no player {player} in a {self.num_players}-player population")
 
     # -- persistence ----------------------------------------------------------
-    def save(self, path) -> Path:
+    def save(self, path, tables: bool = True) -> Path:
         """Write the game string, ids and every policy's ``[S_p, A]`` table to ``.npz`` (atomically).
 
         Non-tabular policies are stored as their tables, so they load as ``TabularPolicy``.
+        ``tables=False`` (sampled mode) stores the policy objects themselves, pickled with
+        cloudpickle, without the game tree: load such a file only from a source you trust.
         """
+        if not tables:
+            return self._save_objects(path)
         tree = game_tree(self.game)
         arrays = {}
         for p, layout in enumerate(tree.players):
@@ -223,6 +240,19 @@ class Population:
         }
         return atomic_savez(path, header=np.array(json.dumps(header)), **arrays)
 
+    def _save_objects(self, path) -> Path:
+        import cloudpickle
+
+        arrays = {}
+        for p, policies in enumerate(self.policies):
+            try:
+                arrays[f"objects_{p}"] = np.frombuffer(cloudpickle.dumps(list(policies)), dtype=np.uint8)
+            except Exception as exc:  # pickling errors come in many types
+                raise MetaEvalError(f"cannot save the policies of player {p}: {exc}") from None
+            arrays[f"ids_{p}"] = np.array(self.ids[p], dtype=np.int64)
+        header = {"format": OBJECTS_FORMAT, "game": self.game_string, "next_ids": list(self.next_ids)}
+        return atomic_savez(path, header=np.array(json.dumps(header)), **arrays)
+
     @classmethod
     def load(cls, path) -> Population:
         """Read a population written by :meth:`save`; tables come back bit for bit."""
@@ -233,6 +263,8 @@ class Population:
                 arrays = {name: data[name] for name in data.files if name != "header"}
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             raise MetaEvalError(f"cannot read a population from {path}: {exc}") from None
+        if isinstance(header, dict) and header.get("format") == OBJECTS_FORMAT:
+            return cls._load_objects(path, header, arrays)
         if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
             raise MetaEvalError(f"{path} is not a population file (format {FILE_FORMAT})")
         tree = game_tree(games.load(header.get("game")))
@@ -253,6 +285,23 @@ class Population:
             ids.append(player_ids.tolist())
         with identical_policies_warned():
             return cls(tree.game, policies, ids, header.get("next_ids"))
+
+
+    @classmethod
+    def _load_objects(cls, path: Path, header: dict, arrays: dict) -> Population:
+        import pickle
+
+        game = games.load(header.get("game"))
+        policies, ids = [], []
+        for p in range(game.num_players()):
+            try:
+                policies.append(pickle.loads(arrays[f"objects_{p}"].tobytes()))
+                ids.append(arrays[f"ids_{p}"].tolist())
+            except KeyError as exc:
+                raise MetaEvalError(f"{path} lacks array {exc} for player {p}") from None
+            except Exception as exc:  # unpickling errors come in many types
+                raise MetaEvalError(f"{path}: cannot read the policies of player {p}: {exc}") from None
+        return cls(game, policies, ids, header.get("next_ids"))
 
 
 def _sizes(size, num_players: int) -> tuple[int, ...]:

@@ -6,6 +6,10 @@ Each joint profile's random numbers are seeded from the run seed and the joint's
 policy ids (:func:`joint_seed`), episode by episode, so an entry never depends on
 how the joints are split into shards, on their order, on the number of workers,
 or on how many episodes are played at once.
+
+An exception raised by a policy or by the game is a one-line ``MetaEvalError``
+naming the joint (and the player whose policy failed): it would be raised again on
+any retry, so builders report it at once instead of retrying.
 """
 
 from __future__ import annotations
@@ -82,9 +86,13 @@ def sample_joints(
                 returns = play_one_by_one(game, policies, seed, episodes)
             else:
                 returns = play_episodes(game, policies, seed, episodes, batch_size)
-        except MetaEvalError as exc:
+        except MetaEvalError as exc:  # a policy's failure, named by policy_errors
             label = "policy ids" if ids is not None else "joint"
             raise MetaEvalError(f"{label} {tuple(int(i) for i in names[m])}: {exc}") from None
+        except Exception as exc:  # the game's own errors (pyspiel.SpielError, ...): they would recur
+            lines = str(exc).strip().splitlines() or [""]
+            raise MetaEvalError(f"{game} raised {type(exc).__name__}: {lines[0]} playing joint "
+                                f"{tuple(int(i) for i in names[m])}") from None
         mean[m] = returns.mean(axis=0)
         stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(episodes)
     return mean, stderr, np.full(len(joints), episodes)
@@ -144,9 +152,9 @@ def sampled_metagame(game, population, episodes: int, seed: int, batch_size: int
     if population.game_string != str(game):
         raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
     joints = np.array(list(np.ndindex(*population.sizes)), dtype=np.int64)
+    ids = np.array([[population.ids[p][i] for p, i in enumerate(joint)] for joint in joints], dtype=np.int64)
     mean, stderr, counts = sample_joints(
-        game, population.policies, joints, episodes, joint_seeds(seed, population, joints), batch_size,
-        ids=[[population.ids[p][i] for p, i in enumerate(joint)] for joint in joints],
+        game, population.policies, joints, episodes, joint_seeds(seed, population, joints), batch_size, ids=ids
     )
     shape = population.sizes
     return MetaGame(

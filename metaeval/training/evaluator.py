@@ -2,18 +2,21 @@
 
 It holds a game and a population per player, and keeps their meta-game current:
 
-    ev = metaeval.Evaluator(game)                 # mode="exact" | "sampled", workers, address, seed
-    pid = ev.add(player, policy)                  # any OpenSpiel policy, stored as a table
+    ev = metaeval.Evaluator(game)                 # mode="auto" | "exact" | "sampled", workers, address, seed
+    pid = ev.add(player, policy)                  # any OpenSpiel policy, snapshotted
     ev.metagame()                                 # only joints touching new policies are evaluated
     ev.rate("deviation"); ev.select("deviation", k); ev.prune("deviation", keep)
     sigma = ev.meta_distribution("mgcce")         # a joint distribution over the population
     ev.gap(sigma).total; ev.nash_conv()           # full-game CCE gap; NashConv (2-player zero-sum)
     ev.save(dir); metaeval.Evaluator.load(dir)
 
-Policies are converted on entry to read-only tabular policies on the game's information
-states (:mod:`metaeval.spiel.policies`), so a caller changing its own policy object
-later cannot change what was evaluated. Ids are unique per player and never reused, as
-in :class:`metaeval.spiel.Population`, which is what the meta-game caches key on.
+Every policy is snapshotted when added, so a caller changing its own policy object later
+(a learner that keeps training it) cannot change what was evaluated. In exact mode the
+snapshot is a read-only table on the game's information states
+(:mod:`metaeval.spiel.policies`); in sampled mode it is a copy of the object itself
+(:func:`metaeval.spiel.snapshot`), and nothing enumerates the game tree: any game that
+can be simulated, any policy. Ids are unique per player and never reused, as in
+:class:`metaeval.spiel.Population`, which is what the meta-game caches key on.
 """
 
 from __future__ import annotations
@@ -37,9 +40,11 @@ from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
 from metaeval.training.selection import lowest_rated, rank_order
 from metaeval.spiel.best_response import drawn_choices, pure_table
+from metaeval.spiel.mode import resolve_mode, tree_refusal
 from metaeval.spiel.policies import policy_table, tabular_policy
 from metaeval.spiel.population import identical_policies_warned, warn_identical
 from metaeval.spiel.tree import game_tree
+from metaeval.spiel.snapshot import snapshot
 
 FILE_FORMAT = "metaeval.training.evaluator/1"
 STATE_FILE = "evaluator.json"
@@ -62,9 +67,12 @@ class Evaluator:
     """A game, one population per player, and their meta-game kept current.
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`; it must be
-            enumerable (policies are stored as tables, and the CCE gap walks the tree).
-        mode: ``"exact"`` meta-games, or ``"sampled"`` from ``episodes`` per joint.
+        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
+        mode: ``"exact"`` meta-games (the game is enumerated; policies are stored as tables;
+            the CCE gap and best responses walk the tree), ``"sampled"`` from ``episodes``
+            per joint (any game that can be simulated; policies are stored as objects; no
+            tree, so no exact gap or best response), or ``"auto"``: exact when the game can
+            be enumerated, else sampled, said in one line.
         episodes: episodes per joint in sampled mode.
         workers: Ray actors building the meta-game (see ``build_metagame``) and
             computing the CCE gap (``metaeval.distributed.cce_gap``).
@@ -77,18 +85,20 @@ class Evaluator:
         log_dir: where an embedded Ray writes its logs.
     """
 
-    def __init__(self, game, mode: str = "exact", episodes: int = 1000, workers: int = 1,
+    def __init__(self, game, mode: str = "auto", episodes: int = 1000, workers: int = 1,
                  address: str | None = None, seed: int = 0, population: spiel.Population | None = None,
                  metagame: MetaGame | None = None, log_dir=None):
         self.game = games.load(game)
-        if mode not in ("exact", "sampled"):
-            raise MetaEvalError(f"mode must be 'exact' or 'sampled', got {mode!r}")
-        self.mode, self.episodes, self.workers, self.address = mode, episodes, workers, address
+        if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 2:
+            raise MetaEvalError(f"episodes must be an int of at least 2 (for a standard error), got {episodes!r}")
+        self.mode = resolve_mode(self.game, mode)
+        self.episodes, self.workers, self.address = int(episodes), workers, address
         self.seed = spiel.population.check_seed(seed)
         self.log_dir = log_dir
         self.rng = np.random.default_rng(self.seed)
-        self._tree = game_tree(self.game)
-        self._exact = spiel.ExactEvaluator(self.game)  # for the CCE gap; caches reach columns by id
+        self._exact_evaluator = None  # for the CCE gap (exact mode); caches reach columns by id
+        if self.mode == "exact":
+            self._exact_evaluator = spiel.ExactEvaluator(self.game)
         num_players = self.game.num_players()
         self._policies: list[list] = [[] for _ in range(num_players)]
         self._ids: list[list[int]] = [[] for _ in range(num_players)]
@@ -108,7 +118,7 @@ class Evaluator:
         if population.game_string != str(self.game):
             raise MetaEvalError(f"the population is for {population.game_string}, the evaluator for {self.game}")
         for p in range(self.num_players):
-            self._policies[p] = [self._tabular(p, pi) for pi in population.policies[p]]
+            self._policies[p] = [self._stored(p, pi) for pi in population.policies[p]]
             self._ids[p] = list(population.ids[p])
         self._next_ids = list(population.next_ids)
         if metagame is not None:
@@ -144,11 +154,12 @@ class Evaluator:
         return self._names[player].get(policy_id, f"policy {policy_id}")
 
     def add(self, player: int, policy, name: str | None = None) -> int:
-        """Add an OpenSpiel policy (``TabularPolicy``, a ``policy.Policy`` subclass or a
-        ``pyspiel`` policy) for ``player``; returns its new id. A policy whose table equals
-        one the player holds is named in an :class:`~metaeval.IdenticalPoliciesWarning`."""
+        """Add an OpenSpiel policy (``TabularPolicy``, a ``policy.Policy`` subclass, a ``pyspiel``
+        policy, a function wrapped as ``spiel.CallablePolicy(fn)``) for ``player``, as a snapshot
+        taken now; returns its new id. A policy whose table equals one the player holds is
+        named in an :class:`~metaeval.IdenticalPoliciesWarning`."""
         self._check_player(player)
-        table = self._tabular(player, policy)
+        stored = self._stored(player, policy)
         policy_id = self._next_ids[player]
         if name is not None:
             name = str(name)
@@ -156,7 +167,7 @@ class Evaluator:
             if name in taken:
                 raise MetaEvalError(f"player {player} already has a policy named {name!r}")
             self._names[player][policy_id] = name
-        self._policies[player].append(table)
+        self._policies[player].append(stored)
         self._ids[player].append(policy_id)
         self._next_ids[player] += 1
         self._changed()
@@ -181,19 +192,19 @@ class Evaluator:
         indices = [self._index(player, i) for i in ids]
         if len(set(indices)) != len(indices):
             raise MetaEvalError(f"replace: repeated id in {ids}")
-        tables = [self._tabular(player, pi) for pi in policies]
+        snapshots = [self._stored(player, pi) for pi in policies]
         new_ids = []
-        for index, table in zip(indices, tables):
+        for index, stored in zip(indices, snapshots):
             self._names[player].pop(self._ids[player][index], None)
-            self._policies[player][index] = table
+            self._policies[player][index] = stored
             self._ids[player][index] = self._next_ids[player]
             new_ids.append(self._next_ids[player])
             self._next_ids[player] += 1
         self._changed()
         return new_ids
 
-    def policy(self, player: int, policy_id: int) -> policy_lib.TabularPolicy:
-        """The stored (read-only tabular) policy with this id."""
+    def policy(self, player: int, policy_id: int):
+        """The stored snapshot with this id (a read-only ``TabularPolicy`` in exact mode)."""
         return self._policies[player][self._index(player, policy_id)]
 
     # -- the meta-game and what is computed from it -------------------------------
@@ -306,13 +317,14 @@ class Evaluator:
     def gap(self, sigma) -> spiel.CCEGap:
         """The full-game CCE gap of ``sigma`` (SPEC 4), with each player's best response
         to the opponents' joint marginal of sigma (cached for the last sigma); on the Ray
-        actors with ``workers > 1`` or an address, with the same result."""
+        actors with ``workers > 1`` or an address, with the same result. Exact mode only."""
+        exact = self._exact("the full-game CCE gap")
         population = self.population
         sigma = np.asarray(sigma, dtype=np.float64)
         key = (self._key(), sigma.shape, sigma.tobytes())
         if self._gap_cache is None or self._gap_cache[0] != key:
             self._gap_cache = (key, cce_gap(self.game, population, sigma, workers=self.workers, address=self.address,
-                                            evaluator=self._exact, log_dir=self.log_dir))
+                                            evaluator=exact, log_dir=self.log_dir))
         return self._gap_cache[1]
 
     def best_response(self, player: int, sigma, rng: np.random.Generator) -> policy_lib.TabularPolicy:
@@ -327,17 +339,19 @@ class Evaluator:
         depend on the build of the linear algebra (README, "Bit for bit").
         """
         self._check_player(player)
+        exact = self._exact("an exact best response")
         if not isinstance(rng, np.random.Generator):
             raise MetaEvalError(f"best_response draws among tied actions with rng, a numpy Generator; got {rng!r}")
         choices = drawn_choices(self.gap(sigma).best_actions[player], rng)
-        tree = self._exact.tree
+        tree = exact.tree
         return tabular_policy(tree.players[player], pure_table(tree, player, choices))
 
     def openspiel_best_response(self, player: int, sigma) -> policy_lib.TabularPolicy:
         """The best response OpenSpiel's JPSRO would add for ``player`` against sigma
         (:func:`metaeval.spiel.openspiel_best_response`)."""
         self._check_player(player)
-        return spiel.openspiel_best_response(self.game, self.population, sigma, player, evaluator=self._exact)
+        exact = self._exact("OpenSpiel's best response")
+        return spiel.openspiel_best_response(self.game, self.population, sigma, player, evaluator=exact)
 
     @property
     def built_metagame(self) -> MetaGame | None:
@@ -356,6 +370,7 @@ class Evaluator:
         minus the mixture's own value. OpenSpiel's ``exploitability`` is half of it."""
         if not self.two_player_zero_sum:
             raise MetaEvalError(f"NashConv of the meta-Nash is defined here for 2-player zero-sum games, not {self.game}")
+        self._exact("NashConv")
         # For a product distribution the CCE gap is exactly NashConv: each best response
         # faces the other player's mixture, and the floor at 0 never binds.
         return self.gap(self.meta_distribution("nash")).total
@@ -377,7 +392,7 @@ class Evaluator:
         population = self.population
         tag = f"{self._next_tag(directory):06d}"
         files = {"population": f"population-{tag}.npz"}
-        population.save(directory / files["population"])
+        population.save(directory / files["population"], tables=self.mode == "exact")
         if self._metagame is not None:
             files["metagame"] = f"metagame-{tag}.npz"
             self._metagame.save(directory / files["metagame"])
@@ -446,17 +461,26 @@ class Evaluator:
         except (ValueError, TypeError):
             raise MetaEvalError(f"player {player} has no policy with id {policy_id!r} (ids {self._ids[player]})") from None
 
-    def _tabular(self, player: int, policy) -> policy_lib.TabularPolicy:
-        """``policy`` as a read-only tabular policy on the layout of ``player``."""
+    def _exact(self, what: str) -> spiel.ExactEvaluator:
+        """The exact evaluator, or (sampled mode) the refusal of ``what``, which needs the tree."""
+        if self._exact_evaluator is None:
+            raise tree_refusal(what)
+        return self._exact_evaluator
+
+    def _stored(self, player: int, policy):
+        """What is kept of ``policy``: its read-only table (exact mode) or its snapshot (sampled)."""
         if not isinstance(policy, (policy_lib.Policy, pyspiel.Policy)):
+            hint = "; wrap a function as spiel.CallablePolicy(fn)" if callable(policy) else ""
             raise MetaEvalError(
                 f"player {player}: expected an OpenSpiel policy (policy.Policy or pyspiel.Policy), "
-                f"got {type(policy).__name__}"
+                f"got {type(policy).__name__}{hint}"
             )
         own_game = getattr(policy, "game", None)
         if own_game is not None and str(own_game) != str(self.game):
             raise MetaEvalError(f"the policy is for {own_game}, the evaluator for {self.game}")
-        layout = self._tree.players[player]
+        if self.mode == "sampled":
+            return snapshot(policy)
+        layout = self._exact_evaluator.tree.players[player]
         if (isinstance(policy, policy_lib.TabularPolicy) and policy.state_lookup is layout.template.state_lookup
                 and not policy.action_probability_array.flags.writeable):
             return policy  # already one of ours: read-only, on this player's layout

@@ -34,13 +34,21 @@ def _band(ax, frame: pd.DataFrame, column: str, label: str, color):
 
 
 def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> list[Path]:
-    """Write the gap and payoff figures for a table from ``reports.comparison_frame``."""
+    """Write the gap and payoff figures for a table from ``reports.comparison_frame`` (no gap
+    figure when no gap was computed, as in sampled mode); returns the files written."""
     out = Path(out)
     raters = list(dict.fromkeys(comparison.rater))
     colors = dict(zip(raters, plt.cm.tab10.colors))
     seeds = comparison.seed.nunique()
     band = f" (mean over {seeds} seeds, band: ± one standard error)" if seeds > 1 else ""
+    written = []
+    if pd.to_numeric(comparison.cce_gap, errors="coerce").notna().any():
+        written.append(_plot_gap(out, comparison, raters, colors, f"{title}{band}"))
+    written.append(_plot_payoffs(out, comparison, raters, colors, f"{title}{band}"))
+    return written
 
+
+def _plot_gap(out: Path, comparison: pd.DataFrame, raters, colors, title: str) -> Path:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for rater in raters:
         _band(ax, comparison[comparison.rater == rater], "cce_gap", rater, colors[rater])
@@ -51,13 +59,16 @@ def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> lis
     ax.tick_params(axis="y", which="minor", labelsize=7)
     ax.set_xlabel("iteration")
     ax.set_ylabel("full-game CCE gap of the meta-game's MECCE")
-    ax.set_title(f"{title}{band}", fontsize=9)
+    ax.set_title(title, fontsize=9)
     ax.legend(frameon=False)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(out / GAP_PLOT, dpi=130)
     plt.close(fig)
+    return out / GAP_PLOT
 
+
+def _plot_payoffs(out: Path, comparison: pd.DataFrame, raters, colors, title: str) -> Path:
     players = sorted(int(c.rsplit("p", 1)[1]) for c in comparison.columns if c.startswith("mean_payoff_p"))
     fig, axes = plt.subplots(1, len(players), figsize=(3.2 * len(players), 3.4), squeeze=False)
     for ax, p in zip(axes[0], players):
@@ -68,11 +79,11 @@ def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> lis
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("average payoff of the population")
     axes[0][-1].legend(frameon=False, fontsize=8)
-    fig.suptitle(f"{title}{band}", fontsize=9)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(out / PAYOFF_PLOT, dpi=130)
     plt.close(fig)
-    return [out / GAP_PLOT, out / PAYOFF_PLOT]
+    return out / PAYOFF_PLOT
 
 
 def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:

@@ -32,7 +32,7 @@ def first_legal(state, player):
 def mixed_population(game):
     """Tabular, non-tabular OpenSpiel, plain-callable and natively batched policies."""
     population = Population.random(game, 2, seed=3)
-    extra = [HashPolicy(game, "h"), CallablePolicy(game, [1], first_legal)]
+    extra = [HashPolicy(game, "h"), CallablePolicy(first_legal, game, [1])]
     return population.replace(1, [0, 1], extra), [[UniformBatched()] for _ in range(game.num_players())]
 
 
@@ -136,7 +136,7 @@ def test_answers_that_are_not_distributions_over_legal_actions_are_rejected():
                                             r"expected probabilities of shape \(\d+, 3\), got \(\)$"):
         sample_joints(game, [[SilentBatched()], [UniformBatched()]], [[0, 0]], 10, [0])
     uniform_all = lambda state, player: {a: 1 / 3 for a in range(3)}  # noqa: E731
-    with pytest.raises(MetaEvalError, match="put mass on an illegal action"):
+    with pytest.raises(MetaEvalError, match=r"the policy puts mass on illegal action\(s\) \[0\]"):
         sample_joints(game, [[uniform_all], [UniformBatched()]], [[0, 0]], 10, [0])
 
 
