@@ -159,7 +159,6 @@ class QLearning:
         return tabular_policy(layout, greedy / greedy.sum(axis=1, keepdims=True))
 
 
-LEARNERS = {"qlearning": QLearning}
 """Learners by the name the command line uses."""
 
 

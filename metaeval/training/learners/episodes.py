@@ -1,0 +1,169 @@
+"""Episodes in lock-step in which one player learns: what the neural learners step.
+
+    episodes = TrainingEpisodes(game, player, opponents, budget=5000, num_envs=32, rng=rng)
+    while episodes.running():
+        observations, legal, live = episodes.observe()      # [B, D], [B, A], [B]
+        rewards, done = episodes.act(actions)                # actions [B] (ignored where not live)
+
+``num_envs`` episodes run at once. Between two decisions of the learner, each episode
+advances on its own: chance outcomes are drawn, and every opponent decision is answered by
+the policy of the opponent profile drawn for that episode (from :class:`Opponents`), each
+policy asked once per step for all the episodes where it acts
+(:func:`metaeval.spiel.batched.as_batched`). At a simultaneous node the learner's action and
+its opponents' are applied together. A finished episode is replaced by a new one, with a new
+opponent profile, until ``budget`` episodes have started; then its slot stops (``live``
+false). ``rewards`` are what the learner received since its previous decision (OpenSpiel's
+``state.rewards()``, summed); where ``done``, the row's next observation is the first of a
+new episode and the learner must not bootstrap through it.
+
+Nothing walks the game tree. All randomness (opponent profiles, chance, opponents' actions)
+comes from ``rng``, so training is reproducible from its seed for a given ``num_envs``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metaeval.errors import MetaEvalError
+from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, observation_size
+from metaeval.spiel.lockstep import decide, draw_index
+from metaeval.training.learners.opponents import Opponents
+
+
+class TrainingEpisodes:
+    """``num_envs`` episodes of ``game`` in which ``player`` learns against ``opponents``."""
+
+    def __init__(self, game, player: int, opponents: Opponents, budget: int, num_envs: int,
+                 rng: np.random.Generator):
+        if not 0 <= player < game.num_players():
+            raise MetaEvalError(f"player must be in 0..{game.num_players() - 1}, got {player}")
+        for name, value in (("budget", budget), ("num_envs", num_envs)):
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise MetaEvalError(f"{name} must be a positive int, got {value!r}")
+        for profile in opponents.profiles:
+            for q, policy in enumerate(profile):
+                if q != player and isinstance(policy, np.ndarray):
+                    raise MetaEvalError("neural learners train against policy objects, not policy tables; "
+                                        "pass OpenSpiel policies (e.g. spiel.tabular_policy(table))")
+        self.game, self.player, self.opponents, self.rng = game, player, opponents, rng
+        self.budget, self.started = int(budget), 0
+        self.returns: list[float] = []  # the learner's return of every finished episode, in order
+        self._reader = TensorReader(game)
+        self._answers: dict[tuple[int, int], object] = {}
+        self._states: list = [None] * num_envs
+        self._profile = np.zeros(num_envs, dtype=np.int64)
+        self._gathered = np.zeros(num_envs)  # rewards since the learner's last decision
+        self._final = np.zeros(num_envs)  # those of the last transition of a finished episode
+        self._episode_return = np.zeros(num_envs)
+        self.live = np.zeros(num_envs, dtype=bool)
+        for slot in range(num_envs):
+            self._start(slot)
+        self._advance(np.flatnonzero(self.live))
+
+    # -- the learner's side ----------------------------------------------------------
+    def running(self) -> bool:
+        """Whether any episode is still being played."""
+        return bool(self.live.any())
+
+    def observe(self):
+        """The learner's pending decisions: observations ``[B, D]``, legal masks ``[B, A]``
+        and which rows are live (rows not live hold zeros)."""
+        rows = np.flatnonzero(self.live)
+        observations = np.zeros((len(self._states), observation_size(self.game)), dtype=np.float32)
+        legal = np.zeros((len(self._states), self.game.num_distinct_actions()), dtype=bool)
+        if len(rows):
+            batch = DecisionBatch(self.game, self.player, [self._states[s] for s in rows], self._reader)
+            observations[rows], legal[rows] = batch.observations, batch.legal
+        return observations, legal, self.live.copy()
+
+    def act(self, actions):
+        """Apply the learner's ``actions [B]`` in the live rows and play on to its next
+        decisions. Returns ``rewards [B]`` since the decision and ``done [B]``."""
+        actions = np.asarray(actions)
+        rows = np.flatnonzero(self.live)
+        simultaneous = [s for s in rows if self._states[s].is_simultaneous_node()]
+        joint = self._opponent_actions(simultaneous) if simultaneous else {}
+        for slot in rows:
+            state = self._states[slot]
+            if slot in joint:
+                joint[slot][self.player] = int(actions[slot])
+                state.apply_actions(joint[slot])
+            else:
+                state.apply_action(int(actions[slot]))
+            self._collect(slot)
+        done = self._advance(rows)
+        rewards = np.where(done, self._final, self._gathered)
+        self._gathered[~done] = 0.0  # where done, it holds what the new episode gave before its first decision
+        return rewards, done
+
+    # -- the episodes' side ----------------------------------------------------------
+    def _start(self, slot: int) -> None:
+        if self.started >= self.budget:
+            self.live[slot] = False
+            return
+        self.started += 1
+        self._states[slot] = self.game.new_initial_state()
+        self._profile[slot] = self.rng.choice(len(self.opponents.probabilities), p=self.opponents.probabilities)
+        self._episode_return[slot] = 0.0
+        self.live[slot] = True
+
+    def _collect(self, slot: int) -> None:
+        reward = self._states[slot].rewards()[self.player]
+        self._gathered[slot] += reward
+        self._episode_return[slot] += reward
+
+    def _answer(self, profile: int, player: int):
+        key = (profile, player)
+        if key not in self._answers:
+            self._answers[key] = as_batched(self.opponents.profiles[profile][player], self.game, player)
+        return self._answers[key]
+
+    def _decide(self, player: int, slots) -> dict[int, int]:
+        """Actions of opponent ``player`` in ``slots``, each policy asked once for its slots."""
+        chosen = {}
+        by_profile: dict[int, list[int]] = {}
+        for slot in slots:
+            by_profile.setdefault(int(self._profile[slot]), []).append(slot)
+        for profile, group in by_profile.items():
+            batch = DecisionBatch(self.game, player, [self._states[s] for s in group], self._reader)
+            actions = decide(self._answer(profile, player), batch, self.rng.random(len(group)))
+            chosen.update(zip(group, actions.tolist()))
+        return chosen
+
+    def _opponent_actions(self, slots) -> dict[int, list[int]]:
+        joint = {slot: [0] * self.game.num_players() for slot in slots}
+        for q in range(self.game.num_players()):
+            if q != self.player:
+                for slot, action in self._decide(q, slots).items():
+                    joint[slot][q] = action
+        return joint
+
+    def _advance(self, rows) -> np.ndarray:
+        """Play ``rows`` on to the learner's next decision; a finished episode is recorded,
+        marked done and replaced. Returns ``done [B]``."""
+        done = np.zeros(len(self._states), dtype=bool)
+        pending = list(rows)
+        while pending:
+            turns: dict[int, list[int]] = {}
+            for slot in pending:
+                state = self._states[slot]
+                while state.is_chance_node():
+                    outcomes = state.chance_outcomes()
+                    state.apply_action(outcomes[draw_index([p for _, p in outcomes], self.rng.random())][0])
+                    self._collect(slot)
+                if state.is_terminal():
+                    done[slot] = True
+                    self._final[slot], self._gathered[slot] = self._gathered[slot], 0.0
+                    self.returns.append(float(self._episode_return[slot]))
+                    self._start(slot)
+                    if self.live[slot]:
+                        turns.setdefault(-1, []).append(slot)  # the new episode plays on
+                elif not state.is_simultaneous_node() and state.current_player() != self.player:
+                    turns.setdefault(state.current_player(), []).append(slot)
+            pending = turns.pop(-1, [])
+            for player, slots in turns.items():
+                for slot, action in self._decide(player, slots).items():
+                    self._states[slot].apply_action(action)
+                    self._collect(slot)
+                pending.extend(slots)
+        return done
