@@ -65,16 +65,22 @@ class TrainingEpisodes:
         """Whether any episode is still being played."""
         return bool(self.live.any())
 
+    def decisions(self):
+        """The learner's pending decisions as a :class:`DecisionBatch` of the live rows, and
+        the live mask ``[B]``."""
+        live = self.live.copy()
+        states = [self._states[slot] for slot in np.flatnonzero(live)]
+        return DecisionBatch(self.game, self.player, states, self._reader), live
+
     def observe(self):
         """The learner's pending decisions: observations ``[B, D]``, legal masks ``[B, A]``
         and which rows are live (rows not live hold zeros)."""
-        rows = np.flatnonzero(self.live)
-        observations = np.zeros((len(self._states), observation_size(self.game)), dtype=np.float32)
-        legal = np.zeros((len(self._states), self.game.num_distinct_actions()), dtype=bool)
-        if len(rows):
-            batch = DecisionBatch(self.game, self.player, [self._states[s] for s in rows], self._reader)
-            observations[rows], legal[rows] = batch.observations, batch.legal
-        return observations, legal, self.live.copy()
+        batch, live = self.decisions()
+        observations = np.zeros((len(live), observation_size(self.game)), dtype=np.float32)
+        legal = np.zeros((len(live), self.game.num_distinct_actions()), dtype=bool)
+        if live.any():
+            observations[live], legal[live] = batch.observations, batch.legal
+        return observations, legal, live
 
     def act(self, actions):
         """Apply the learner's ``actions [B]`` in the live rows and play on to its next
