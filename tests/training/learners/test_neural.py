@@ -118,3 +118,48 @@ def test_more_budget_gives_a_better_response(learner, game, budgets, bound):
     small, large = (np.array([regret(learner, game, budget, seed) for seed in range(6)]) for budget in budgets)
     assert stats.wilcoxon(small, large, alternative="greater", zero_method="zsplit").pvalue < 0.05
     assert large.mean() < bound
+
+
+def test_psro_with_a_ppo_oracle_lowers_exploitability():
+    """PSRO on Kuhn poker with PPO best responses (2,000 episodes an iteration): the exact
+    exploitability of the meta-Nash falls from about 0.46 to below 0.1 in 8 iterations."""
+    from metaeval.loops.psro import PSROConfig, psro
+    from metaeval.training.oracles import learned
+
+    config = PSROConfig(game="kuhn_2p", iterations=8, solver="nash", seed=0)
+    records = psro(config, oracle=learned(PPO(), 2000, "psro"), progress=False)
+    exploitability = [record["exploitability"] for record in records]
+    assert exploitability[0] > 0.4 and exploitability[-1] < 0.1
+
+
+def test_a_learned_oracle_responds_to_the_target_it_is_given():
+    """On a 3-player meta-distribution that correlates the opponents, the psro target trains
+    against the product of their marginals and the jpsro target against their joint: the
+    opponents a learner is handed differ accordingly."""
+    import metaeval
+    from metaeval import spiel
+    from metaeval.training.oracles import learned
+
+    game = pyspiel.load_game("kuhn_poker(players=3)")
+    evaluator = metaeval.Evaluator(game)
+    for player in range(3):
+        for seed in range(2):
+            evaluator.add(player, spiel.random_policy(game, player, np.random.default_rng(seed)))
+    sigma = np.zeros((2, 2, 2))
+    sigma[0, 0, 0] = sigma[1, 1, 1] = 0.5
+    handed = {}
+
+    class Recorder:
+        def train(self, game, player, opponents, episodes, rng):
+            handed[target] = sorted(zip(opponents.probabilities.round(3).tolist(), range(len(opponents.profiles))))
+            return None
+
+        def policy(self, game, player, values):
+            return policy_lib.UniformRandomPolicy(game)
+
+    for target in ("jpsro", "psro"):
+        learned(Recorder(), 10, target)(evaluator, 0, sigma, np.random.default_rng(0))
+    assert [p for p, _ in handed["jpsro"]] == [0.5, 0.5]
+    assert [p for p, _ in handed["psro"]] == [0.25, 0.25, 0.25, 0.25]
+    with pytest.raises(MetaEvalError, match="target must be one of"):
+        learned(PPO(), 10, "nash")
