@@ -6,7 +6,7 @@ import pytest
 
 from metaeval import spiel
 from metaeval.errors import MetaEvalError
-from metaeval.spiel.batched import CallablePolicy
+
 from metaeval.spiel.approximate_gap import approximate_cce_gap
 from metaeval.training.learners import PPO
 
@@ -51,7 +51,7 @@ class FirstLegalAction:
         def first(state, player_id):
             return {state.legal_actions(player_id)[0]: 1.0}
 
-        return CallablePolicy(game, [player], first)
+        return spiel.CallablePolicy(first, game, [player])
 
 
 def test_terms_are_not_clipped_at_zero(kuhn):
