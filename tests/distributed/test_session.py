@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from metaeval import MetaEvalError
-from metaeval.distributed import session
+from metaeval.distributed import reaper, session
+from tests.distributed.processes import descendants, describe, listening, still_alive
 
 
 def free_port() -> int:
@@ -51,26 +52,48 @@ def test_ray_client_without_its_extra_says_how_to_install_it(monkeypatch):
         session.check_reachable("ray://127.0.0.1:10001")
 
 
+def test_loopback_addresses():
+    assert [session.is_loopback(a) for a in ("127.0.0.1:6379", "localhost:6379", "ray://127.0.0.2:10001", "[::1]:6379")] \
+        == [True] * 4
+    assert not any(session.is_loopback(a) for a in ("10.0.0.5:6379", "head-node:6379", "auto", "ray://[2001:db8::1]:1"))
+
+
+def test_ray_keeps_loopback_hosts_within_keep_loopback():
+    from ray._private import services
+
+    rewrite = services.resolve_ip_for_localhost
+    with session.keep_loopback():
+        assert [services.resolve_ip_for_localhost(h) for h in ("127.0.0.1", "localhost", "10.0.0.5")] \
+            == ["127.0.0.1", "127.0.0.1", "10.0.0.5"]
+    assert services.resolve_ip_for_localhost is rewrite
+
+
+def test_the_embedded_ray_is_on_loopback_and_listens_nowhere_else(ray_session):
+    """The shared session is started as an embedded one is (``start_embedded``)."""
+
+    @ray_session.remote
+    def pid():
+        return os.getpid()
+
+    worker = ray_session.get(pid.remote())
+    nodes = [n for n in ray_session.nodes() if n["Alive"]]
+    assert [n["NodeManagerAddress"] for n in nodes] == ["127.0.0.1"]
+    members = [os.getpid(), *reaper.session_processes(session._State.link_dir)]
+    assert worker in members and len(members) >= 4  # the driver, GCS, raylet, a worker at least
+    sockets = listening(members)
+    print(f"{len(sockets)} sockets of {len(members)} processes:", sorted(f"{a}:{port}" for _, a, port in sockets))
+    assert sockets and all(address.is_loopback for _, address, _ in sockets), sockets
+
+
 def _session_dirs_of(pid):
     found = []
     for directory in Path(tempfile.gettempdir()).glob(f"{session.SESSION_PREFIX}*"):
         try:
-            if int((directory / session.OWNER_FILE).read_text()) == pid:
+            if int((directory / session.OWNER_FILE).read_text().split()[0]) == pid:
                 found.append(directory)
-        except (OSError, ValueError):
+        except (OSError, ValueError, IndexError):
             continue
     return found
-
-
-def _processes_naming(text):
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit() and _names(p, text)]
-
-
-def _names(entry, text):
-    try:
-        return text in (entry / "cmdline").read_text(errors="replace")
-    except OSError:
-        return False
 
 
 def _start_run(out):
@@ -85,25 +108,53 @@ def _start_run(out):
     return process, directory
 
 
+def _left(processes, directory, seconds):
+    """Which of ``processes`` (a snapshot), and of the session's processes, run after up to ``seconds``."""
+    return still_alive(processes, seconds), reaper.session_processes(str(directory))
+
+
 @pytest.mark.cluster  # starts an embedded Ray in a subprocess: about a minute on a loaded machine
 def test_sigterm_with_ray_workers_exits_143_and_leaves_nothing(tmp_path):
     process, directory = _start_run(tmp_path / "run")
+    tree = descendants(process.pid)
     process.send_signal(signal.SIGTERM)
     code = process.wait(timeout=60)
     err = process.stderr.read()
     assert code == 143 and err.startswith("metaeval: terminated;") and err.count("\n") == 1, err
     assert not directory.exists()
-    deadline = time.time() + 30
-    while _processes_naming(str(directory)) and time.time() < deadline:
-        time.sleep(0.5)
-    assert not _processes_naming(str(directory))
+    assert _left(tree, directory, 30) == ([], [])
 
 
 @pytest.mark.cluster
-def test_a_sigkilled_drivers_session_is_cleaned_up_on_the_next_start(tmp_path):
-    process, directory = _start_run(tmp_path / "run")
+def test_sigkilled_drivers_leave_no_ray_process(tmp_path):
+    """kill -9 of a driver 10 times: its watchdog ends the session's processes within seconds
+    (before, Ray's agents outlived the driver by a minute, and the next start missed them)."""
+    for attempt in range(10):
+        out = tmp_path / f"run{attempt}"
+        process, directory = _start_run(out)
+        tree = descendants(process.pid)
+        assert len(tree) >= 6, describe(tree)  # GCS, raylet, agents, workers, the watchdog
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        start = time.perf_counter()
+        left = _left(tree, directory, 20)
+        assert left == ([], []), (attempt, describe(left[0]), left[1])
+        assert not directory.exists()
+        print(f"attempt {attempt}: {len(tree)} processes ended {time.perf_counter() - start:.1f} s after kill -9")
+
+
+@pytest.mark.cluster
+def test_a_sigkilled_drivers_session_is_ended_on_the_next_start_if_its_watchdog_died_too(tmp_path):
+    out = tmp_path / "run"
+    process, directory = _start_run(out)
+    tree = descendants(process.pid)
+    (watchdog,) = [pid for pid, _ in tree if "reaper.py" in Path(f"/proc/{pid}/cmdline").read_text()]
+    os.kill(watchdog, signal.SIGKILL)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    assert directory.exists()  # left behind by the dead driver
+    time.sleep(2)
+    assert directory.exists() and still_alive(tree, 0)  # left behind: Ray's agents, among others
     session.clean_stale_sessions()  # what the next embedded start does first
-    assert not directory.exists() and not _processes_naming(str(directory))
+    assert not directory.exists()
+    left = _left(tree, directory, 0)
+    assert left == ([], []), (describe(left[0]), left[1])
