@@ -35,6 +35,7 @@ import metaeval
 from metaeval import games
 from metaeval.runs import rundir
 from metaeval.runs.build import build_versions
+from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.runs.fileio import atomic_savez
@@ -89,6 +90,7 @@ class PBTConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise MetaEvalError(f"{name.replace('_', ' ')} must be a positive int, got {value!r}")
+        check_workers(self.workers, self.address)
         if self.population < 4:
             raise MetaEvalError(f"population must be at least 4 per player, got {self.population}")
         if not 0 < self.discard_fraction < 1:
@@ -219,7 +221,7 @@ class PBT:
 
         from metaeval.distributed.session import ensure_ray
 
-        ensure_ray(config.address, num_cpus=config.workers, log_dir=self.out)
+        ensure_ray(config.address, num_cpus=config.workers, log_dir=self.out, workers=config.workers)
         remote = ray.remote(num_cpus=1)(_train)
         return ray.get([remote.remote(task) for task in tasks])
 

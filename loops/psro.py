@@ -35,6 +35,7 @@ import metaeval
 from metaeval import games, spiel
 from metaeval.runs import rundir
 from metaeval.runs.build import build_versions
+from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.loops import checkpoint
@@ -106,6 +107,7 @@ class PSROConfig:
         for ok, message in checks:
             if not ok:
                 raise MetaEvalError(message)
+        check_workers(self.workers, self.address)
 
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them."""

@@ -46,6 +46,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from metaeval.runs.budget import describe
 from metaeval.distributed import reaper
 from metaeval.errors import MetaEvalError
 
@@ -57,6 +58,9 @@ SESSION_PREFIX = "metaeval-ray-"
 OWNER_FILE = "driver.pid"
 #: The node address of an embedded Ray.
 LOOPBACK = "127.0.0.1"
+#: Memory of one Ray worker process, by which worker counts are checked: an actor with
+#: a game loaded holds 174 MiB of its own (proportional set size, kuhn_3p and sheriff).
+WORKER_MEMORY = 192 << 20
 CLIENT_FIX = "pip install 'metaeval[client]' (or 'ray[client]'), or give the cluster's GCS address host:6379"
 
 
@@ -75,7 +79,7 @@ def resolve_address(address: str | None) -> str | None:
     return address or os.environ.get(RAY_ADDRESS_VARIABLE) or None
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=None) -> None:
+def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=None, workers: int = 1) -> None:
     """Make sure Ray is running, starting it quietly if the caller has not.
 
     Args:
@@ -84,23 +88,48 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=
         num_cpus: CPUs of the embedded instance (ignored when joining a cluster).
         log_dir: directory for the embedded instance's session files and logs
             (Ray's ``temp_dir``); default: Ray's own temporary directory.
+        workers: Ray worker processes the caller will start; more than the memory
+            of this machine (before an embedded start), or of the cluster joined or
+            the caller's session, holds at :data:`WORKER_MEMORY` each are refused.
     """
     import ray
 
-    if ray.is_initialized():
-        if _State.started and address != _State.address:
-            raise MetaEvalError(
-                f"Ray already runs here for address {_State.address!r}; call "
-                f"metaeval.distributed.shutdown() before using address {address!r}"
-            )
-        return
-    if address is None:
-        start_embedded(num_cpus, None if log_dir is None else Path(log_dir))
-    else:
-        check_reachable(address)
-        _use_available_token()
-        _init(address)
-    _State.started, _State.address = True, address
+    if not ray.is_initialized():
+        if address is None:
+            check_workers(workers)
+            start_embedded(num_cpus, None if log_dir is None else Path(log_dir))
+        else:
+            check_reachable(address)
+            _use_available_token()
+            _init(address)
+        _State.started, _State.address = True, address
+    elif _State.started and address != _State.address:
+        raise MetaEvalError(
+            f"Ray already runs here for address {_State.address!r}; call "
+            f"metaeval.distributed.shutdown() before using address {address!r}"
+        )
+    if not (_State.started and _State.address is None):  # an embedded start checked this machine
+        resources = ray.cluster_resources()
+        where = f"the Ray cluster at {address!r}" if address else "the Ray session in use"
+        _check_room(workers, resources.get("memory", 0) + resources.get("object_store_memory", 0), where)
+
+
+def check_workers(workers: int, address: str | None = None) -> None:
+    """Refuse, before anything starts, more Ray workers than this machine's memory holds at
+    :data:`WORKER_MEMORY` each, if they would run here (no ``address``, no ``$RAY_ADDRESS``;
+    a cluster's memory is checked by :func:`ensure_ray` on joining it)."""
+    if resolve_address(address) is None:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        _check_room(workers, memory, "this machine", " (or a Ray cluster: address)")
+
+
+def _check_room(workers: int, memory: float, where: str, alternative: str = "") -> None:
+    most = max(1, int(memory // WORKER_MEMORY))
+    if workers > most:
+        raise MetaEvalError(
+            f"{workers} Ray workers need about {describe(workers * WORKER_MEMORY)} ({describe(WORKER_MEMORY)} each), "
+            f"more than the {describe(memory)} of {where}: use at most {most}{alternative}"
+        )
 
 
 def start_embedded(num_cpus: int | None = None, log_dir: Path | None = None) -> None:

@@ -10,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from metaeval import MetaEvalError
+from metaeval import MetaEvalError, games, spiel
 from metaeval.distributed import reaper, session
 from tests.distributed.processes import descendants, describe, listening, still_alive
+
+
+@pytest.fixture(scope="module")
+def kuhn():
+    return games.load("kuhn_3p")
 
 
 def free_port() -> int:
@@ -50,6 +55,43 @@ def test_ray_client_without_its_extra_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "grpc", None)  # as if grpcio were not installed
     with pytest.raises(MetaEvalError, match=r"uses Ray Client, which is not installed: pip install 'metaeval\[client\]'"):
         session.check_reachable("ray://127.0.0.1:10001")
+
+
+def _machine_memory():
+    (line,) = [line for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal:")]
+    return int(line.split()[1]) * 1024
+
+
+def test_worker_counts_are_checked_against_the_machine(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    most = _machine_memory() // session.WORKER_MEMORY
+    session.check_workers(most)
+    with pytest.raises(MetaEvalError, match=rf"^{most + 1} Ray workers need about .* of this machine: use at most {most} "):
+        session.check_workers(most + 1)
+    session.check_workers(most + 1, address="10.0.0.5:6379")  # they would run on that cluster
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    session.check_workers(most + 1)
+
+
+def test_worker_counts_are_checked_against_the_ray_session_in_use(kuhn, ray_session):
+    from metaeval.distributed import build_metagame, current_pool, shutdown
+
+    shutdown()
+    resources = ray_session.cluster_resources()
+    most = int((resources["memory"] + resources["object_store_memory"]) // session.WORKER_MEMORY)
+    session.ensure_ray(workers=most)
+    with pytest.raises(MetaEvalError, match=rf"of the Ray session in use: use at most {most}$"):
+        build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=most + 1)
+    assert current_pool() is None  # refused before any actor was started
+
+
+@pytest.mark.parametrize("command", ["evolve", "psro", "pbt"])
+def test_too_many_workers_are_one_line_before_anything_is_written(command, tmp_path):
+    done = subprocess.run([sys.executable, "-m", "metaeval.cli", command, "--workers", "100000", "--out",
+                           str(tmp_path / "run")], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("metaeval: error: 100000 Ray workers need about") and "use at most" in done.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_loopback_addresses():
