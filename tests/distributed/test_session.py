@@ -167,15 +167,29 @@ def test_sigterm_with_ray_workers_exits_143_and_leaves_nothing(tmp_path):
     assert _left(tree, directory, 30) == ([], [])
 
 
+_DRIVER = """
+import sys, time
+import ray
+from metaeval.distributed.session import ensure_ray
+ensure_ray(num_cpus=1, log_dir=sys.argv[1] or None)
+ray.get(ray.remote(lambda: 0).remote())
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
 @pytest.mark.cluster
 def test_sigkilled_drivers_leave_no_ray_process(tmp_path):
-    """kill -9 of a driver 10 times: its watchdog ends the session's processes within seconds
-    (before, Ray's agents outlived the driver by a minute, and the next start missed them)."""
+    """kill -9 of a driver with an embedded Ray, 10 times (its logs in a run directory every other
+    time): within seconds no process of its session runs (Ray's agents used to outlive it by a
+    minute, and the next start missed them)."""
     for attempt in range(10):
-        out = tmp_path / f"run{attempt}"
-        process, directory = _start_run(out)
+        log_dir = str(tmp_path / f"run{attempt}") if attempt % 2 else ""
+        process = subprocess.Popen([sys.executable, "-c", _DRIVER, log_dir], stdout=subprocess.PIPE, text=True)
+        assert process.stdout.readline() == "ready\n"
+        (directory,) = _session_dirs_of(process.pid)
         tree = descendants(process.pid)
-        assert len(tree) >= 6, describe(tree)  # GCS, raylet, agents, workers, the watchdog
+        assert len(tree) >= 6, describe(tree)  # GCS, raylet, agents, a worker, the watchdog
         os.kill(process.pid, signal.SIGKILL)
         process.wait()
         start = time.perf_counter()
@@ -190,8 +204,8 @@ def test_a_sigkilled_drivers_session_is_ended_on_the_next_start_if_its_watchdog_
     out = tmp_path / "run"
     process, directory = _start_run(out)
     tree = descendants(process.pid)
-    (watchdog,) = [pid for pid, _ in tree if "reaper.py" in Path(f"/proc/{pid}/cmdline").read_text()]
-    os.kill(watchdog, signal.SIGKILL)
+    for watchdog in [pid for pid, _ in tree if "reaper.py" in Path(f"/proc/{pid}/cmdline").read_text()]:
+        os.kill(watchdog, signal.SIGKILL)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     time.sleep(2)
