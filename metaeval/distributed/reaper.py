@@ -67,6 +67,8 @@ def session_processes(directory: str, exclude=()) -> list[int]:
     """Process ids of the session in ``directory`` (see the module docstring), except ``exclude``."""
     prefixes = _prefixes(os.path.abspath(directory))
     found = []
+    if not os.path.isdir("/proc"):  # Linux only: elsewhere the session's processes go unfound
+        return found
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) in exclude:
             continue

@@ -330,20 +330,26 @@ def _close_session() -> None:
 
 def _identity(pid: int) -> str:
     """``"<pid> <start time>"``: a process id with its start time (clock ticks after boot), which
-    a later process reusing the id does not share."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
+    a later process reusing the id does not share; the id alone where there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return str(pid)
     return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
 
 
 def _alive(identity: str) -> bool:
     """Whether the process noted as ``identity`` (see :func:`_identity`) still runs."""
     pid, *start = identity.split()
-    if not start:  # noted by an earlier version, by process id alone
-        return Path(f"/proc/{int(pid)}").exists()
-    try:
+    if start:
         return _identity(int(pid)) == identity.strip()
-    except (OSError, IndexError):
+    try:  # the id alone (no /proc, or noted by an earlier version)
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
         return False
+    except PermissionError:
+        pass
+    return True
 
 
 def clean_stale_sessions() -> list[int]:
@@ -353,7 +359,7 @@ def clean_stale_sessions() -> list[int]:
     for directory in Path(tempfile.gettempdir()).glob(f"{SESSION_PREFIX}*"):
         try:
             alive = _alive((directory / OWNER_FILE).read_text())
-        except (OSError, ValueError, IndexError):
+        except (OSError, ValueError, IndexError, OverflowError):
             continue  # not (yet) a session directory of this module
         if not alive:
             killed += reaper.end_session(str(directory))

@@ -127,6 +127,14 @@ def test_the_embedded_ray_is_on_loopback_and_listens_nowhere_else(ray_session):
     assert sockets and all(address.is_loopback for _, address, _ in sockets), sockets
 
 
+def test_a_driver_is_noted_with_its_start_time_so_that_a_reused_pid_is_not_taken_for_it():
+    me = session._identity(os.getpid())
+    assert session._alive(me) and session._alive(str(os.getpid()))  # the id alone: an earlier version's note
+    assert not session._alive(f"{os.getpid()} 1")  # the same id, another process
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert not session._alive(ended.stdout.strip())
+
+
 def _session_dirs_of(pid):
     found = []
     for directory in Path(tempfile.gettempdir()).glob(f"{session.SESSION_PREFIX}*"):
