@@ -18,7 +18,6 @@ whatever else runs on the machine.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import time
 
@@ -28,6 +27,7 @@ import ray
 from bench.timing import median_time
 from metaeval import games, spiel
 from metaeval.distributed import build_metagame, current_pool, last_build, shutdown
+from metaeval.distributed.session import start_embedded, stop_embedded
 
 
 def cpu_seconds(pid: int) -> float:
@@ -102,7 +102,7 @@ def main():
     args = parser.parse_args()
     # Other processes on the machine take CPUs from the actors: say how busy it was.
     print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.2f}")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+    start_embedded(num_cpus=2)
     try:
         game = games.load("kuhn_3p")
         population = spiel.Population.random(game, 8, seed=0)
@@ -117,7 +117,7 @@ def main():
         print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     finally:
         shutdown()
-        ray.shutdown()
+        stop_embedded()
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from metaeval.runs import budget
 from metaeval.training import oracles
 from metaeval.runs import rundir
 from metaeval.runs.build import build_versions
+from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.training.learners import QLearning
@@ -108,6 +109,7 @@ class EvolveConfig:
             raise MetaEvalError(f"iterations must be at least 1, got {self.iterations}")
         if self.workers < 1:
             raise MetaEvalError(f"workers must be at least 1, got {self.workers}")
+        check_workers(self.workers, self.address)
         if self.mode not in MODES:
             raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.episodes < 2:

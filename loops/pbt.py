@@ -39,6 +39,7 @@ from metaeval.runs.progress import LoopProgress
 from metaeval import games
 from metaeval.runs import rundir
 from metaeval.runs.build import build_versions
+from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.runs.fileio import atomic_savez
@@ -60,6 +61,10 @@ RECORD_SCHEMA = rundir.RecordSchema({
     "seconds": rundir.OBJECT,
 })
 """What every line of a PBT run's ``iterations.jsonl`` holds."""
+
+
+TABLE_LEARNERS = ("qlearning",)
+"""The learners whose members PBT can copy and perturb (value tables on the game tree)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +94,9 @@ class PBTConfig:
             raise MetaEvalError(f"unknown rater {self.rater!r}; choose one of {', '.join(sorted(metaeval.RATERS))}")
         if self.learner not in LEARNERS:
             raise MetaEvalError(f"unknown learner {self.learner!r}; choose one of {', '.join(LEARNERS)}")
+        if self.learner not in TABLE_LEARNERS:
+            raise MetaEvalError(f"pbt's members are value tables, which the {self.learner} learner does not keep; "
+                                f"choose one of {', '.join(TABLE_LEARNERS)}")
         rules = sorted({*RULES, *SOLVERS} - {"conditional"})
         if self.matchmaking not in rules:
             raise MetaEvalError(f"unknown matchmaking rule {self.matchmaking!r}; choose one of {', '.join(rules)}")
@@ -96,6 +104,7 @@ class PBTConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise MetaEvalError(f"{name.replace('_', ' ')} must be a positive int, got {value!r}")
+        check_workers(self.workers, self.address)
         if self.population < 4:
             raise MetaEvalError(f"population must be at least 4 per player, got {self.population}")
         if not 0 < self.discard_fraction < 1:
@@ -240,7 +249,7 @@ class PBT:
         from metaeval.distributed import current_pool
         from metaeval.distributed.session import ensure_ray
 
-        ensure_ray(config.address, num_cpus=config.workers, log_dir=self.out)
+        ensure_ray(config.address, num_cpus=config.workers, log_dir=self.out, workers=config.workers)
         pool = current_pool()
         if pool is not None:  # its idle actors hold the CPUs the training tasks need (they would wait forever)
             pool.close()

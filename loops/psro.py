@@ -39,6 +39,7 @@ from metaeval.runs.progress import LoopProgress
 from metaeval import games, spiel
 from metaeval.runs import rundir
 from metaeval.runs.build import build_versions
+from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.loops import checkpoint
@@ -112,6 +113,7 @@ class PSROConfig:
         for ok, message in checks:
             if not ok:
                 raise MetaEvalError(message)
+        check_workers(self.workers, self.address)
         object.__setattr__(self, "mode", resolve_mode(self.game, self.mode))
 
     @property

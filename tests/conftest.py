@@ -53,19 +53,17 @@ def without_timings(records):
 
 @pytest.fixture(scope="session")
 def ray_session():
-    """One quiet Ray session (2 CPUs) shared by every test that needs Ray.
+    """One quiet Ray session (2 CPUs, on the loopback address) shared by every test that needs Ray.
 
     Opened here, not by the code under test, so that code must leave it running.
     """
-    import logging
-
     ray = pytest.importorskip("ray")
+    from metaeval.distributed import session, shutdown
+
     opened = not ray.is_initialized()
     if opened:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        session.start_embedded(num_cpus=2)
     yield ray
-    from metaeval.distributed import shutdown
-
     shutdown()
     if opened:
-        ray.shutdown()
+        session.stop_embedded()

@@ -20,6 +20,7 @@ from metaeval import Evaluator, MetaEvalError, MetaGame, games, spiel
 from metaeval.distributed import build_metagame, cce_gap, current_pool, last_build, shutdown
 from metaeval.distributed.evaluator import ShardEvaluator, contract
 from metaeval.distributed.registry import PolicyRegistry
+from tests.distributed.processes import descendants, live_processes, still_alive
 from tests.failing_policy import FailingPolicy
 from metaeval.spiel.tree import game_tree
 
@@ -46,46 +47,8 @@ def _same_game(a: MetaGame, b: MetaGame):
 
 
 # -- processes (read from /proc, so the checks need no extra package) ----------------
-def _live_processes():
-    """{pid: (parent pid, start time)} of every live, non-zombie process."""
-    table = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    fields = handle.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] not in ("Z", "X"):
-                table[int(entry)] = (int(fields[1]), fields[19])
-    return table
-
-
-def _descendants(root):
-    """[(pid, start time)] of the live processes descending from ``root``."""
-    table, found, frontier = _live_processes(), [], [root]
-    while frontier:
-        parent = frontier.pop()
-        for pid, (ppid, start) in table.items():
-            if ppid == parent:
-                found.append((pid, start))
-                frontier.append(pid)
-    return found
-
-
-def _still_alive(processes, wait=15.0):
-    """The (pid, start time) pairs still running after waiting up to ``wait`` seconds."""
-    deadline = time.monotonic() + wait
-    while True:
-        table = _live_processes()
-        alive = [(pid, start) for pid, start in processes if table.get(pid, (None, None))[1] == start]
-        if not alive or time.monotonic() > deadline:
-            return alive
-        time.sleep(0.2)
-
-
 def _pids_alive(pids):
-    table = _live_processes()
+    table = live_processes()
     return [pid for pid in pids if pid in table]
 
 
@@ -364,7 +327,7 @@ def test_a_hung_shard_times_out_and_is_retried_on_a_fresh_actor(kuhn, ray_sessio
     options = dict(mode="sampled", episodes=10, seed=2)
     population = spiel.Population.random(kuhn, 3, seed=8)
     build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2, **options)  # actors up
-    table = _live_processes()
+    table = live_processes()
     actors = [(pid, table[pid][1]) for pid in current_pool().pids()]
     hanging = _with_failing_policy(population, tmp_path / "marker", once=True, hang=True)
     start = time.monotonic()
@@ -374,7 +337,7 @@ def test_a_hung_shard_times_out_and_is_retried_on_a_fresh_actor(kuhn, ray_sessio
     assert time.monotonic() - start < 300  # far less than the ten minutes the policy sleeps
     assert (tmp_path / "marker").exists() and last_build().retries >= 1
     replaced = [actor for actor in actors if actor[0] not in current_pool().pids()]
-    assert replaced and _still_alive(replaced) == []  # the hung actor was killed
+    assert replaced and still_alive(replaced) == []  # the hung actor was killed
     _same_game(built, build_metagame(kuhn, population, **options))
 
 
@@ -454,12 +417,12 @@ def test_ray_address_variable_selects_the_pool(kuhn, ray_session, monkeypatch):
 
 def test_shutdown_kills_the_actors_but_not_a_callers_ray(kuhn, ray_session):
     build_metagame(kuhn, spiel.Population.random(kuhn, 2, seed=0), workers=2)
-    table = _live_processes()
+    table = live_processes()
     actors = [(pid, table[pid][1]) for pid in current_pool().pids()]
     assert len(actors) == 2
     shutdown()
     assert current_pool() is None and ray_session.is_initialized()
-    assert _still_alive(actors) == []
+    assert still_alive(actors) == []
 
 
 # -- an embedded Ray started by a build ------------------------------------------------
@@ -469,7 +432,7 @@ from metaeval import games, spiel
 from metaeval.distributed import build_metagame, shutdown, session
 game = games.load("kuhn_3p")
 build_metagame(game, spiel.Population.random(game, 2, seed=0), workers=2, log_dir=sys.argv[1])
-report = {"processes": _descendants(os.getpid()), "link_dir": session._State.link_dir}
+report = {"processes": descendants(os.getpid()), "link_dir": session._State.link_dir}
 if sys.argv[2] == "shutdown":
     shutdown()
     import ray
@@ -481,7 +444,7 @@ print(json.dumps(report))
 @pytest.mark.parametrize("ending", ["shutdown", "exit"])
 def test_embedded_ray_is_quiet_logs_to_the_run_and_leaves_nothing_behind(ending, tmp_path):
     run_dir = tmp_path / ("a-run-directory-whose-path-is-too-long-for-ray-sockets" * 2)
-    helpers = "\n".join(inspect.getsource(f) for f in (_live_processes, _descendants))
+    helpers = "\n".join(inspect.getsource(f) for f in (live_processes, descendants))
     script = "import os\n" + helpers + _EMBEDDED
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     out = subprocess.run(
@@ -493,8 +456,8 @@ def test_embedded_ray_is_quiet_logs_to_the_run_and_leaves_nothing_behind(ending,
     report = json.loads(out.stdout)
     processes = [tuple(p) for p in report["processes"]]
     assert len(processes) >= 4  # at least GCS, raylet and the two actors
-    assert _still_alive(processes) == []
+    assert still_alive(processes) == []
     assert not os.path.exists(report["link_dir"])
     assert report.get("ray_running", False) is False
-    logs = list(run_dir.glob("ray/session_*/logs/*"))
+    logs = list(run_dir.glob("ray/metaeval-ray-*/session_*/logs/*"))
     assert any(path.name.startswith("raylet") for path in logs)

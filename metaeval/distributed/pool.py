@@ -86,7 +86,7 @@ class EvaluatorPool:
     def __init__(self, game, workers: int, address: str | None = None, log_dir=None):
         import ray
 
-        ensure_ray(address, num_cpus=max(workers, os.cpu_count() or 1), log_dir=log_dir)
+        ensure_ray(address, num_cpus=max(workers, os.cpu_count() or 1), log_dir=log_dir, workers=workers)
         self.game_string = str(game)
         self.workers = workers
         self.address = address

@@ -39,7 +39,7 @@ def map_on_actors(task, chunks: list, workers: int, address: str | None = None, 
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
-    ensure_ray(address, num_cpus=max(workers, os.cpu_count() or 1))
+    ensure_ray(address, num_cpus=max(workers, os.cpu_count() or 1), workers=workers)
     if not _Exit.hooked:
         from metaeval.distributed.build import shutdown
 

@@ -11,11 +11,21 @@ instead of after Ray's own retries; a ``ray://`` address needs Ray Client (the
 (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``) even for an
 explicit address, which Ray itself does only for ``address="auto"``.
 
-An embedded Ray keeps its session files under a short directory
-``metaeval-ray-*`` in the system temporary directory, with a note of the driver's
-process id. If a driver dies without shutting Ray down (SIGKILL), the next embedded
-start finds that directory, kills the processes whose command line names it (the
-dead session's Ray processes, and no other) and removes it.
+An embedded Ray listens on the loopback address only: its node address is 127.0.0.1,
+so each of its ports is bound there and actor calls and object transfers never leave
+the machine. Ray on Linux rewrites a loopback node address, and the loopback host of
+an address to join, to the machine's network-interface address (on macOS and Windows
+it keeps them); :func:`keep_loopback` turns that rewrite off while Ray starts. It is
+off too when joining a cluster at a loopback address (a cluster started with
+``--node-ip-address=127.0.0.1`` listens nowhere else); any other address goes to Ray
+untouched.
+
+An embedded Ray keeps its session files under a short directory ``metaeval-ray-*``
+in the system temporary directory, with a note of the driver (process id and start
+time), watched by a process of :mod:`metaeval.distributed.reaper` that ends the
+session's processes and removes the directory when the driver dies, even by SIGKILL.
+Should the watchdog be killed too, the next embedded start finds the directory of
+the dead driver and does the same.
 
 To tell its own session from a caller's, this module keeps process-wide state
 (whether it called ``ray.init``, with which address, and its session directory),
@@ -25,16 +35,19 @@ as Ray itself is process-wide: one session per process.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import logging
 import os
-import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from metaeval.runs.budget import describe
+from metaeval.distributed import reaper
 from metaeval.errors import MetaEvalError
 
 RAY_ADDRESS_VARIABLE = "RAY_ADDRESS"
@@ -43,6 +56,11 @@ CONNECT_TIMEOUT = 10.0
 #: Prefix of embedded sessions' directories in the system temporary directory.
 SESSION_PREFIX = "metaeval-ray-"
 OWNER_FILE = "driver.pid"
+#: The node address of an embedded Ray.
+LOOPBACK = "127.0.0.1"
+#: Memory of one Ray worker process, by which worker counts are checked: an actor with
+#: a game loaded holds 174 MiB of its own (proportional set size, kuhn_3p and sheriff).
+WORKER_MEMORY = 192 << 20
 CLIENT_FIX = "pip install 'metaeval[client]' (or 'ray[client]'), or give the cluster's GCS address host:6379"
 
 
@@ -52,6 +70,8 @@ class _State:
     started = False  # this module called ray.init
     address: str | None = None  # the address it was called with
     link_dir: str | None = None  # the embedded session's short directory
+    watchdog: subprocess.Popen | None = None  # the process ending the session if the driver dies
+    pipe: int | None = None  # the write end of the watchdog's stdin, held by this driver only
 
 
 def resolve_address(address: str | None) -> str | None:
@@ -59,7 +79,7 @@ def resolve_address(address: str | None) -> str | None:
     return address or os.environ.get(RAY_ADDRESS_VARIABLE) or None
 
 
-def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=None) -> None:
+def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=None, workers: int = 1) -> None:
     """Make sure Ray is running, starting it quietly if the caller has not.
 
     Args:
@@ -68,24 +88,61 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=
         num_cpus: CPUs of the embedded instance (ignored when joining a cluster).
         log_dir: directory for the embedded instance's session files and logs
             (Ray's ``temp_dir``); default: Ray's own temporary directory.
+        workers: Ray worker processes the caller will start; more than the memory
+            of this machine (before an embedded start), or of the cluster joined or
+            the caller's session, holds at :data:`WORKER_MEMORY` each are refused.
     """
     import ray
 
-    if ray.is_initialized():
-        if _State.started and address != _State.address:
-            raise MetaEvalError(
-                f"Ray already runs here for address {_State.address!r}; call "
-                f"metaeval.distributed.shutdown() before using address {address!r}"
-            )
-        return
-    options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
-    if address is None:
-        clean_stale_sessions()
-        options["num_cpus"] = num_cpus
-        options["_temp_dir"] = _session_dir(None if log_dir is None else Path(log_dir))
-    else:
-        check_reachable(address)
-        _use_available_token()
+    if not ray.is_initialized():
+        if address is None:
+            check_workers(workers)
+            start_embedded(num_cpus, None if log_dir is None else Path(log_dir))
+        else:
+            check_reachable(address)
+            _use_available_token()
+            _init(address)
+        _State.started, _State.address = True, address
+    elif _State.started and address != _State.address:
+        raise MetaEvalError(
+            f"Ray already runs here for address {_State.address!r}; call "
+            f"metaeval.distributed.shutdown() before using address {address!r}"
+        )
+    if not (_State.started and _State.address is None):  # an embedded start checked this machine
+        resources = ray.cluster_resources()
+        where = f"the Ray cluster at {address!r}" if address else "the Ray session in use"
+        _check_room(workers, resources.get("memory", 0) + resources.get("object_store_memory", 0), where)
+
+
+def check_workers(workers: int, address: str | None = None) -> None:
+    """Refuse, before anything starts, more Ray workers than this machine's memory holds at
+    :data:`WORKER_MEMORY` each, if they would run here (no ``address``, no ``$RAY_ADDRESS``;
+    a cluster's memory is checked by :func:`ensure_ray` on joining it)."""
+    if resolve_address(address) is None:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        _check_room(workers, memory, "this machine", " (or a Ray cluster: address)")
+
+
+def _check_room(workers: int, memory: float, where: str, alternative: str = "") -> None:
+    most = max(1, int(memory // WORKER_MEMORY))
+    if workers > most:
+        raise MetaEvalError(
+            f"{workers} Ray workers need about {describe(workers * WORKER_MEMORY)} ({describe(WORKER_MEMORY)} each), "
+            f"more than the {describe(memory)} of {where}: use at most {most}{alternative}"
+        )
+
+
+def start_embedded(num_cpus: int | None = None, log_dir: Path | None = None) -> None:
+    """Start a local Ray on the loopback address, in a session directory of its own watched
+    for the driver's death (see the module docstring); stop it with :func:`stop_embedded`."""
+    clean_stale_sessions()
+    temp_dir = _open_session(log_dir)
+    _init(None, num_cpus=num_cpus, _temp_dir=temp_dir, _node_ip_address=LOOPBACK, dashboard_host=LOOPBACK)
+
+
+def _init(address: str | None, **options) -> None:
+    """``ray.init``, quietly; a failure is one line naming its cause (and ends an embedded session)."""
+    import ray
     from ray.exceptions import AuthenticationError
 
     where = f"the Ray cluster at {address!r}" if address else "an embedded Ray instance"
@@ -94,20 +151,60 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=
         "or ~/.ray/auth_token holds the cluster's token)"
         if address and os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else ""
     )
+    loopback = keep_loopback() if address is None or is_loopback(address) else contextlib.nullcontext()
     try:
-        with _keep_sigterm_handler(), _quiet_stderr():
-            ray.init(address=address, **options)
+        with _keep_sigterm_handler(), _quiet_stderr(), loopback:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+                     **options)
     except AuthenticationError:
-        _remove_session_dir()
+        _close_session()
         raise MetaEvalError(
             f"{where} refused this driver's authentication token (or none was found): put the cluster's "
             "token in RAY_AUTH_TOKEN, in a file named by RAY_AUTH_TOKEN_PATH, or in ~/.ray/auth_token"
         ) from None
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
-        _remove_session_dir()
+        _close_session()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MetaEvalError(f"cannot start {where}: {first}{token_hint}") from None
-    _State.started, _State.address = True, address
+
+
+def is_loopback(address: str) -> bool:
+    """Whether ``address`` (``host:port``, ``ray://host:port``) names a loopback host."""
+    try:
+        host = urlsplit(address if "://" in address else f"//{address}").hostname
+    except ValueError:
+        return False
+    return _loopback_host(host)
+
+
+def _loopback_host(host: str | None) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def keep_loopback():
+    """Within the block, Ray keeps a loopback host (as a node address, or in an address to
+    join) instead of rewriting it to this machine's network-interface address, as it does on
+    Linux in ``ray._private.services.resolve_ip_for_localhost`` (``ray.init``, ``ray start``)."""
+    from ray._private import services
+
+    rewrite = services.resolve_ip_for_localhost
+
+    def resolve(host: str) -> str:
+        if _loopback_host(host):
+            return LOOPBACK if host == "localhost" else host
+        return rewrite(host)
+
+    services.resolve_ip_for_localhost = resolve
+    try:
+        yield
+    finally:
+        services.resolve_ip_for_localhost = rewrite
 
 
 def check_reachable(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
@@ -188,79 +285,98 @@ def _quiet_stderr():
         os.close(saved)
 
 
-def _session_dir(log_dir: Path | None) -> str:
-    """A short, new directory for the embedded session, noting this driver's process id.
+def _open_session(log_dir: Path | None) -> str:
+    """A short, new directory for the embedded session, noting this driver, and its watchdog;
+    returns Ray's temp dir in it.
 
     Ray puts its Unix sockets under its temp dir, and a socket path may not exceed
     107 bytes, which a run directory easily does; with ``log_dir``, the session's
-    files go to ``log_dir/ray`` through a symlink in the short directory.
+    files go to ``log_dir/ray/<the short directory's name>`` through a symlink (a
+    directory of the session's own, so that the files open in it tell this session's
+    processes from those of another session of the same run directory).
     """
     _State.link_dir = tempfile.mkdtemp(prefix=SESSION_PREFIX)
-    Path(_State.link_dir, OWNER_FILE).write_text(str(os.getpid()))
-    session = os.path.join(_State.link_dir, "r")
+    Path(_State.link_dir, OWNER_FILE).write_text(_identity(os.getpid()))
+    session = os.path.join(_State.link_dir, reaper.RAY_DIR)
     if log_dir is None:
         os.mkdir(session)
     else:
-        target = (log_dir / "ray").resolve()
-        target.mkdir(parents=True, exist_ok=True)
+        target = (log_dir / "ray" / os.path.basename(_State.link_dir)).resolve()
+        target.mkdir(parents=True)
         os.symlink(target, session)
+    read, _State.pipe = os.pipe()  # not inherited by the processes Ray starts
+    try:
+        _State.watchdog = subprocess.Popen(
+            [sys.executable, "-I", reaper.__file__, _State.link_dir, str(os.getpid())], stdin=read,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)  # no terminal's signals
+    finally:
+        os.close(read)
     return session
 
 
-def _remove_session_dir() -> None:
-    if _State.link_dir is not None:
-        shutil.rmtree(_State.link_dir, ignore_errors=True)
-        _State.link_dir = None
+def _close_session() -> None:
+    """End the embedded session's processes, remove its directory and let its watchdog go."""
+    if _State.link_dir is None:
+        return
+    watchdog = _State.watchdog
+    reaper.end_session(_State.link_dir, exclude={watchdog.pid} if watchdog else ())
+    if _State.pipe is not None:
+        os.close(_State.pipe)
+    if watchdog is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            watchdog.wait(timeout=reaper.END_WAIT + 5)
+    _State.link_dir = _State.watchdog = _State.pipe = None
+
+
+def _identity(pid: int) -> str:
+    """``"<pid> <start time>"``: a process id with its start time (clock ticks after boot), which
+    a later process reusing the id does not share; the id alone where there is no /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return str(pid)
+    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def _alive(identity: str) -> bool:
+    """Whether the process noted as ``identity`` (see :func:`_identity`) still runs."""
+    pid, *start = identity.split()
+    if start:
+        return _identity(int(pid)) == identity.strip()
+    try:  # the id alone (no /proc, or noted by an earlier version)
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def clean_stale_sessions() -> list[int]:
-    """Kill the processes of embedded sessions whose driver has died, and remove their
+    """End the processes of embedded sessions whose driver has died and remove their
     directories; returns the process ids killed."""
     killed = []
     for directory in Path(tempfile.gettempdir()).glob(f"{SESSION_PREFIX}*"):
         try:
-            owner = int((directory / OWNER_FILE).read_text())
-        except (OSError, ValueError):
+            alive = _alive((directory / OWNER_FILE).read_text())
+        except (OSError, ValueError, IndexError, OverflowError):
             continue  # not (yet) a session directory of this module
-        if _alive(owner):
-            continue
-        killed += _kill_processes_naming(str(directory))
-        shutil.rmtree(directory, ignore_errors=True)
+        if not alive:
+            killed += reaper.end_session(str(directory))
     return killed
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def stop_embedded() -> None:
+    """Shut down the Ray started by :func:`start_embedded` and end its session."""
+    import ray
 
-
-def _kill_processes_naming(text: str) -> list[int]:
-    """SIGKILL every process of this user whose command line contains ``text``."""
-    killed = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            if entry.stat().st_uid != os.getuid() or text not in (entry / "cmdline").read_text(errors="replace"):
-                continue
-            os.kill(int(entry.name), signal.SIGKILL)
-            killed.append(int(entry.name))
-        except (OSError, ProcessLookupError):
-            continue
-    return killed
+    ray.shutdown()
+    _close_session()
 
 
 def stop_ray() -> None:
     """Shut Ray down if this module started it; leave a caller's Ray session alone."""
     if not _State.started:
         return
-    import ray
-
-    ray.shutdown()
+    stop_embedded()  # joined to a cluster, only ray.shutdown() has anything to do
     _State.started = False
-    _remove_session_dir()

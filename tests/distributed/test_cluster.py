@@ -1,11 +1,14 @@
 """A real two-node Ray cluster on this machine: `ray start --head` plus a second node.
 
 Both nodes are started with ``--block`` by the test and stopped by terminating
-those two processes by id (``ray stop`` would stop every Ray on the machine). The
+those two processes by id (``ray stop`` would stop every Ray on the machine). Both
+are on the loopback address (``--node-ip-address=127.0.0.1``, which ``ray start``
+keeps only within ``keep_loopback``), and the drivers join at 127.0.0.1. The
 cluster uses token authentication with its own token, so the driver must find it.
 Run with ``make cluster-test`` (about a minute).
 """
 
+import importlib.util
 import json
 import os
 import shutil
@@ -19,9 +22,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.distributed.processes import describe, descendants, listening, still_alive
+
 pytestmark = pytest.mark.cluster
 
-RAY = [sys.executable, "-c", "import sys; from ray.scripts.scripts import main; sys.argv[0] = 'ray'; main()"]
+RAY = [sys.executable, "-c", "import sys; from ray.scripts.scripts import main; "
+       "from metaeval.distributed.session import keep_loopback; sys.argv[0] = 'ray'\nwith keep_loopback(): main()"]
 DRIVER = """
 import json, sys
 import ray
@@ -65,12 +71,13 @@ def cluster():
     env.pop("RAY_ADDRESS", None)
     port, client_port = free_port(), free_port()
     common = ["--block", "--num-cpus", "1", "--node-ip-address", "127.0.0.1", "--temp-dir", temp,
-              "--disable-usage-stats"]
+              "--disable-usage-stats", "--dashboard-host", "127.0.0.1"]
+    # Ray Client's server needs the client extra (grpcio); without it, test_ray_client_address is skipped.
+    client = ["--ray-client-server-port", str(client_port)] if importlib.util.find_spec("grpc") else []
     started = []
     try:
         started.append(subprocess.Popen(
-            [*RAY, "start", "--head", "--port", str(port), "--ray-client-server-port", str(client_port),
-             "--include-dashboard", "false", *common],
+            [*RAY, "start", "--head", "--port", str(port), *client, "--include-dashboard", "false", *common],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         address = f"127.0.0.1:{port}"
         _wait_for_nodes(address, 1, env)
@@ -78,8 +85,10 @@ def cluster():
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True))
         _wait_for_nodes(address, 2, env)
-        yield {"address": address, "client": f"ray://127.0.0.1:{client_port}", "token": token, "temp": temp}
+        yield {"address": address, "client": f"ray://127.0.0.1:{client_port}", "token": token, "temp": temp,
+               "nodes": [process.pid for process in started]}
     finally:
+        tree = [child for process in started for child in descendants(process.pid)]
         for process in reversed(started):  # by process id, never `ray stop`
             process.send_signal(signal.SIGTERM)
             try:
@@ -91,12 +100,18 @@ def cluster():
         while processes_naming(temp) and time.time() < deadline:
             time.sleep(0.5)
         left = processes_naming(temp)
+        lingering = still_alive(tree, max(0.0, deadline - time.time()))  # Ray's agents may outlive their raylet
+        for pid, _ in still_alive(lingering, 0):  # still the processes the nodes started
+            os.kill(pid, signal.SIGKILL)
+        if lingering:
+            print(f"killed {len(lingering)} processes of the test cluster left after its nodes stopped:",
+                  describe(lingering))
         shutil.rmtree(temp, ignore_errors=True)
         assert not left, f"Ray processes of the test cluster still running: {left}"
 
 
 def _wait_for_nodes(address, count, env, seconds=120):
-    probe = (f"import ray; ray.init(address={address!r}, logging_level='ERROR'); "
+    probe = (f"import ray; from metaeval.distributed.session import ensure_ray; ensure_ray({address!r}); "
              "print(sum(n['Alive'] for n in ray.nodes()))")
     deadline = time.time() + seconds
     while time.time() < deadline:
@@ -105,6 +120,20 @@ def _wait_for_nodes(address, count, env, seconds=120):
             return
         time.sleep(1)
     raise AssertionError(f"the test cluster did not reach {count} node(s)")
+
+
+def test_both_nodes_are_on_loopback_and_listen_nowhere_else(cluster):
+    probe = (f"import json, ray; from metaeval.distributed.session import ensure_ray; ensure_ray({cluster['address']!r}); "
+             "print(json.dumps([n['NodeManagerAddress'] for n in ray.nodes() if n['Alive']]))")
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                            env=driver_env(RAY_AUTH_TOKEN_PATH=cluster["token"]))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == ["127.0.0.1", "127.0.0.1"]
+    members = set(cluster["nodes"]).union(pid for node in cluster["nodes"] for pid, _ in descendants(node))
+    sockets = listening(members)
+    print(f"{len(sockets)} sockets of {len(members)} processes of the two nodes:",
+          sorted(f"{a}:{port}" for _, a, port in sockets))
+    assert len(members) >= 4 and all(address.is_loopback for _, address, _ in sockets), sockets
 
 
 def driver_env(**extra):
