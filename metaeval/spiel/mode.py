@@ -50,5 +50,5 @@ def tree_refusal(what: str) -> MetaEvalError:
     """The error of an operation that needs the game tree, asked for in sampled mode."""
     return MetaEvalError(
         f"{what} walks the game tree, which sampled mode never builds: use mode='exact' (for a game that "
-        "can be enumerated); an approximate version for sampled meta-games is not available yet"
+        "can be enumerated), or learned responses (Evaluator.approximate_gap, oracles.learned)"
     )

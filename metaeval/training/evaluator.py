@@ -40,6 +40,7 @@ from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
 from metaeval.training.selection import lowest_rated, rank_order
 from metaeval.spiel.best_response import drawn_choices, pure_table
+from metaeval.spiel.approximate_gap import ApproximateGap, approximate_cce_gap
 from metaeval.spiel.mode import resolve_mode, tree_refusal
 from metaeval.spiel.policies import policy_table, tabular_policy
 from metaeval.spiel.population import identical_policies_warned, warn_identical
@@ -326,6 +327,15 @@ class Evaluator:
             self._gap_cache = (key, cce_gap(self.game, population, sigma, workers=self.workers, address=self.address,
                                             evaluator=exact, log_dir=self.log_dir))
         return self._gap_cache[1]
+
+    def approximate_gap(self, sigma, learner, episodes: int, evaluation_episodes: int,
+                        rng: np.random.Generator) -> ApproximateGap:
+        """An estimated lower bound on the full-game CCE gap of ``sigma`` (SPEC 4.1), for any
+        game that can be simulated: each player's deviation trained by ``learner`` (e.g.
+        :class:`metaeval.training.learners.PPO`) for ``episodes`` episodes, values from
+        ``evaluation_episodes`` fresh episodes (:func:`metaeval.spiel.approximate_cce_gap`)."""
+        return approximate_cce_gap(self.game, self.population.policies, sigma, learner, episodes,
+                                   evaluation_episodes, rng)
 
     def best_response(self, player: int, sigma, rng: np.random.Generator) -> policy_lib.TabularPolicy:
         """A pure best response of ``player`` to the opponents' joint marginal of ``sigma``

@@ -85,3 +85,20 @@ def test_bad_input_is_a_clear_error(kuhn):
         approximate_cce_gap(game, population.policies, sigma[:2], PPO(), 10, 100, np.random.default_rng(0))
     with pytest.raises(MetaEvalError, match="evaluation_episodes"):
         approximate_cce_gap(game, population.policies, sigma, PPO(), 10, 1, np.random.default_rng(0))
+
+
+def test_the_evaluator_estimates_the_gap_of_a_game_it_cannot_walk():
+    """goofspiel with 8 cards and hidden bids (exact mode refuses it): the Evaluator's exact
+    gap is refused in one line, the approximate one is estimated from episodes."""
+    import metaeval
+
+    evaluator = metaeval.Evaluator("goofspiel(num_cards=8,imp_info=True)", episodes=20, seed=0)
+    for player in range(2):
+        for seed in range(2):
+            evaluator.add(player, spiel.LazyRandomPolicy(evaluator.game, player, seed))
+    sigma = evaluator.meta_distribution("mecce")
+    with pytest.raises(MetaEvalError, match="walks the game tree.*approximate_gap"):
+        evaluator.gap(sigma)
+    estimate = evaluator.approximate_gap(sigma, PPO(), 500, 400, np.random.default_rng(0))
+    assert estimate.per_player.shape == (2,) and np.isfinite(estimate.total) and estimate.stderr > 0
+    assert estimate.training_episodes == 500 and estimate.evaluation_episodes == 400
