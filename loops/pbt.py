@@ -246,13 +246,11 @@ class PBT:
             return [_train(task) for task in tasks]
         import ray
 
-        from metaeval.distributed import current_pool
+        from metaeval.distributed.build import release_idle_pool
         from metaeval.distributed.session import ensure_ray
 
         ensure_ray(config.address, num_cpus=config.workers, log_dir=self.out, workers=config.workers)
-        pool = current_pool()
-        if pool is not None:  # its idle actors hold the CPUs the training tasks need (they would wait forever)
-            pool.close()
+        release_idle_pool()
         remote = ray.remote(num_cpus=1)(_train)
         return ray.get([remote.remote(task) for task in tasks])
 

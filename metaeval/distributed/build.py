@@ -234,6 +234,15 @@ def current_pool() -> EvaluatorPool | None:
     return None if pool is None or pool.closed else pool
 
 
+def release_idle_pool() -> None:
+    """Close the build pool between builds: its idle actors hold the CPUs that other Ray work
+    (bootstrap replicates, PBT's training tasks) needs, which would otherwise wait for them
+    forever on a machine with no CPU to spare. The next build starts a fresh pool."""
+    pool = current_pool()
+    if pool is not None:
+        pool.close()
+
+
 def last_build() -> BuildStats | None:
     """Statistics of the last completed build in this process (None before the first).
 

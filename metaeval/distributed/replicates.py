@@ -39,10 +39,11 @@ def map_on_actors(task, chunks: list, workers: int, address: str | None = None, 
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
-    ensure_ray(address, num_cpus=max(workers, os.cpu_count() or 1), workers=workers)
-    if not _Exit.hooked:
-        from metaeval.distributed.build import shutdown
+    from metaeval.distributed.build import release_idle_pool, shutdown
 
+    ensure_ray(address, num_cpus=max(workers, os.cpu_count() or 1), workers=workers)
+    release_idle_pool()
+    if not _Exit.hooked:
         atexit.register(shutdown)
         _Exit.hooked = True
     cpus = min(1.0, ray.cluster_resources().get("CPU", 1.0) / workers)
