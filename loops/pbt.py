@@ -39,7 +39,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.runs.fileio import atomic_savez
 from metaeval.training.learners import LEARNERS, Opponents
-from metaeval.loops.evolve import _scalars, mecce_fields
+from metaeval.loops.evolve import _scalars, check_population, mecce_fields
 from metaeval.training.matchmaking import RULES
 from metaeval.training.meta_solvers import SOLVERS
 from metaeval.training.mutation import perturb_values
@@ -144,6 +144,8 @@ class PBT:
         self.layouts = game_tree(self.game).players
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
+        num_players = self.game.num_players()
+        check_population(config.population, num_players, "the PBT population")
         self.evaluator = Evaluator(self.game, seed=config.seed, log_dir=self.out)
         start = np.random.default_rng(initial)
         self.values = []
@@ -293,14 +295,19 @@ class PBT:
 
     def finish(self):
         """Final population, per-step summary table and plots in the run directory."""
-        from metaeval.viz import plots
         from metaeval.runs import reports
 
         self.evaluator.population.save(self.out / "population.npz")
         reports.summary_frame(self.records).to_csv(self.out / "summary.csv", index=False)
-        plots.plot_run(self.out, self.records, label=f"pbt, {self.config.rater}", seed=self.config.seed,
-                       title=f"{self.config.game}, PBT ({self.config.learner}), {self.config.rater}, "
-                             f"seed {self.config.seed}")
+        plot(self.out, self.config, self.records)
+
+
+def plot(out: Path, config: PBTConfig, records: list[dict]) -> list[Path]:
+    """The CCE-gap and payoff figures of a PBT run in ``out``."""
+    from metaeval.viz import plots
+
+    return plots.plot_run(out, records, label=f"pbt, {config.rater}", seed=config.seed,
+                          title=f"{config.game}, PBT ({config.learner}), {config.rater}, seed {config.seed}")
 
 
 def pbt(config: PBTConfig, out=None, progress: bool | None = None) -> list[dict]:

@@ -26,6 +26,10 @@ DEFAULT_MAX_MEMORY = 4 << 30
 FLOAT = 8
 """Bytes of one float64."""
 
+RUN_BYTES = 1024
+"""Bookkeeping of one run of a comparison or study before it starts (its config and
+directory: about 640 bytes measured)."""
+
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
