@@ -28,7 +28,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def at_least(least: int):
-    """An int option of at least ``least`` (argparse names the option in its error)."""
+    """An int option from ``least`` to ``sys.maxsize`` (argparse names the option in its error)."""
     def parse(text):
         try:
             value = int(text)
@@ -37,6 +37,8 @@ def at_least(least: int):
         if value < least:
             raise argparse.ArgumentTypeError(f"must be positive, got {text}" if least == 1
                                              else f"must be at least {least}, got {text}")
+        if value > sys.maxsize:  # no count or seed is meaningful beyond; range() and len() refuse them
+            raise argparse.ArgumentTypeError(f"must be at most {sys.maxsize}, got {text}")
         return value
     return parse
 
@@ -424,6 +426,9 @@ def guarded(command) -> int:
     except MetaEvalError as exc:
         print(f"metaeval: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout stopped early (``| head``): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail
+        return 141
     except OSError as exc:
         if exc.errno not in _FILE_SYSTEM_ERRORS:
             raise

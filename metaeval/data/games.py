@@ -63,7 +63,11 @@ def agent_vs_agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missi
     # The difference, the three payoff tensors and MetaGame's copy of them (twice with stderr).
     budget.check_joints([agents, agents, tasks], 4 if errors is None else 8, "the agent-vs-agent-vs-task game",
                         "agents x agents x tasks")
-    difference = scores[:, None, :] - scores[None, :, :]
+    with np.errstate(over="ignore"):
+        difference = scores[:, None, :] - scores[None, :, :]
+    if not np.isfinite(difference).all():
+        raise MetaEvalError("differences of the scores overflow (largest |score| "
+                            f"{np.abs(scores).max():.3g}); divide the table by a large number, or normalise it")
     payoffs = np.stack([difference, -difference, np.abs(difference)])
     combined = None
     if errors is not None:
