@@ -54,7 +54,6 @@ def _number(text: str) -> float:
     return value
 
 
-
 def _option(text: str):
     """``key=value`` with a JSON value (``alpha=10``, ``inf_alpha=true``)."""
     key, sep, value = text.partition("=")

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 import metaeval
-from metaeval import MetaEvalError, data
+from metaeval import MetaEvalError
 from metaeval.cli import main
 from metaeval.ratings.contributions import contributions
 from metaeval.solvers.equilibria import deviation_payoffs
