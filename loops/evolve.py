@@ -181,6 +181,13 @@ def _scalars(diagnostics: dict) -> dict:
     return keep
 
 
+def check_population(population: int, num_players: int, loop: str) -> None:
+    """Refuse, before any policy is made, a population whose meta-game and CCE constraints
+    (N + K N floats per joint of K policies per player) exceed the memory budget."""
+    budget.check_joints([population] * num_players, num_players + population * num_players,
+                        f"{loop}'s meta-game and CCE constraints")
+
+
 class Evolution:
     """A population run that can be stepped, checkpointed and resumed.
 
@@ -206,8 +213,7 @@ class Evolution:
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
         num_players = self.game.num_players()
-        budget.check_joints([config.population] * num_players, num_players + config.population * num_players,
-                            "the population loop's meta-game and CCE constraints")
+        check_population(config.population, num_players, "the population loop")
         self.evaluator = self._evaluator(spiel.Population.random(
             self.game, config.population, seed=int(initial.generate_state(1)[0]), lazy=config.mode == "sampled"
         ))

@@ -44,7 +44,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.runs.fileio import atomic_savez
 from metaeval.training.learners import LEARNERS, Opponents
-from metaeval.loops.evolve import METAGAME, _scalars, mecce_fields
+from metaeval.loops.evolve import METAGAME, _scalars, check_population, mecce_fields
 from metaeval.training.matchmaking import RULES
 from metaeval.training.meta_solvers import SOLVERS
 from metaeval.training.mutation import perturb_values
@@ -172,6 +172,8 @@ class PBT:
         self.layouts = game_tree(self.game).players
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
+        num_players = self.game.num_players()
+        check_population(config.population, num_players, "the PBT population")
         self.evaluator = Evaluator(self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
                                    address=config.address, seed=config.seed, log_dir=self.out)
         start = np.random.default_rng(initial)
@@ -323,7 +325,6 @@ class PBT:
 
     def finish(self):
         """Final population, per-step summary table and plots in the run directory."""
-        from metaeval.viz import plots
         from metaeval.runs import reports
 
         config = self.config
@@ -333,9 +334,16 @@ class PBT:
             self.evaluator.built_metagame.save(self.out / METAGAME)
         reports.summary_frame(self.records, config.metagame if sampled else None).to_csv(
             self.out / "summary.csv", index=False)
-        suffix = f", meta-game {config.metagame}" if sampled else ""
-        plots.plot_run(self.out, self.records, label=f"pbt, {config.rater}", seed=config.seed,
-                       title=f"{config.game}, PBT ({config.learner}), {config.rater}, seed {config.seed}{suffix}")
+        plot(self.out, config, self.records)
+
+
+def plot(out: Path, config: PBTConfig, records: list[dict]) -> list[Path]:
+    """The CCE-gap and payoff figures of a PBT run in ``out`` (titled with how its meta-game was made)."""
+    from metaeval.viz import plots
+
+    suffix = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
+    return plots.plot_run(out, records, label=f"pbt, {config.rater}", seed=config.seed,
+                          title=f"{config.game}, PBT ({config.learner}), {config.rater}, seed {config.seed}{suffix}")
 
 
 def pbt(config: PBTConfig, out=None, progress: bool | None = None) -> list[dict]:

@@ -42,6 +42,7 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -49,9 +50,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from metaeval import games
+from metaeval.runs import budget
 from metaeval.viz import plots
 from metaeval.runs import reports
+from metaeval.cli import Parser, at_least, guarded
 from metaeval.errors import MetaEvalError
+from metaeval.runs.fileio import check_writable
 from metaeval.loops.compare import FAILURE_COLUMNS, failure, run_all, run_directory, title_of, write_comparison_frame
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
@@ -205,16 +210,23 @@ def _run_unrecorded(base: EvolveConfig, seeds: int, out: Path, recorded: RunReco
 
 def check_study(records: Path, out: Path, games: list[str], replacements: list[str], raters: list[str],
                 seeds: list[int], jobs: int, rewrite: bool = False) -> pd.DataFrame:
-    """:func:`check_records` for every recorded game and replacement, into ``OUT/check.csv``."""
-    checked = []
+    """:func:`check_records` for every recorded game and replacement, into ``OUT/check.csv``;
+    every asked rater and seed must be recorded there (checked before anything runs)."""
+    recorded = {}
     for game in games:
         for replacement in replacements:
             path = Path(records) / game / replacement
             if path.is_dir():
-                checked.append(check_records(RunRecords.at(path), raters, seeds, Path(out) / game / replacement, jobs,
-                                             rewrite).assign(game=game, replacement=replacement))
-    if not checked:
+                recorded[game, replacement] = RunRecords.at(path)
+    if not recorded:
         raise MetaEvalError(f"no records under {records}")
+    unrecorded = [f"{path.path.relative_to(records)} {r} seed {s}" for path in recorded.values()
+                  for r in raters for s in seeds if not path.has(r, s)]
+    if unrecorded:
+        shown = ", ".join(unrecorded[:5]) + (f" and {len(unrecorded) - 5} more" if len(unrecorded) > 5 else "")
+        raise MetaEvalError(f"{records} has no record of {shown}: ask only for recorded raters and seeds")
+    checked = [check_records(runs, raters, seeds, Path(out) / game / replacement, jobs, rewrite)
+               .assign(game=game, replacement=replacement) for (game, replacement), runs in recorded.items()]
     table = pd.concat(checked, ignore_index=True)
     Path(out).mkdir(parents=True, exist_ok=True)
     table.to_csv(Path(out) / "check.csv", index=False)
@@ -253,18 +265,18 @@ def publish(out: Path, docs: Path) -> None:
         shutil.copyfile(path, docs / f"{path.parent.parent.name}-{path.parent.name}-cce_gap.png")
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m metaeval.loops.study", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="study", required=True)
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog="python -m metaeval.loops.study", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="study", required=True, parser_class=Parser)
     raters = commands.add_parser("raters")
     raters.add_argument("--out", type=Path, required=True)
     raters.add_argument("--games", default="kuhn_3p,sheriff")
     raters.add_argument("--replacements", default=",".join(REPLACEMENTS))
-    raters.add_argument("--seeds", type=int, default=30)
-    raters.add_argument("--iterations", type=int, default=300)
-    raters.add_argument("--every", type=int, default=25, help="iterations between paired statistics")
-    raters.add_argument("--jobs", type=int, default=2)
-    raters.add_argument("--learner-episodes", type=int, default=2000)
+    raters.add_argument("--seeds", type=at_least(1), default=30)
+    raters.add_argument("--iterations", type=at_least(1), default=300)
+    raters.add_argument("--every", type=at_least(1), default=25, help="iterations between paired statistics")
+    raters.add_argument("--jobs", type=at_least(1), default=2)
+    raters.add_argument("--learner-episodes", type=at_least(1), default=2000)
     raters.add_argument("--publish", type=Path, help="copy the tables and figures into this directory")
     raters.add_argument("--finished-only", action="store_true",
                         help="run nothing: tabulate the comparisons whose runs are all recorded")
@@ -278,34 +290,71 @@ def main(argv=None) -> None:
     check.add_argument("--replacements", default=",".join(REPLACEMENTS))
     check.add_argument("--raters", default=",".join(RATERS))
     check.add_argument("--seeds", default="0", help="comma-separated seeds")
-    check.add_argument("--jobs", type=int, default=2)
+    check.add_argument("--jobs", type=at_least(1), default=2)
     check.add_argument("--rewrite", action="store_true",
                        help="replace each differing record by the rerun's (after a deliberate change of results)")
     versus = commands.add_parser("pbt-vs-random")
     versus.add_argument("--out", type=Path, required=True)
-    versus.add_argument("--seeds", type=int, default=3)
-    versus.add_argument("--steps", type=int, default=20)
-    versus.add_argument("--population", type=int, default=8)
-    versus.add_argument("--episodes-per-step", type=int, default=500)
+    versus.add_argument("--seeds", type=at_least(1), default=3)
+    versus.add_argument("--steps", type=at_least(1), default=20)
+    versus.add_argument("--population", type=at_least(1), default=8)
+    versus.add_argument("--episodes-per-step", type=at_least(1), default=500)
     versus.add_argument("--matchmaking", default="mecce")
-    versus.add_argument("--workers", type=int, default=1)
-    args = parser.parse_args(argv)
+    versus.add_argument("--workers", type=at_least(1), default=1)
+    return parser
+
+
+def main(argv=None) -> None:
+    """Run one study; errors end in one line on stderr (see :func:`metaeval.cli.guarded`)."""
+    code = guarded(lambda: _run(build_parser().parse_args(argv)))
+    if code:
+        raise SystemExit(code)
+
+
+def _seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",")]
+    except ValueError:
+        raise MetaEvalError(f"--seeds: comma-separated whole numbers, got {text!r}") from None
+    if any(s < 0 for s in seeds):
+        raise MetaEvalError(f"--seeds: seeds are at least 0, got {text!r}")
+    return seeds
+
+
+def _run(args) -> int:
+    for path in (args.out, getattr(args, "publish", None)):
+        if path is not None:
+            check_writable(path, f"the study's results in {path}")
     if args.study == "raters":
+        for game in args.games.split(","):
+            games.load(game)  # an unknown game is refused before any run, not failed run by run
+            for replacement in args.replacements.split(","):
+                EvolveConfig(game=game, replace=replacement, iterations=args.iterations)
+        budget.check(budget.RUN_BYTES * len(RATERS) * args.seeds * len(args.games.split(",")),
+                     f"{args.seeds} seeds of {len(RATERS)} raters", "use fewer seeds")
         table = raters_study(args.out, args.games.split(","), args.replacements.split(","), args.seeds,
                              args.iterations, args.every, args.jobs, args.learner_episodes, args.finished_only,
                              args.records)
         if args.publish:
             publish(args.out, args.publish)
+        failed = 0 if args.finished_only else len(pd.read_csv(args.out / "failures.csv"))
+        print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}") if len(table) else
+              "no comparison has a finished run to tabulate")
+        if failed:
+            print(f"metaeval: {failed} run(s) failed (listed in {args.out / 'failures.csv'}); the tables cover "
+                  "the others; run the same command again to retry them", file=sys.stderr)
+        return 1 if failed else 0
     elif args.study == "check":
         table = check_study(args.records, args.out, args.games.split(","), args.replacements.split(","),
-                            args.raters.split(","), [int(s) for s in args.seeds.split(",")], args.jobs, args.rewrite)
+                            args.raters.split(","), _seeds(args.seeds), args.jobs, args.rewrite)
         if not table.identical.all() and not args.rewrite:
             print(table.to_string(index=False))
-            raise SystemExit(1)
+            return 1
     else:
         table = pbt_versus_random(args.out, args.seeds, args.steps, args.population, args.episodes_per_step,
                                   args.matchmaking, args.workers)
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    return 0
 
 
 if __name__ == "__main__":

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import errno
 import functools
 import json
+import math
 import os
 import signal
 import sys
@@ -19,18 +22,38 @@ from pathlib import Path
 from metaeval.errors import MetaEvalError
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
+    """argparse's errors as a MetaEvalError: one line and exit 2, as every other error."""
+
     def error(self, message):
         raise MetaEvalError(message)
 
 
-def _positive(kind):
+def at_least(least: int):
+    """An int option from ``least`` to ``sys.maxsize`` (argparse names the option in its error)."""
     def parse(text):
-        value = kind(text)
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}" if least == 1
+                                             else f"must be at least {least}, got {text}")
+        if value > sys.maxsize:  # no count or seed is meaningful beyond; range() and len() refuse them
+            raise argparse.ArgumentTypeError(f"must be at most {sys.maxsize}, got {text}")
         return value
     return parse
+
+
+def _number(text: str) -> float:
+    """A finite float option (NaN and infinity would pass range checks by accident or overflow)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text}")
+    return value
 
 
 def _option(text: str):
@@ -76,16 +99,16 @@ def _quiet_argument(parser):
 
 
 def _ray_arguments(parser, what):
-    parser.add_argument("--workers", type=_positive(int), default=1, help=what)
+    parser.add_argument("--workers", type=at_least(1), default=1, help=what)
     parser.add_argument("--address", default=None,
                         help="address of an existing Ray cluster (unset: an embedded Ray, or $RAY_ADDRESS)")
 
 
 def _run_arguments(parser):
     parser.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
-    parser.add_argument("--iterations", type=_positive(int), default=100, help="iterations of the loop")
+    parser.add_argument("--iterations", type=at_least(1), default=100, help="iterations of the loop")
     parser.add_argument("--population", type=int, default=8, help="policies per player (>= 4)")
-    parser.add_argument("--discard-fraction", type=float, default=0.25,
+    parser.add_argument("--discard-fraction", type=_number, default=0.25,
                         help="share of each player's population replaced every iteration (its lowest-rated)")
     _mode_arguments(parser, "auto")
     _ray_arguments(parser, "Ray actors building meta-games")
@@ -93,9 +116,9 @@ def _run_arguments(parser):
                         help="rater option with a JSON value (alpha=10), repeatable")
     parser.add_argument("--replace", default="random",
                         help="where replacements come from: random, mutate, best-response, learned")
-    parser.add_argument("--learner-episodes", type=_positive(int), default=2000,
+    parser.add_argument("--learner-episodes", type=at_least(1), default=2000,
                         help="training episodes of each learned replacement (--replace learned)")
-    parser.add_argument("--mutation-scale", type=float, default=0.25,
+    parser.add_argument("--mutation-scale", type=_number, default=0.25,
                         help="size of the perturbation of mutated copies (--replace mutate)")
     parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     _memory_argument(parser)
@@ -106,7 +129,7 @@ def _mode_arguments(parser, default: str):
     parser.add_argument("--mode", choices=["auto", "exact", "sampled"], default=default,
                         help="meta-game entries: exact (walks the game tree), sampled (episodes; no tree), "
                              f"auto (exact if the game can be enumerated, else sampled; default {default})")
-    parser.add_argument("--episodes", type=_positive(int), default=1000, help="per entry, sampled mode")
+    parser.add_argument("--episodes", type=at_least(1), default=1000, help="per entry, sampled mode")
 
 
 def _gap_text(record: dict) -> str:
@@ -123,22 +146,22 @@ def _print_plots(out: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="metaeval", description="Game-theoretic evaluation of agent populations.",
+    parser = Parser(prog="metaeval", description="Game-theoretic evaluation of agent populations.",
                      formatter_class=_Help)
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
 
     def command(name, description):
         return commands.add_parser(name, help=description, description=description, formatter_class=_Help)
 
     evolve = command("evolve", "evolve populations by rating (SPEC 5)")
     evolve.add_argument("--rater", default="deviation", help="rater that picks whom to replace (a name in metaeval.RATERS)")
-    evolve.add_argument("--seed", type=int, default=0, help="seed of every random choice of the run")
+    evolve.add_argument("--seed", type=at_least(0), default=0, help="seed of every random choice of the run")
     _run_arguments(evolve)
 
     compare = command("compare", "every rater x seed, one comparison")
     compare.add_argument("--raters", default="uniform,nash,alpharank,deviation", help="comma-separated raters")
-    compare.add_argument("--seeds", type=_positive(int), default=5, help="number of seeds 0..S-1")
-    compare.add_argument("--jobs", type=_positive(int), default=1, help="runs in parallel processes")
+    compare.add_argument("--seeds", type=at_least(1), default=5, help="number of seeds 0..S-1")
+    compare.add_argument("--jobs", type=at_least(1), default=1, help="runs in parallel processes")
     _run_arguments(compare)
 
     psro = command("psro", "PSRO / JPSRO: meta-solver, exact best responses, optional cap")
@@ -149,9 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="jpsro (best response to the opponents' joint marginal), psro, random")
     psro.add_argument("--tie-break", choices=["drawn", "openspiel"], default="drawn",
                       help="jpsro: a seeded draw among tied best actions (drawn) or OpenSpiel jpsro's choice (openspiel)")
-    psro.add_argument("--iterations", type=_positive(int), default=30, help="iterations of the loop")
-    psro.add_argument("--seed", type=int, default=0, help="seed of every random choice of the run")
-    psro.add_argument("--cap", type=_positive(int), default=None, help="at most this many policies per player (unset: no cap)")
+    psro.add_argument("--iterations", type=at_least(1), default=30, help="iterations of the loop")
+    psro.add_argument("--seed", type=at_least(0), default=0, help="seed of every random choice of the run")
+    psro.add_argument("--cap", type=at_least(1), default=None, help="at most this many policies per player (unset: no cap)")
     psro.add_argument("--prune-by", default="deviation", help="rater whose lowest-rated policies the cap removes")
     psro.add_argument("--initial", default="uniform", help="first policy per player: uniform, dirichlet, deterministic")
     _mode_arguments(psro, "auto")
@@ -160,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="meta-solver option with a JSON value, repeatable")
     psro.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     _quiet_argument(psro)
+    _memory_argument(psro)
 
     pbt = command("pbt", "population-based training of learners, selected by a rater")
     pbt.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
@@ -167,15 +191,15 @@ def build_parser() -> argparse.ArgumentParser:
     pbt.add_argument("--learner", default="qlearning",
                      help="the members' learning algorithm (qlearning: tabular Q-learning against sampled opponents)")
     pbt.add_argument("--matchmaking", default="mecce", help="uniform, pfsp, or a meta-solver (mecce, nash, ...)")
-    pbt.add_argument("--steps", type=_positive(int), default=30, help="training steps")
-    pbt.add_argument("--interval", type=_positive(int), default=2, help="training steps between exploits")
-    pbt.add_argument("--episodes-per-step", type=_positive(int), default=2000, help="training episodes per member and step")
+    pbt.add_argument("--steps", type=at_least(1), default=30, help="training steps")
+    pbt.add_argument("--interval", type=at_least(1), default=2, help="training steps between exploits")
+    pbt.add_argument("--episodes-per-step", type=at_least(1), default=2000, help="training episodes per member and step")
     pbt.add_argument("--population", type=int, default=8, help="members per player (>= 4)")
-    pbt.add_argument("--discard-fraction", type=float, default=0.25,
+    pbt.add_argument("--discard-fraction", type=_number, default=0.25,
                      help="share of each player's members replaced at an exploit (its lowest-rated)")
-    pbt.add_argument("--mutation-scale", type=float, default=0.25,
+    pbt.add_argument("--mutation-scale", type=_number, default=0.25,
                      help="noise added to a copied member's value table, relative to its largest value")
-    pbt.add_argument("--seed", type=int, default=0, help="seed of every random choice of the run")
+    pbt.add_argument("--seed", type=at_least(0), default=0, help="seed of every random choice of the run")
     _mode_arguments(pbt, "exact")
     _ray_arguments(pbt, "Ray tasks training members, and Ray actors building meta-games")
     pbt.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
@@ -184,6 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="learner option (step_size, epsilon), repeatable")
     pbt.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
     _quiet_argument(pbt)
+    _memory_argument(pbt)
 
     rate = command("rate", "rate a saved meta-game (.npz, .npy) or score table (.csv)")
     rate.add_argument("file", type=Path, help="the meta-game (MetaGame.save) or score table")
@@ -205,9 +230,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     battles = command("battles", "Bradley-Terry leaderboard of a battle CSV (model_a, model_b, winner)")
     battles.add_argument("file", type=Path, help="battle CSV: model_a, model_b, winner")
-    battles.add_argument("--bootstrap", type=int, default=1000, help="bootstrap rounds (0: no intervals)")
-    battles.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
-    battles.add_argument("--prior", type=float, default=0.0, help="virtual games per pair (disconnected data)")
+    battles.add_argument("--bootstrap", type=at_least(0), default=1000, help="bootstrap rounds (0: no intervals)")
+    battles.add_argument("--seed", type=at_least(0), default=0, help="seed of the bootstrap")
+    battles.add_argument("--prior", type=_number, default=0.0, help="virtual games per pair (disconnected data)")
 
     plot = command("plot", "(re)draw the figures of a run or comparison directory")
     plot.add_argument("run_dir", type=Path, help="a directory written by evolve, compare, psro or pbt")
@@ -261,7 +286,12 @@ def _rate_file(args) -> None:
     if path.suffix != ".csv":
         raise MetaEvalError(f"cannot rate {path}: expected a .npz, .npy or .csv file")
     from metaeval.viz import plots
+    from metaeval.runs.fileio import check_writable
 
+    plot = args.plot or path.with_name(f"{path.stem}_{args.game}_{args.rater}.png")
+    if not plot.parent.is_dir():
+        raise MetaEvalError(f"cannot write the plot {plot}: no directory {plot.parent}")
+    check_writable(plot.parent, f"the plot {plot}")
     rating = metaeval.rate(_table_game(args), args.rater, **dict(args.option))
     frame = rating.to_frame()
     agents = frame[frame.player == rating.game.player_names[0]].sort_values(["rank", "strategy"])
@@ -269,7 +299,6 @@ def _rate_file(args) -> None:
     print(agents.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
     _report_failed_replicates(rating)
     print(rating.rank_note())
-    plot = args.plot or path.with_name(f"{path.stem}_{args.game}_{args.rater}.png")
     print(f"plot: {plots.plot_rating_bars(plot, rating)}")
 
 
@@ -312,17 +341,22 @@ def _run(args) -> int:
         config = _config(args, rater=args.rater, seed=args.seed)
         games.load(config.game)  # fail fast on an unknown game
         records = evolve(config, out=args.out, progress=_progress(args))
+        _say_if_longer(records, config.iterations, "iterations", args.out)
         print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
         _print_plots(args.out)
     elif args.command == "compare":
         from metaeval import games
+        from metaeval.runs import budget
         from metaeval.loops.compare import compare
+        from metaeval.loops.evolve import check_population
 
         raters = [r.strip() for r in args.raters.split(",") if r.strip()]
         base = _config(args)
         for rater in raters:
             _config(args, rater=rater)  # validates every rater name up front
-        games.load(base.game)
+        check_population(base.population, games.load(base.game).num_players(), "each run")
+        budget.check(budget.RUN_BYTES * len(raters) * args.seeds, f"{len(raters)} raters x {args.seeds} seeds",
+                     "use fewer seeds")
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs,
                                       progress=_progress(args))
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -347,6 +381,7 @@ def _run(args) -> int:
         )
         games.load(config.game)  # fail fast on an unknown game
         records = psro(config, out=args.out, progress=_progress(args))
+        _say_if_longer(records, config.iterations, "iterations", args.out)
         last = records[-1]
         seconds = sum(r["seconds"]["total"] for r in records)
         exploitability = "" if last["exploitability"] is None else f"; exploitability {last['exploitability']:.6g}"
@@ -366,6 +401,7 @@ def _run(args) -> int:
         )
         games.load(config.game)
         records = pbt(config, out=args.out, progress=_progress(args))
+        _say_if_longer(records, config.steps, "steps", args.out)
         print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
         _print_plots(args.out)
     elif args.command == "rate":
@@ -386,17 +422,21 @@ def _run(args) -> int:
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
-        if rundir.stored_kind(stored) == "psro" and rundir.stored_settings(stored) is not None:
-            from metaeval.loops.psro import PSRO, RECORD_SCHEMA, PSROConfig
+        kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
+        if kind in ("psro", "pbt") and settings is not None:
+            from metaeval.loops import pbt, psro
 
-            records = rundir.read_records(args.run_dir, RECORD_SCHEMA)
+            loop = psro if kind == "psro" else pbt
+            config = _stored_config(loop.PSROConfig if kind == "psro" else loop.PBTConfig, settings, config_path)
+            records = rundir.read_records(args.run_dir, loop.RECORD_SCHEMA)
             if not records:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
-            config = PSROConfig(**rundir.stored_settings(stored))
-            written = plots.plot_psro(args.run_dir, {config.solver: records}, title=PSRO.title_of(config))
+            if kind == "psro":
+                written = plots.plot_psro(args.run_dir, {config.solver: records}, title=psro.PSRO.title_of(config))
+            else:
+                written = pbt.plot(args.run_dir, config, records)
             print(f"plots: {', '.join(str(path) for path in written)}")
             return 0
-        kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
         if kind == compare.KIND and settings is not None:
             runs, base = compare.load_comparison(args.run_dir)
             compare.write_comparison(args.run_dir, runs, title=compare.title_of(base))
@@ -415,6 +455,27 @@ def _run(args) -> int:
             raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
         _print_plots(args.run_dir)
     return 0
+
+
+def _stored_config(config_class, settings: dict, config_path: Path):
+    """The config a run directory's settings describe, or a one-line error naming what is wrong."""
+    known = {f.name for f in dataclasses.fields(config_class)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise MetaEvalError(f"{config_path} has setting(s) this metaeval does not know: {', '.join(unknown)} "
+                            "(damaged, or written by another version)")
+    try:
+        return config_class(**settings)
+    except MetaEvalError as exc:
+        raise MetaEvalError(f"{config_path} is damaged: {exc}") from None
+
+
+def _say_if_longer(records: list, asked: int, unit: str, out: Path) -> None:
+    """Say that a resumed run already had more than the ``asked`` iterations (or steps): none
+    were run and the results are those of all it had."""
+    if len(records) > asked:
+        print(f"{out} already holds {len(records)} {unit}, more than the {asked} asked for: nothing was run, "
+              f"and the results below are of all {len(records)}", file=sys.stderr)
 
 
 class Terminated(KeyboardInterrupt):
@@ -439,14 +500,34 @@ def _warning_line(show_others, message, category, *where):
 def main(argv=None) -> int:
     """Run one command; SIGINT and SIGTERM stop it at once (exit 130 and 143): no new run or
     shard is scheduled, the iteration in flight is abandoned and Ray is shut down."""
+    return guarded(lambda: run(build_parser().parse_args(argv)))
+
+
+#: Failures of the file system rather than of metaeval: said in one line, never a traceback.
+_FILE_SYSTEM_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO}
+
+
+def guarded(command) -> int:
+    """``command()``'s exit status, with every error a user can meet said in one line on stderr:
+    bad input (exit 2), a full or read-only disk (exit 1), an interrupt (130, 143)."""
     handler = signal.signal(signal.SIGTERM, _terminate)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = functools.partial(_warning_line, warnings.showwarning)
-            return run(build_parser().parse_args(argv))
+            return command()
     except MetaEvalError as exc:
         print(f"metaeval: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader of stdout stopped early (``| head``): not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush cannot fail
+        return 141
+    except OSError as exc:
+        if exc.errno not in _FILE_SYSTEM_ERRORS:
+            raise
+        where = f": {exc.filename}" if exc.filename else ""
+        print(f"metaeval: error: {exc.strerror}{where}; finished iterations are saved: make room (or "
+              "permission) and run the same command again to resume", file=sys.stderr)
+        return 1
     except KeyboardInterrupt as exc:
         how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
         print(f"metaeval: {how}; finished iterations are saved, run the same command again to resume",

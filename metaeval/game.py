@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from metaeval.runs import budget
 from metaeval.errors import MetaEvalError
 from metaeval.runs.fileio import atomic_savez
 
@@ -22,6 +24,16 @@ def _frozen(array: np.ndarray) -> np.ndarray:
     array = np.array(array, dtype=np.float64, copy=True)
     array.setflags(write=False)
     return array
+
+
+def _real_array(label: str, values) -> np.ndarray:
+    """``values`` as float64; complex numbers are refused, not silently cut to their real part."""
+    if np.iscomplexobj(values):
+        raise MetaEvalError(f"{label} must be real numbers, got complex ones")
+    try:
+        return np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise MetaEvalError(f"{label} must be numeric: {exc}") from None
 
 
 class MetaGame:
@@ -43,10 +55,7 @@ class MetaGame:
         counts=None,
         stderr=None,
     ):
-        try:
-            payoffs = np.asarray(payoffs, dtype=np.float64)
-        except (TypeError, ValueError) as exc:
-            raise MetaEvalError(f"payoffs must be numeric: {exc}") from None
+        payoffs = _real_array("payoffs", payoffs)
         if payoffs.ndim < 2:
             raise MetaEvalError(
                 f"payoffs must have shape [N, K_1, ..., K_N]; got an array of rank {payoffs.ndim}"
@@ -105,7 +114,7 @@ class MetaGame:
 
     @staticmethod
     def _check_extra(label: str, values, shape) -> np.ndarray:
-        values = np.asarray(values, dtype=np.float64)
+        values = _real_array(label, values)
         if values.shape != tuple(shape):
             raise MetaEvalError(f"{label} must have shape {tuple(shape)}, got {values.shape}")
         if not np.all(np.isfinite(values)) or np.any(values < 0):
@@ -248,6 +257,7 @@ class MetaGame:
         """Read a game written by :meth:`save`, or a bare payoff tensor in ``.npy``/``.npz``."""
         path = Path(path)
         try:
+            _check_stored_sizes(path)
             data = np.load(path, allow_pickle=False)
             if isinstance(data, np.ndarray):
                 arrays, found = {"payoffs": data}, ["payoffs"]
@@ -271,6 +281,30 @@ class MetaGame:
 
 #: The arrays :meth:`MetaGame.save` writes.
 _SAVED_ARRAYS = ("payoffs", "counts", "stderr", "meta")
+
+
+def _check_stored_sizes(path: Path) -> None:
+    """Refuse, from the ``.npy`` headers alone, arrays the memory budget cannot load: a
+    header's shape costs nothing to claim, reading the data it claims may cost 100s of GiB."""
+    if zipfile.is_zipfile(path):
+        with zipfile.ZipFile(path) as archive:
+            for member in archive.namelist():
+                if member.removesuffix(".npy") in _SAVED_ARRAYS:
+                    with archive.open(member) as stream:
+                        _check_header(stream, f"its array {member.removesuffix('.npy')!r}")
+    else:
+        with open(path, "rb") as stream:
+            _check_header(stream, "its array")
+
+
+def _check_header(stream, what: str) -> None:
+    """Budget check of one ``.npy`` header: the array as stored and as float64 (MetaGame's copy)."""
+    version = np.lib.format.read_magic(stream)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read(stream)
+    entries = math.prod(shape)
+    budget.check(entries * (dtype.itemsize + budget.FLOAT),
+                 f"{what} of shape {shape} (as stored and as float64)", "is the file what it claims to be?")
 
 
 def _read_meta(path: Path, entry: np.ndarray) -> dict:

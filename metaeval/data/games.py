@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from metaeval.runs import budget
 from metaeval.data.tables import complete, normalise as normalise_table
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -58,7 +59,15 @@ def agent_vs_agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missi
     player (independent scores; the same bound is used for |G_A|).
     """
     table, scores, errors = _prepared(table, normalise, missing, stderr)
-    difference = scores[:, None, :] - scores[None, :, :]
+    agents, tasks = scores.shape
+    # The difference, the three payoff tensors and MetaGame's copy of them (twice with stderr).
+    budget.check_joints([agents, agents, tasks], 4 if errors is None else 8, "the agent-vs-agent-vs-task game",
+                        "agents x agents x tasks")
+    with np.errstate(over="ignore"):
+        difference = scores[:, None, :] - scores[None, :, :]
+    if not np.isfinite(difference).all():
+        raise MetaEvalError("differences of the scores overflow (largest |score| "
+                            f"{np.abs(scores).max():.3g}); divide the table by a large number, or normalise it")
     payoffs = np.stack([difference, -difference, np.abs(difference)])
     combined = None
     if errors is not None:
@@ -118,6 +127,8 @@ def king_of_the_hill(judgements: pd.DataFrame) -> MetaGame:
         "rebel": pd.concat([b, a], ignore_index=True),
         "score": pd.concat([score, -score], ignore_index=True).astype(np.float64),
     })
+    budget.check_joints([len(prompts), len(models), len(models)], 5, "the king-of-the-hill game",
+                        "prompts x models x models")
     mean = both.groupby(["prompt", "king", "rebel"])["score"].mean()
     index = pd.MultiIndex.from_product([prompts, models, models], names=["prompt", "king", "rebel"])
     u = mean.reindex(index).to_numpy(copy=True).reshape(len(prompts), len(models), len(models))

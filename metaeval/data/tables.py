@@ -215,6 +215,11 @@ def normalise(table: pd.DataFrame, how: str = "minmax") -> tuple[pd.DataFrame, p
     if how == "rank":
         ranks = table.rank(axis=0, method="average") - 1.0
         return ranks / max(1, len(table) - 1), pd.Series(np.nan, index=table.columns)
-    low, span = table.min(axis=0), table.max(axis=0) - table.min(axis=0)
+    with np.errstate(over="ignore"):
+        low, span = table.min(axis=0), table.max(axis=0) - table.min(axis=0)
+    if np.isinf(span).any():
+        task = span.index[np.isinf(span.to_numpy())][0]
+        raise MetaEvalError(f"task {task!r}: its scores span {low[task]:.3g} to {table[task].max():.3g}, more than "
+                            "a float can hold; divide the table by a large number, or normalise by rank")
     scale = 1.0 / span.where(span > 0, 1.0)
     return (table - low) * scale, scale

@@ -21,7 +21,7 @@ from scipy.sparse import csgraph
 
 from metaeval.errors import MetaEvalError
 from metaeval.pairwise.battles import BattleCounts, components, count_battles
-from metaeval.ratings.bootstrap import percentile_interval
+from metaeval.ratings.bootstrap import check_replicates, percentile_interval
 from metaeval.ratings.base import shared_ranks
 from metaeval.ratings.elo import RANK_TOLERANCE, SCALE, fit_batch, with_prior
 from metaeval.runs.threads import one_blas_thread
@@ -66,6 +66,10 @@ def bradley_terry(
         raise MetaEvalError(f"bootstrap must be a whole number of rounds >= 0, got {bootstrap!r}")
     if not 0 < confidence < 1:
         raise MetaEvalError(f"confidence must lie strictly between 0 and 1, got {confidence}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise MetaEvalError(f"seed must be an int of at least 0, got {seed!r}")
+    if bootstrap:
+        check_replicates(bootstrap, confidence, len(counts.models))
     point, samples = fit(counts, bootstrap, seed, prior, workers)
     frame = pd.DataFrame({"score": point}, index=pd.Index(counts.models, name="model"))
     if bootstrap:

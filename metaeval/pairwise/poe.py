@@ -31,9 +31,15 @@ def gaussian_poe(n, pairs, probabilities, alpha=1.0, beta=0.5, variance=1.0, pri
     number of judgements behind each p).
     """
     pairs, probabilities = _checked(n, pairs, probabilities)
-    variance = np.broadcast_to(np.asarray(variance, dtype=np.float64), probabilities.shape)
-    if np.any(variance <= 0) or prior_variance <= 0 or alpha <= 0:
-        raise MetaEvalError("variances and alpha must be positive")
+    try:
+        variance = np.broadcast_to(np.asarray(variance, dtype=np.float64), probabilities.shape)
+        alpha, beta, prior_variance = float(alpha), float(beta), float(prior_variance)
+    except (TypeError, ValueError) as exc:
+        raise MetaEvalError(f"variance, alpha, beta and prior_variance must be numbers ({exc})") from None
+    if not (np.all(np.isfinite(variance) & (variance > 0)) and 0 < prior_variance < np.inf and 0 < alpha < np.inf):
+        raise MetaEvalError("variances and alpha must be positive and finite")
+    if not np.isfinite(beta):
+        raise MetaEvalError(f"beta must be finite, got {beta}")
     design = np.vstack([np.eye(n)[:1], difference_rows(n, pairs)])  # the prior expert first
     mean = np.r_[0.0, alpha * (probabilities - beta)]
     weight = 1 / np.r_[prior_variance, variance]
@@ -71,13 +77,9 @@ class ComparisonPlanner:
     """
 
     def __init__(self, n: int, pairs=None):
-        if n < 2:
-            raise MetaEvalError(f"a planner needs at least 2 items, got {n}")
-        self.n = n
-        self.pairs = [] if pairs is None else [tuple(map(int, p)) for p in pairs]
-        if pairs is None:
-            self.pairs = [(i, i + 1) for i in range(n - 1)]
-        start = np.asarray(self.pairs, dtype=np.int64).reshape(-1, 2)
+        self.n = n = _count_of_items(n, least=2)
+        start = np.array([(i, i + 1) for i in range(n - 1)]) if pairs is None else _indices(n, pairs)
+        self.pairs = [(int(i), int(j)) for i, j in start]
         _require_connected(n, start)
         design = np.vstack([np.eye(n)[:1], difference_rows(n, start)])
         information = design.T @ design
@@ -97,8 +99,7 @@ class ComparisonPlanner:
 
     def add(self, i: int, j: int) -> None:
         """Record a comparison of i and j (eq 55; the determinant grows by 1 + r^T A r)."""
-        if not (0 <= i < self.n and 0 <= j < self.n and i != j):
-            raise MetaEvalError(f"({i}, {j}) is not a pair of distinct items among {self.n}")
+        i, j = _indices(self.n, [(i, j)])[0]
         column = self.inverse[:, i] - self.inverse[:, j]  # A r
         growth = 1.0 + column[i] - column[j]  # 1 + r^T A r
         self.inverse = self.inverse - np.outer(column, column) / growth
@@ -115,13 +116,35 @@ class ComparisonPlanner:
         return chosen
 
 
+def _count_of_items(n, least: int) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < least:
+        raise MetaEvalError(f"the number of items must be an int of at least {least}, got {n!r}")
+    return int(n)
+
+
+def _indices(n: int, pairs) -> np.ndarray:
+    """``pairs`` as ``[k, 2]`` int64 indices of two distinct items among ``n``; a fractional
+    index is refused, not truncated to another item."""
+    try:
+        raw = np.asarray(pairs, dtype=np.float64).reshape(-1, 2)
+    except (TypeError, ValueError) as exc:
+        raise MetaEvalError(f"pairs must be pairs of item indices ({exc})") from None
+    if not np.all(raw == np.round(raw)):
+        raise MetaEvalError(f"item indices must be whole numbers, got {raw[raw != np.round(raw)][0]}")
+    indices = raw.astype(np.int64)
+    if np.any(raw < 0) or np.any(raw >= n) or np.any(indices[:, 0] == indices[:, 1]):
+        raise MetaEvalError(f"every pair must name two distinct items among 0..{n - 1}")
+    return indices
+
+
 def _checked(n, pairs, probabilities):
-    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    probabilities = np.asarray(probabilities, dtype=np.float64).reshape(-1)
+    pairs = _indices(_count_of_items(n, least=1), pairs)
+    try:
+        probabilities = np.asarray(probabilities, dtype=np.float64).reshape(-1)
+    except (TypeError, ValueError) as exc:
+        raise MetaEvalError(f"probabilities must be numbers ({exc})") from None
     if len(pairs) != len(probabilities):
         raise MetaEvalError(f"{len(pairs)} pairs but {len(probabilities)} probabilities")
-    if np.any(pairs < 0) or np.any(pairs >= n) or np.any(pairs[:, 0] == pairs[:, 1]):
-        raise MetaEvalError(f"every pair must name two distinct items among 0..{n - 1}")
     if not np.all((probabilities >= 0) & (probabilities <= 1)):
         raise MetaEvalError("probabilities must lie in [0, 1]")
     return pairs, probabilities

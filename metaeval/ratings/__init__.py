@@ -72,14 +72,18 @@ def rate(
     return correct_rating(rating, owner_rankings)
 
 
-def check_options(method: str, options: dict):
-    """The rater registered as ``method``, once its name and option names are checked."""
-    try:
-        rater = RATERS[method]
-    except KeyError:
-        raise MetaEvalError(
-            f"unknown rater {method!r}; choose one of {', '.join(sorted(RATERS))}"
-        ) from None
+def check_options(method, options: dict):
+    """The rater registered as ``method`` (or the rater function ``method``), once its name
+    and option names are checked."""
+    if callable(method):
+        rater, method = method, getattr(method, "__name__", repr(method))
+    else:
+        try:
+            rater = RATERS[method]
+        except (KeyError, TypeError):
+            raise MetaEvalError(
+                f"unknown rater {method!r}; choose one of {', '.join(sorted(RATERS))}"
+            ) from None
     accepted = inspect.signature(rater).parameters
     unknown = sorted(set(options) - set(accepted))
     if unknown and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):

@@ -42,6 +42,7 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 
+from metaeval.runs import budget
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.solvers.markov import RESIDUAL_TOL, stationary_distribution
@@ -210,8 +211,12 @@ def _joint_profiles(game: MetaGame):
     """
     n = game.num_joints
     index = np.int32 if n < 2**31 else np.int64
-    ids = np.arange(n, dtype=index)
     degree = sum(k - 1 for k in game.shape)
+    # Per switch: its source and target ids, its gain, and log_fixation's rate and two temporaries.
+    per_switch = 2 * np.dtype(index).itemsize + 4 * budget.FLOAT
+    budget.check(per_switch * n * degree, f"the alpha-Rank chain of {game!r} ({n * degree:.3g} switches)",
+                 "use fewer strategies per player")
+    ids = np.arange(n, dtype=index)
     source = np.repeat(ids, degree)
     target, gain = np.empty((n, degree), dtype=index), np.empty((n, degree))
     strides = np.cumprod((1, *game.shape[:0:-1]))[::-1]

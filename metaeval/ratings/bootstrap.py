@@ -41,11 +41,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from metaeval.runs import budget
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
@@ -111,7 +113,10 @@ class Resampler:
 
 def _check_samples(game: MetaGame, samples) -> tuple[np.ndarray, np.ndarray]:
     """The samples as float64, and the number of episodes of each joint ``[K_1, ..., K_N]``."""
-    samples = np.asarray(samples, dtype=np.float64)
+    try:
+        samples = np.asarray(samples, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise MetaEvalError(f"samples must be numbers (episode returns, NaN for padding): {exc}") from None
     expected = (game.num_players, *game.shape)
     if samples.ndim != game.num_players + 2 or samples.shape[1:] != expected:
         raise MetaEvalError(f"samples must have shape [S, {', '.join(map(str, expected))}], got {samples.shape}")
@@ -199,7 +204,7 @@ def with_intervals(
         address: an existing Ray cluster (default ``$RAY_ADDRESS``, else embedded Ray).
         progress: None (bar on a terminal), True or False.
     """
-    _check_arguments(replicates, seed, level, workers)
+    _check_arguments(replicates, seed, level, workers, sum(game.shape))
     resampler = Resampler(game, samples)  # validates before any work starts
     rating = rater(game, **options)
     start = time.perf_counter()
@@ -247,9 +252,36 @@ def with_intervals(
     )
 
 
-def _check_arguments(replicates, seed, level, workers) -> None:
+def _check_arguments(replicates, seed, level, workers, ratings: int) -> None:
     for name, value, least in (("bootstrap", replicates, 2), ("seed", seed, 0), ("workers", workers, 1)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
             raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
     if not isinstance(level, (int, float)) or isinstance(level, bool) or not 0.0 < level < 1.0:
         raise MetaEvalError(f"level must be a number strictly between 0 and 1, got {level!r}")
+    check_replicates(replicates, level, ratings)
+
+
+#: Bytes of one replicate's random stream (``SeedSequence``; about 380 measured).
+SEED_BYTES = 512
+
+
+def least_replicates(level: float) -> int:
+    """The fewest replicates B whose percentile interval at ``level`` = 1 - 2a exists: its
+    bounds are the (B+1)a-th order statistics (module docstring), so (B+1)a >= 1 (39 at 95%).
+    With fewer, both bounds are clamped to the extreme replicates and the interval covers less
+    than ``level``, however the point estimate falls."""
+    tail = (1.0 - level) / 2.0
+    return max(2, math.ceil(1.0 / tail - 1.0 - 1e-9))
+
+
+def check_replicates(replicates: int, level: float, ratings: int, what: str = "bootstrap") -> None:
+    """Refuse fewer replicates than a ``level`` interval needs, or more than the memory budget
+    holds (a random stream and twice ``ratings`` floats per replicate), before any is drawn."""
+    least = least_replicates(level)
+    if replicates < least:
+        raise MetaEvalError(
+            f"{what}={replicates} replicates are too few for a {level:.3g} percentile interval: "
+            f"it needs at least {least} (or a lower level)"
+        )
+    budget.check(replicates * (SEED_BYTES + 2 * budget.FLOAT * ratings),
+                 f"{what}={replicates} replicates of {ratings} ratings", "use fewer replicates")

@@ -21,7 +21,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from metaeval.solvers.equilibria import deviation_payoffs
 from metaeval.errors import MetaEvalError
 from metaeval.ratings.base import Rating
 
@@ -54,9 +53,15 @@ def contributions(rating: Rating, player: int = 0, opponent: int | None = None) 
     if not (0 <= player < n and 0 <= opponent < n) or player == opponent:
         raise MetaEvalError(f"need two different players of the {n}-player game, got {player} and {opponent}")
     sigma = joint_distribution(rating)
-    weighted = deviation_payoffs(game, player) * sigma[None]  # [K_p, K_1, ..., K_N]
-    others = tuple(1 + q for q in range(n) if q != opponent)
-    return weighted.sum(axis=others)
+    payoff = game.payoffs[player]
+    # sum_{a: a_q = c} sigma(a) G_p(a'_p, a_-p) = sum_{a_-pq} sigma_-p(c, a_-pq) G_p(a'_p, c, a_-pq): one
+    # contraction with the opponents' marginal, never the [K_p, K_1, ..., K_N] deviation tensor.
+    deviating = payoff * sigma.sum(axis=player, keepdims=True)
+    deviating = deviating.sum(axis=tuple(q for q in range(n) if q not in (player, opponent)))
+    if opponent < player:
+        deviating = deviating.T  # [a'_p, c]
+    on_policy = (sigma * payoff).sum(axis=tuple(q for q in range(n) if q != opponent))  # [c]
+    return deviating - on_policy[None]
 
 
 def contribution_frame(rating: Rating, player: int = 0, opponent: int | None = None) -> pd.DataFrame:

@@ -405,7 +405,14 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
             column_generation = True
     if column_generation:
         source = GameColumns(game)
-        result = strictest_cce(source, joints=[source.least_tempted_joint()])
+        try:
+            result = strictest_cce(source, joints=[source.least_tempted_joint()])
+        except MetaEvalError as exc:
+            raise MetaEvalError(
+                f"{exc}. Deviation ratings of this game ({game.num_joints:.3g} joints) need more precision "
+                "than the LP solver reaches: rate fewer strategies (e.g. a subset chosen by another rater) "
+                "or use another rater, such as nash"
+            ) from None
         sigma = result.masses.reshape(game.shape)
         flat = source.scale * result.values
     diagnostics["column_generation"] = bool(column_generation)

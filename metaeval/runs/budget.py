@@ -26,6 +26,10 @@ DEFAULT_MAX_MEMORY = 4 << 30
 FLOAT = 8
 """Bytes of one float64."""
 
+RUN_BYTES = 1024
+"""Bookkeeping of one run of a comparison or study before it starts (its config and
+directory: about 640 bytes measured)."""
+
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -68,12 +72,13 @@ def check(nbytes: float, what: str, advice: str = "") -> None:
         )
 
 
-def check_joints(sizes, floats_per_joint: int, what: str) -> None:
-    """Refuse ``floats_per_joint`` float64s for every joint of ``sizes`` policies per player
-    (``N`` for a payoff tensor, ``sum(sizes)`` for the CCE constraints over the joints)."""
+def check_joints(sizes, floats_per_joint: int, what: str, strategies: str = "policies") -> None:
+    """Refuse ``floats_per_joint`` float64s for every joint of ``sizes`` strategies per player
+    (``N`` for a payoff tensor, ``sum(sizes)`` for the CCE constraints over the joints);
+    ``strategies`` names them in the message (policies, agents and tasks, ...)."""
     joints = 1
     for size in sizes:
         joints *= int(size)
     shape = " x ".join(str(int(k)) for k in sizes)
-    check(FLOAT * joints * floats_per_joint, f"{what} over {shape} policies ({joints:.3g} joints)",
-          "use fewer policies per player")
+    check(FLOAT * joints * floats_per_joint, f"{what} over {shape} {strategies} ({joints:.3g} joints)",
+          f"use fewer {strategies.split()[0]}")

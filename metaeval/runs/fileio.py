@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from metaeval.errors import MetaEvalError
 
 
 def atomic_write(path, write, mode: str = "wb") -> Path:
@@ -31,3 +34,18 @@ def atomic_write(path, write, mode: str = "wb") -> Path:
 def atomic_savez(path, **arrays) -> Path:
     """Write ``arrays`` as an ``.npz`` archive at exactly ``path`` (no suffix added), atomically."""
     return atomic_write(path, lambda handle: np.savez(handle, **arrays))
+
+
+def check_writable(directory, what: str) -> None:
+    """Refuse, before any work, to write ``what`` into ``directory`` if this process cannot:
+    a file is created and removed in ``directory`` or its nearest existing ancestor (a probe
+    that also catches read-only file systems, which permission bits miss for root)."""
+    existing = Path(directory)
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as exc:
+        raise MetaEvalError(f"cannot write {what}: {existing} is not a writable directory "
+                            f"({exc.strerror or exc})") from None

@@ -44,6 +44,7 @@ def deviation_payoffs(game: MetaGame, player: int) -> np.ndarray:
     """
     payoff = game.payoffs[player]
     k = game.shape[player]
+    budget.check_joints(game.shape, 2 * k, f"player {player}'s deviation payoffs")
     # G_p(a'_p, a_-p) broadcast over a_p: index a' along a new leading axis.
     deviated = np.stack([np.take(payoff, [i], axis=player) for i in range(k)])
     return np.broadcast_to(deviated, (k, *game.shape)) - payoff[None]

@@ -29,10 +29,12 @@ compared at one seed see the same episodes (common random numbers).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 
+from metaeval.runs import budget as memory
 from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -199,7 +201,7 @@ def adaptive_metagame(
         game: a ``pyspiel.Game`` or a name.
         population: a :class:`metaeval.spiel.Population` for it.
         budget: total episodes, at least ``initial`` per joint.
-        rater: a rater function (e.g. ``metaeval.RATERS["deviation"]``) whose ratings
+        rater: a rater's name or function (e.g. ``"deviation"``) whose ratings
             the ``"variance"`` rule makes precise; ``options`` are passed to it.
         rule: ``"uniform"``, ``"variance"`` or ``"response_graph"`` (module docstring).
         initial: episodes every joint gets first (at least 2); a pilot too small
@@ -215,12 +217,21 @@ def adaptive_metagame(
     """
     if rule not in RULES:
         raise MetaEvalError(f"rule must be one of {', '.join(RULES)}, got {rule!r}")
+    from metaeval.ratings import check_options
+
+    rater = check_options(rater, options)
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < math.inf:
+        raise MetaEvalError(f"confidence (the z of an edge's interval) must be a positive number, got {confidence!r}")
     streams = EpisodeStreams(game, population, seed)
     joints = streams.counts.size
     for name, value, least in (("initial", initial, 2), ("rounds", rounds, 1), ("replicates", replicates, 2),
                                ("budget", budget, initial * joints)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
             raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
+    if rule == "variance":  # Stein's noise and shifts [B, joints, N], and the estimates [R, joints, N]
+        shape = streams.counts.shape
+        memory.check(memory.FLOAT * joints * len(shape) * (2 * replicates + sum(shape)),
+                     f"the sensitivities from {replicates} replicates", "use fewer replicates")
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
     for joint in np.ndindex(streams.counts.shape):
         streams.play(joint, initial)

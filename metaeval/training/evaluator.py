@@ -22,6 +22,7 @@ can be simulated, any policy. Ids are unique per player and never reused, as in
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -167,6 +168,10 @@ class Evaluator:
             taken = {self.name(player, i) for i in self._ids[player]}
             if name in taken:
                 raise MetaEvalError(f"player {player} already has a policy named {name!r}")
+            default = re.fullmatch(r"policy (\d+)", name)
+            if default and int(default[1]) != policy_id:
+                raise MetaEvalError(f"{name!r} is the default name of policy id {default[1]}, not of the new "
+                                    f"policy (id {policy_id}); choose another name")
             self._names[player][policy_id] = name
         self._policies[player].append(stored)
         self._ids[player].append(policy_id)
@@ -467,6 +472,8 @@ class Evaluator:
     def _index(self, player: int, policy_id: int) -> int:
         self._check_player(player)
         try:
+            if isinstance(policy_id, bool) or not isinstance(policy_id, (int, np.integer)):
+                raise TypeError  # int() would take 1.5 for id 1
             return self._ids[player].index(int(policy_id))
         except (ValueError, TypeError):
             raise MetaEvalError(f"player {player} has no policy with id {policy_id!r} (ids {self._ids[player]})") from None

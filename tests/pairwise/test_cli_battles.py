@@ -7,7 +7,7 @@ from tests.pairwise.references import simulated_battles
 def test_battles_command(tmp_path, capsys):
     path = tmp_path / "battles.csv"
     simulated_battles(np.array([0.0, 100.0, 200.0]), 300, 0).to_csv(path, index=False)
-    assert main(["battles", str(path), "--bootstrap", "20", "--seed", "1"]) == 0
+    assert main(["battles", str(path), "--bootstrap", "40", "--seed", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["score", "lower", "upper", "rank", "battles"]
     assert [line.split()[0] for line in lines[2:]] == ["m002", "m001", "m000"]

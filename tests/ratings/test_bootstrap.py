@@ -81,15 +81,15 @@ def test_resampling_keeps_zero_sum_and_symmetry():
         off = ~np.eye(4, dtype=bool)
         np.testing.assert_allclose((drawn[0] + drawn[0].T)[off], 1.0)
         assert drawn.min() >= 0 and drawn.max() <= 1
-    rating = metaeval.rate(win, "elo", bootstrap=20, seed=0, prior=1.0)
+    rating = metaeval.rate(win, "elo", bootstrap=20, seed=0, level=0.8, prior=1.0)
     np.testing.assert_allclose(rating.intervals[0], rating.intervals[1])
 
 
 def test_same_seed_same_result_and_another_seed_differs():
     game = noisy_game(np.random.default_rng(1).uniform(-1, 1, (3, 3, 3, 3)))
-    first = metaeval.rate(game, "deviation", bootstrap=12, seed=7)
-    again = metaeval.rate(game, "deviation", bootstrap=12, seed=7)
-    other = metaeval.rate(game, "deviation", bootstrap=12, seed=8)
+    first = metaeval.rate(game, "deviation", bootstrap=12, seed=7, level=0.8)
+    again = metaeval.rate(game, "deviation", bootstrap=12, seed=7, level=0.8)
+    other = metaeval.rate(game, "deviation", bootstrap=12, seed=8, level=0.8)
     for a, b, c in zip(first.intervals, again.intervals, other.intervals):
         np.testing.assert_array_equal(a, b)
         assert not np.array_equal(a, c)
@@ -99,8 +99,8 @@ def test_same_seed_same_result_and_another_seed_differs():
 
 def test_ray_actors_give_the_in_process_result(ray_session):
     game = noisy_game(np.random.default_rng(2).uniform(-1, 1, (3, 3, 3, 3)))
-    local = metaeval.rate(game, "payoff", bootstrap=20, seed=3)
-    remote = metaeval.rate(game, "payoff", bootstrap=20, seed=3, workers=2)
+    local = metaeval.rate(game, "payoff", bootstrap=20, seed=3, level=0.8)
+    remote = metaeval.rate(game, "payoff", bootstrap=20, seed=3, level=0.8, workers=2)
     assert remote.diagnostics["bootstrap"]["workers"] == 2
     for a, b in zip(local.replicates, remote.replicates):
         np.testing.assert_array_equal(a, b)
@@ -126,7 +126,7 @@ def test_a_dominant_strategy_is_top_with_probability_one():
     payoffs = np.zeros((2, 3, 3))
     payoffs[0, 2] = 1.0
     payoffs[1] = -payoffs[0]
-    rating = metaeval.rate(noisy_game(payoffs, 0.01), "nash", bootstrap=10, seed=0)
+    rating = metaeval.rate(noisy_game(payoffs, 0.01), "nash", bootstrap=10, seed=0, level=0.8)
     np.testing.assert_allclose(rating.p_top[0], [0, 0, 1])
     assert rating.ci_ranks()[0].tolist() == [2, 2, 1]
     np.testing.assert_allclose(rating.p_top[1].sum(), 1.0)
@@ -142,8 +142,8 @@ def test_a_dominant_strategy_is_top_with_probability_one():
         (dict(bootstrap=10, seed=-1), "seed must be"),
         (dict(bootstrap=10, workers=0), "workers must be"),
         (dict(samples=np.zeros((2, 2, 2, 2))), "apply only with bootstrap"),
-        (dict(bootstrap=10, samples=np.zeros((2, 2, 3, 2))), r"samples must have shape \[S, 2, 2, 2\]"),
-        (dict(bootstrap=10, samples=np.ones((2, 2, 2, 2))), "do not average to the game's payoffs"),
+        (dict(bootstrap=40, samples=np.zeros((2, 2, 3, 2))), r"samples must have shape \[S, 2, 2, 2\]"),
+        (dict(bootstrap=40, samples=np.ones((2, 2, 2, 2))), "do not average to the game's payoffs"),
     ],
 )
 def test_bad_bootstrap_arguments(kwargs, message):
@@ -155,14 +155,14 @@ def test_bad_bootstrap_arguments(kwargs, message):
 def test_bad_samples_padding_and_missing_stderr():
     game = MetaGame(np.zeros((2, 1, 1)))
     with pytest.raises(MetaEvalError, match="standard errors"):
-        metaeval.rate(game, "uniform", bootstrap=5)
+        metaeval.rate(game, "uniform", bootstrap=40)
     padded_first = np.array([np.nan, 0.0, 0.0]).reshape(3, 1, 1, 1) * np.ones((3, 2, 1, 1))
     with pytest.raises(MetaEvalError, match="padding must come after"):
-        metaeval.rate(game, "uniform", bootstrap=5, samples=padded_first)
+        metaeval.rate(game, "uniform", bootstrap=40, samples=padded_first)
     half = np.zeros((2, 2, 1, 1))
     half[0, 0] = np.nan
     with pytest.raises(MetaEvalError, match="every player or be all NaN"):
-        metaeval.rate(game, "uniform", bootstrap=5, samples=half)
+        metaeval.rate(game, "uniform", bootstrap=40, samples=half)
 
 
 def test_percentile_bounds_leave_the_nominal_tail_for_few_replicates():
@@ -179,8 +179,8 @@ def test_percentile_bounds_leave_the_nominal_tail_for_few_replicates():
 COVERAGE = {  # rater: (players, strategies, options, runs, replicates)
     "uniform": (3, 3, {}, 30, 100),
     "alpharank": (2, 3, {"alpha": 2.0, "population_size": 10}, 16, 40),
-    "deviation": (2, 3, {}, 16, 25),
-    "payoff": (2, 3, {}, 16, 25),
+    "deviation": (2, 3, {}, 16, 39),
+    "payoff": (2, 3, {}, 16, 39),
 }
 
 

@@ -69,3 +69,14 @@ def test_solve_afresh_retries_on_new_models_until_one_is_solved(monkeypatch):
 def test_solve_afresh_names_every_setting_it_tried():
     with pytest.raises(MetaEvalError, match="did not solve an infeasible LP: 'Infeasible' at 1e-10, presolve choose;.*1e-07, presolve off"):
         lp.solve_afresh(lambda: one_variable(-1.0), "an infeasible LP")
+
+
+def test_a_simplex_that_stops_short_is_followed_by_the_interior_point_method():
+    """min x + y  s.t.  x + 2y >= 1, 3x + y >= 1: the optimum (0.2, 0.4), found by IPM with
+    crossover after the simplex (here held to 0 iterations) stopped at every tolerance."""
+    highs = lp.highs_model(sp.csr_matrix([[1.0, 2.0], [3.0, 1.0]]), costs=[1.0, 1.0], col_lower=[0.0, 0.0],
+                           col_upper=[lp.INF, lp.INF], row_lower=[1.0, 1.0], row_upper=[lp.INF, lp.INF])
+    highs.setOptionValue("simplex_iteration_limit", 0)
+    assert lp.solve(highs, "a small LP") == 4  # three tolerances, then the interior-point method
+    np.testing.assert_allclose(highs.getSolution().col_value, [0.2, 0.4], atol=1e-9)
+    assert highs.getOptionValue("solver")[1] == "choose"

@@ -117,6 +117,9 @@ class QLearning:
     epsilon: float = 0.2
 
     def __post_init__(self):
+        for name, value in (("step size", self.step_size), ("epsilon", self.epsilon)):
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise MetaEvalError(f"{name} must be a number, got {value!r}")
         if not 0 < self.step_size <= 1:
             raise MetaEvalError(f"step size must lie in (0, 1], got {self.step_size}")
         if not 0 <= self.epsilon <= 1:
