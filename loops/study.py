@@ -42,6 +42,8 @@ from __future__ import annotations
 import argparse
 import math
 import shutil
+import signal
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -51,6 +53,8 @@ from scipy import stats
 
 from metaeval.viz import plots
 from metaeval.runs import reports
+from metaeval.runs import rundir
+from metaeval.cli import Terminated, interrupt_on_sigterm
 from metaeval.errors import MetaEvalError
 from metaeval.loops.compare import FAILURE_COLUMNS, failure, run_all, run_directory, title_of, write_comparison_frame
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
@@ -158,6 +162,19 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
     out = Path(out)
     records = Path(records) if records is not None else out / "records"
     out.mkdir(parents=True, exist_ok=True)
+    # One study runs in ``out`` at a time (a --finished-only tabulation may run beside it).
+    lock = None if finished_only else rundir.lock_directory(out)
+    try:
+        return _tabulate_study(out, games, replacements, seeds, iterations, every, jobs, learner_episodes,
+                               finished_only, records)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _tabulate_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
+                    every: int, jobs: int, learner_episodes: int, finished_only: bool, records: Path) -> pd.DataFrame:
+    """:func:`raters_study` with ``out`` locked."""
     tables, paired, timing, failures = [], [], [], []
     for replacement in replacements:
         for game in games:
@@ -290,6 +307,22 @@ def main(argv=None) -> None:
     versus.add_argument("--matchmaking", default="mecce")
     versus.add_argument("--workers", type=int, default=1)
     args = parser.parse_args(argv)
+    previous = interrupt_on_sigterm()  # SIGTERM ends the runs' worker processes too, as Ctrl-C does
+    try:
+        table = _study(args)
+    except MetaEvalError as exc:
+        print(f"study: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except KeyboardInterrupt as exc:
+        how, code = ("terminated", 143) if isinstance(exc, Terminated) else ("interrupted", 130)
+        print(f"study: {how}; finished runs are recorded, run the same command again to continue", file=sys.stderr)
+        raise SystemExit(code) from None
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+
+
+def _study(args) -> pd.DataFrame:
     if args.study == "raters":
         table = raters_study(args.out, args.games.split(","), args.replacements.split(","), args.seeds,
                              args.iterations, args.every, args.jobs, args.learner_episodes, args.finished_only,
@@ -305,7 +338,7 @@ def main(argv=None) -> None:
     else:
         table = pbt_versus_random(args.out, args.seeds, args.steps, args.population, args.episodes_per_step,
                                   args.matchmaking, args.workers)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+    return table
 
 
 if __name__ == "__main__":

@@ -42,6 +42,12 @@ def _option(text: str):
         return key, value
 
 
+def _out_dir(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no directory; give the run directory")
+    return Path(text)
+
+
 def _memory_size(text: str) -> int:
     from metaeval.runs import budget
 
@@ -71,7 +77,7 @@ def _run_arguments(parser):
     parser.add_argument("--learner-episodes", type=_positive(int), default=2000,
                         help="training budget of each learned replacement")
     parser.add_argument("--mutation-scale", type=float, default=0.25, help="perturbation of mutated copies")
-    parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    parser.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
     _memory_argument(parser)
 
 
@@ -109,7 +115,7 @@ def build_parser() -> argparse.ArgumentParser:
     psro.add_argument("--address", default=None, help="existing Ray cluster (default: embedded Ray)")
     psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                       help="meta-solver option, repeatable")
-    psro.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    psro.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
 
     pbt = commands.add_parser("pbt", help="population-based training of learners, selected by a rater")
     pbt.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
@@ -129,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rater option, repeatable")
     pbt.add_argument("--learner-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                      help="learner option (step_size, epsilon), repeatable")
-    pbt.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    pbt.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
 
     rate = commands.add_parser("rate", help="rate a saved meta-game (.npz, .npy) or score table (.csv)")
     rate.add_argument("file", type=Path)
@@ -308,13 +314,17 @@ def _run(args) -> int:
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
         if rundir.stored_kind(stored) == "psro" and rundir.stored_settings(stored) is not None:
-            from metaeval.loops.psro import PSRO, RECORD_SCHEMA, PSROConfig
+            from metaeval.loops.psro import PSRO, RECORD_SCHEMA
 
             records = rundir.read_records(args.run_dir, RECORD_SCHEMA)
             if not records:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
-            config = PSROConfig(**rundir.stored_settings(stored))
-            written = plots.plot_psro(args.run_dir, {config.solver: records}, title=PSRO.title_of(config))
+            settings = rundir.stored_settings(stored)
+            try:
+                title = PSRO.title_of(settings)
+            except KeyError as exc:
+                raise MetaEvalError(f"{config_path} is damaged: it lacks {exc}") from None
+            written = plots.plot_psro(args.run_dir, {settings["solver"]: records}, title=title)
             print(f"plots: {', '.join(str(path) for path in written)}")
             return 0
         kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
@@ -345,10 +355,15 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
+def interrupt_on_sigterm():
+    """Make SIGTERM raise :class:`Terminated` in this process; returns the previous handler."""
+    return signal.signal(signal.SIGTERM, _terminate)
+
+
 def main(argv=None) -> int:
     """Run one command; SIGINT and SIGTERM stop it at once (exit 130 and 143): no new run or
     shard is scheduled, the iteration in flight is abandoned and Ray is shut down."""
-    handler = signal.signal(signal.SIGTERM, _terminate)
+    handler = interrupt_on_sigterm()
     try:
         return run(build_parser().parse_args(argv))
     except MetaEvalError as exc:

@@ -35,6 +35,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from metaeval.runs import rundir
 from metaeval.errors import MetaEvalError
 
 RAY_ADDRESS_VARIABLE = "RAY_ADDRESS"
@@ -193,7 +194,7 @@ def _session_dir(log_dir: Path | None) -> str:
 
     Ray puts its Unix sockets under its temp dir, and a socket path may not exceed
     107 bytes, which a run directory easily does; with ``log_dir``, the session's
-    files go to ``log_dir/ray`` through a symlink in the short directory.
+    files go to ``log_dir/ray`` (``rundir.RAY_LOGS``) through a symlink in the short directory.
     """
     _State.link_dir = tempfile.mkdtemp(prefix=SESSION_PREFIX)
     Path(_State.link_dir, OWNER_FILE).write_text(str(os.getpid()))
@@ -201,7 +202,7 @@ def _session_dir(log_dir: Path | None) -> str:
     if log_dir is None:
         os.mkdir(session)
     else:
-        target = (log_dir / "ray").resolve()
+        target = (log_dir / rundir.RAY_LOGS).resolve()
         target.mkdir(parents=True, exist_ok=True)
         os.symlink(target, session)
     return session

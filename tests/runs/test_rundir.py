@@ -55,6 +55,7 @@ def test_open_writes_nothing_and_begin_moves_damaged_lines_aside(tmp_path, caplo
     with open(new / rundir.LOG, "a") as f:
         f.write("garbage\n")
     run.append(json.loads(record(1)))
+    run.close()
     before = (new / rundir.CONFIG).read_bytes()
 
     again = open_run(new)
@@ -71,6 +72,7 @@ def test_open_writes_nothing_and_begin_moves_damaged_lines_aside(tmp_path, caplo
 def test_open_refuses_other_kinds_other_settings_and_damaged_configs(tmp_path):
     run = open_run(tmp_path)
     run.write_config({})
+    run.close()
     with pytest.raises(MetaEvalError, match="holds a 'test' run, not 'other'"):
         rundir.RunDirectory.open(tmp_path, "other", settings={}, result_settings={})
     with pytest.raises(MetaEvalError, match="different a"):
