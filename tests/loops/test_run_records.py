@@ -2,6 +2,8 @@
 what psro, pbt, evolve, compare and the study record, refuse and recover."""
 
 import json
+import os
+import select
 import signal
 import subprocess
 import sys
@@ -192,6 +194,10 @@ def test_pool_workers_die_with_their_parent_even_by_sigkill():
               "    print(pool.apply(os.getpid), flush=True)\n"
               "    time.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    started, _, _ = select.select([parent.stdout], [], [], 120)
+    if not started:
+        kill_with_children(parent)
+        pytest.fail("the pool's worker did not start")
     worker = int(parent.stdout.readline())
     assert kills.alive(worker)
     parent.send_signal(signal.SIGKILL)
@@ -200,6 +206,13 @@ def test_pool_workers_die_with_their_parent_even_by_sigkill():
     while kills.alive(worker) and time.time() < deadline:
         time.sleep(0.05)
     assert not kills.alive(worker)
+
+
+def kill_with_children(process):
+    """SIGKILL a process this test started and its descendants."""
+    for pid in [*kills.descendants(process.pid), process.pid]:
+        os.kill(pid, signal.SIGKILL)
+    process.wait()
 
 
 def test_sigterm_ends_the_study_and_its_workers(tmp_path):
@@ -213,13 +226,16 @@ def test_sigterm_ends_the_study_and_its_workers(tmp_path):
         workers |= kills.descendants(study.pid)
         time.sleep(0.05)
     study.send_signal(signal.SIGTERM)
-    assert study.wait(timeout=60) == 143
-    err = study.stderr.read()
-    assert err.startswith("study: terminated;") and err.count("\n") == 1, err
+    code = study.wait(timeout=60)
     deadline = time.time() + 10
     while any(map(kills.alive, workers)) and time.time() < deadline:
         time.sleep(0.05)
-    assert not any(map(kills.alive, workers))
+    orphans = [pid for pid in workers if kills.alive(pid)]
+    for pid in orphans:  # workers of the study this test started
+        os.kill(pid, signal.SIGKILL)
+    assert not orphans
+    err = study.stderr.read()
+    assert code == 143 and err.startswith("study: terminated;") and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize("loop", ["psro", "pbt", "compare", "study"])
