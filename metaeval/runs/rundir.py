@@ -221,6 +221,40 @@ def lock_directory(path) -> DirectoryLock:
     return DirectoryLock(path)
 
 
+def _stored_run(path: Path, kind: str, result_settings: Mapping[str, object]) -> dict | None:
+    """The ``config.json`` content of the run of ``kind`` in ``path`` (None if there is none),
+    or :class:`MetaEvalError` if ``path`` holds another kind of run, one with other result
+    settings, or someone's files."""
+    config_path = path / CONFIG
+    stored = None
+    if config_path.exists():
+        stored = read_json(config_path)
+        found = stored_kind(stored)
+        if found is None:
+            raise MetaEvalError(f"{config_path} is not a metaeval run configuration; use another --out")
+        if found != kind:
+            raise MetaEvalError(f"{path} holds a {found!r} run, not {kind!r}; use another --out")
+        previous = stored_settings(stored)
+        if previous is None:
+            raise MetaEvalError(f"{config_path} is damaged: it has no settings; use another --out")
+        missing = [k for k in result_settings if k not in previous]
+        if missing:
+            raise MetaEvalError(f"{config_path} lacks {', '.join(missing)} (damaged, or written by an earlier "
+                              "metaeval); use another --out")
+        differ = [k for k, v in result_settings.items() if previous[k] != v]
+        if differ:
+            shown = "; ".join(f"{k} {previous[k]!r} there, {result_settings[k]!r} here" for k in differ)
+            raise MetaEvalError(
+                f"{path} holds a {kind} run with different {', '.join(differ)} ({shown}); "
+                "use a new --out directory or the same settings to resume"
+            )
+    elif (path / LOG).exists() or (path / STATE).exists():
+        raise MetaEvalError(f"{path} holds run files but no {CONFIG}; use another --out")
+    elif path.is_dir() and any(p.name != RAY_LOGS for p in path.iterdir()):
+        raise MetaEvalError(f"{path} is not empty and holds no metaeval run; use a new or empty --out")
+    return stored
+
+
 class RunDirectory:
     """One run directory of a named kind; see the module docstring.
 
@@ -253,40 +287,19 @@ class RunDirectory:
         path = Path(path)
         _check_writable(path)
         lock = lock_directory(path) if path.is_dir() else None  # before reading what another writer may change
-        config_path = path / CONFIG
-        stored = None
-        if config_path.exists():
-            stored = read_json(config_path)
-            found = stored_kind(stored)
-            if found is None:
-                raise MetaEvalError(f"{config_path} is not a metaeval run configuration; use another --out")
-            if found != kind:
-                raise MetaEvalError(f"{path} holds a {found!r} run, not {kind!r}; use another --out")
-            previous = stored_settings(stored)
-            if previous is None:
-                raise MetaEvalError(f"{config_path} is damaged: it has no settings; use another --out")
-            missing = [k for k in result_settings if k not in previous]
-            if missing:
-                raise MetaEvalError(f"{config_path} lacks {', '.join(missing)} (damaged, or written by an earlier "
-                                  "metaeval); use another --out")
-            differ = [k for k, v in result_settings.items() if previous[k] != v]
-            if differ:
-                shown = "; ".join(f"{k} {previous[k]!r} there, {result_settings[k]!r} here" for k in differ)
-                raise MetaEvalError(
-                    f"{path} holds a {kind} run with different {', '.join(differ)} ({shown}); "
-                    "use a new --out directory or the same settings to resume"
-                )
-        elif (path / LOG).exists() or (path / STATE).exists():
-            raise MetaEvalError(f"{path} holds run files but no {CONFIG}; use another --out")
-        elif path.is_dir() and any(p.name != RAY_LOGS for p in path.iterdir()):
-            raise MetaEvalError(f"{path} is not empty and holds no metaeval run; use a new or empty --out")
-        schema = schema or RecordSchema()
-        run = cls(path, kind, settings, header or {}, stored, schema, read_log(path, schema))
+        try:
+            stored = _stored_run(path, kind, result_settings)
+            schema = schema or RecordSchema()
+            run = cls(path, kind, settings, header or {}, stored, schema, read_log(path, schema))
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
         run._lock = lock
         return run
 
     def close(self) -> None:
-        """Release the directory's lock (a later write takes it again)."""
+        """Release the directory's lock; this object writes no more."""
         if self._lock is not None:
             self._lock.release()
             self._lock = None

@@ -107,3 +107,17 @@ def test_discard_if_unused_removes_only_a_directory_it_created(tmp_path):
     existing.begin()
     existing.discard_if_unused()
     assert tmp_path.is_dir()
+
+
+def test_one_writer_at_a_time_and_a_refused_open_keeps_no_lock(tmp_path):
+    run = open_run(tmp_path)
+    run.write_config({})
+    with pytest.raises(MetaEvalError, match="in use: another metaeval run writes to it"):
+        open_run(tmp_path)
+    run.close()
+    with pytest.raises(MetaEvalError, match="was closed"):
+        run.append(json.loads(record(0)))
+    with pytest.raises(MetaEvalError, match=r"different a \(a 1 there, 2 here\)") as refused:
+        rundir.RunDirectory.open(tmp_path, "test", settings={"a": 2}, result_settings={"a": 2})
+    assert refused.traceback  # the refusal's frames are alive, and hold no lock
+    open_run(tmp_path).close()
