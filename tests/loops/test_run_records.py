@@ -167,17 +167,19 @@ def test_a_second_writer_that_began_on_a_fresh_directory_is_refused(tmp_path):
 
 def test_two_processes_on_one_directory_one_refused_in_one_line(tmp_path):
     out = tmp_path / "run"
-    argv = [*kills.COMMANDS["pbt"], "--out", str(out)]
+    argv = [*kills.COMMANDS["pbt"], "--steps", "100000", "--out", str(out)]  # runs until stopped
     first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     while not (out / rundir.LOG).exists():
         assert first.poll() is None, first.stderr.read()
         time.sleep(0.02)
-    second = subprocess.run([*kills.COMMANDS["pbt"], "--seed", "1", "--out", str(out)], capture_output=True, text=True)
+    second = subprocess.run([*argv[:-2], "--seed", "1", "--out", str(out)], capture_output=True, text=True)
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=120) == 143
     assert second.returncode == 2 and second.stderr.count("\n") == 1 and "in use" in second.stderr, second.stderr
-    assert first.wait() == 0
     config = rundir.read_json(out / rundir.CONFIG)
     assert config["settings"]["seed"] == 0 and len(config["sessions"]) == 1
-    assert [r["iteration"] for r in rundir.read_records(out)] == list(range(6))
+    records = rundir.read_records(out)
+    assert [r["iteration"] for r in records] == list(range(len(records)))
 
 
 def test_compare_refuses_duplicate_raters_before_writing(tmp_path, capsys):
