@@ -210,6 +210,30 @@ def test_pool_workers_die_with_their_parent_even_by_sigkill():
     assert not kills.alive(worker)
 
 
+def test_sigkill_of_compare_ends_its_workers_and_a_rerun_recovers(tmp_path):
+    out = tmp_path / "cmp"
+    argv = [*kills.COMMANDS["compare"], "--out", str(out)]
+    # runs long enough that a surviving worker would go on writing for minutes
+    parent = subprocess.Popen([*argv, "--iterations", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers = set()
+    while not list(out.glob("*/seed*/" + rundir.LOG)) or len(workers) < 2:
+        assert parent.poll() is None
+        workers |= kills.descendants(parent.pid)
+        time.sleep(0.02)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while any(map(kills.alive, workers)) and time.time() < deadline:
+        time.sleep(0.05)
+    orphans = [pid for pid in workers if kills.alive(pid)]
+    for pid in orphans:  # workers of the comparison this test started
+        os.kill(pid, signal.SIGKILL)
+    assert not orphans
+    rerun = subprocess.run(argv, capture_output=True, text=True)  # 5 iterations: resumes, is not told of damage
+    assert rerun.returncode == 0, rerun.stderr
+    assert all(len(rundir.read_records(run)) >= 5 for run in out.glob("*/seed*"))
+
+
 def kill_with_children(process):
     """SIGKILL a process this test started and its descendants."""
     for pid in [*kills.descendants(process.pid), process.pid]:
