@@ -12,7 +12,8 @@ orphan is counted, then killed); at the end the records must equal the reference
 for bit, but for wall-clock ``seconds``. Then two writers on one directory: the same
 command started twice at once on a fresh directory, and a second command (another seed)
 started on a directory a first one is writing: each time exactly one finishes (with the
-reference's records) and the other is refused with one line and exit status 2.
+reference's records) and the other is refused with one line and exit status 2 (the first
+is stopped with SIGSTOP while the second runs, so that it is still writing).
 """
 
 from __future__ import annotations
@@ -183,8 +184,10 @@ def two_writers(loop: str, work: Path, tally: Tally) -> None:
     first = _start(command(loop, running))
     while not any(running.rglob(rundir.LOG)) and first.poll() is None:
         time.sleep(0.02)
+    first.send_signal(signal.SIGSTOP)  # holds its lock, frozen, until the second writer has ended
     second = _start(command(loop, running, seed=1))
     second.wait()
+    first.send_signal(signal.SIGCONT)
     first.wait()
     tally.writer_checks += 1
     if first.returncode != 0 or not _refused_in_one_line(second) or outcome(running) != expected:
