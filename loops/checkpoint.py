@@ -1,7 +1,8 @@
 """Checkpoints of a population run: what a resumed run needs to continue exactly.
 
 A checkpoint is the population to evaluate next, the last meta-game (so the next
-build is incremental exactly as in an uninterrupted run) and the loop's RNG state.
+build is incremental exactly as in an uninterrupted run), the loop's RNG state and
+the population the last record rates (what ``population.npz`` holds when the run ends).
 Its files become current only when ``state.json`` naming them is replaced
 atomically, so a run killed at any instant resumes from the last whole iteration.
 """
@@ -25,17 +26,21 @@ class Checkpoint:
     population: spiel.Population
     metagame: MetaGame
     rng_state: dict
+    rated: spiel.Population
 
 
 def save(out: Path, next_iteration: int, population, metagame: MetaGame,
-         rng: np.random.Generator, tables: bool = True) -> None:
-    """Write the checkpoint for ``next_iteration`` and drop the previous one; ``tables=False``
-    (sampled mode) keeps the policies as objects (see :meth:`metaeval.spiel.Population.save`)."""
+         rng: np.random.Generator, rated, tables: bool = True) -> None:
+    """Write the checkpoint for ``next_iteration`` and drop the previous one; ``rated``: the
+    population the last record rates; ``tables=False`` (sampled mode) keeps the policies as
+    objects (see :meth:`metaeval.spiel.Population.save`)."""
     tag = f"{next_iteration:06d}"
     files = {"population": f"checkpoint-population-{tag}.npz",
-             "metagame": f"checkpoint-metagame-{tag}.npz"}
+             "metagame": f"checkpoint-metagame-{tag}.npz",
+             "rated": f"checkpoint-rated-{tag}.npz"}
     population.save(out / files["population"], tables=tables)
     metagame.save(out / files["metagame"])
+    rated.save(out / files["rated"], tables=tables)
     rundir.write_json(out / rundir.STATE,
                       {"next_iteration": next_iteration, "rng": rng.bit_generator.state, **files})
     for old in out.glob("checkpoint-*.npz"):
@@ -57,6 +62,8 @@ def load(out: Path) -> Checkpoint | None:
             population=spiel.Population.load(out / state["population"]),
             metagame=MetaGame.load(out / state["metagame"]),
             rng_state=state["rng"],
+            rated=spiel.Population.load(out / state["rated"]),
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise MetaEvalError(f"{path} is damaged ({exc!r}); start a new run directory") from None
+        raise MetaEvalError(f"{path} is damaged, or written by an earlier metaeval ({exc!r}); "
+                            "start a new run directory") from None

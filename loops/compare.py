@@ -11,9 +11,13 @@ running the same comparison again resumes unfinished runs and retries failed one
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
 import signal
 import sys
+import threading
+import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -55,10 +59,28 @@ def _indexed_run(item: tuple[int, tuple]) -> tuple[int, list[dict] | str]:
     return index, _run(job)
 
 
-def _worker_signals() -> None:
-    """Workers leave interrupts to the parent, which terminates them at once."""
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal the kernel sends this process when its parent dies."""
+
+
+def _worker_signals(parent: int) -> None:
+    """Workers leave interrupts to the parent, which terminates them at once, and die with
+    the parent however it ends (even by SIGKILL): no orphan goes on writing a run directory
+    (its run resumes from its last checkpoint)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    else:  # no parent-death signal: a thread watches for the parent to go
+        threading.Thread(target=_exit_without, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the signal was armed
+        os._exit(1)
+
+
+def _exit_without(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(1)
 
 
 def open_comparison(out, base: EvolveConfig, raters: list[str], seeds: list[int]) -> rundir.RunDirectory:
@@ -70,7 +92,7 @@ def open_comparison(out, base: EvolveConfig, raters: list[str], seeds: list[int]
     for rater in raters:
         for seed in seeds:
             config = replace(base, rater=rater, seed=seed)
-            Evolution(config, out=run_directory(out, config))  # refuses a conflicting run, writes nothing
+            Evolution(config, out=run_directory(out, config)).close()  # refuses a conflicting run, writes nothing
     return run_dir
 
 
@@ -89,16 +111,28 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     """
     if not raters or not seeds:
         raise MetaEvalError("compare needs at least one rater and one seed")
+    for name, values in (("rater", raters), ("seed", seeds)):
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        if repeated:
+            raise MetaEvalError(f"the {name}s of a comparison must differ: {', '.join(repeated)} given twice")
     if jobs < 1:
         raise MetaEvalError(f"jobs must be at least 1, got {jobs}")
     if jobs > 1 and base.workers > 1:
         raise MetaEvalError("use either several jobs or several workers per run, not both")
     out = Path(out)
     run_dir = open_comparison(out, base, raters, seeds)
-    run_dir.write_config({"command": sys.argv})
-    configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds]
-    outcomes = {(c.rater, c.seed): outcome for c, outcome in run_all(configs, out, jobs, progress,
-                                                                     desc=f"compare {base.game}")}
+    try:
+        run_dir.write_config({"command": sys.argv})
+        configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds]
+        outcomes = {(c.rater, c.seed): outcome for c, outcome in run_all(configs, out, jobs, progress,
+                                                                         desc=f"compare {base.game}")}
+        return _tabulate(out, base, configs, outcomes)
+    finally:
+        run_dir.close()
+
+
+def _tabulate(out: Path, base: EvolveConfig, configs: list[EvolveConfig], outcomes: dict):
+    """``failures.csv`` and the tables and figures of the finished runs; see :func:`compare`."""
     runs: dict[str, dict[int, list[dict]]] = {}
     failed = []
     for config in configs:  # in the order asked for
@@ -128,7 +162,7 @@ def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | 
         else:
             # On an interrupt or an error, leaving the block terminates the workers at once:
             # no queued run starts, and the runs in flight resume from their last checkpoint.
-            with multiprocessing.Pool(jobs, initializer=_worker_signals) as pool:
+            with multiprocessing.Pool(jobs, initializer=_worker_signals, initargs=(os.getpid(),)) as pool:
                 work = [(i, (c, run_directory(out, c), False)) for i, c in enumerate(configs)]
                 for i, outcome in pool.imap_unordered(_indexed_run, work):
                     _report(outcome, configs[i], out, bar)

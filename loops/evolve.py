@@ -11,7 +11,6 @@ or a ``new_policy`` hook's objects, and the CCE gap is not computed (null in the
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -218,11 +217,15 @@ class Evolution:
             self.game, config.population, seed=int(initial.generate_state(1)[0]), lazy=config.mode == "sampled"
         ))
         self.iteration = 0
+        self.rated: spiel.Population | None = None  # the population the last record rates
         self.run_dir: rundir.RunDirectory | None = None
-        self._on_disk: dict[int, dict] = {}  # records already logged, recomputed on resume
-        self._restarted = False
         if self.out is not None:
             self._open_run_directory()
+
+    def close(self) -> None:
+        """Release the run directory (:meth:`run` does at its end)."""
+        if self.run_dir is not None:
+            self.run_dir.close()
 
     def _evaluator(self, population, metagame=None) -> Evaluator:
         """The Evaluator of ``population``; ``metagame``: its last meta-game, for incremental builds."""
@@ -247,47 +250,25 @@ class Evolution:
             schema=RECORD_SCHEMA, header=header,
         )
         if self.run_dir.exists:
-            self._resume(checkpoint.load(self.out), self.run_dir.records)
+            self._resume(checkpoint.load(self.out))
 
-    def _resume(self, state, records: list[dict]):
+    def _resume(self, state):
         """Continue from the checkpoint if the log holds every record before it, else from
-        iteration 0 (the only earlier consistent state). Records on disk at or past the
-        resume point are kept and checked against their recomputation, never dropped."""
-        logged = {r["iteration"]: r for r in records}
-        start = 0 if state is None else state.next_iteration
-        missing = [i for i in range(start) if i not in logged]
-        if missing:
-            rundir.log.warning(
-                f"{self.out / rundir.LOG} lacks iteration(s) {_ranges(missing)} before the checkpoint at "
-                f"{start}; the run restarts from iteration 0, recomputes them and checks the {len(logged)} "
-                "records on disk against their recomputation"
-            )
-            start, self._restarted = 0, True
+        iteration 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume_from`)."""
+        start = self.run_dir.resume_from(None if state is None else state.next_iteration)
         if start:
-            self.iteration = start
+            self.iteration, self.rated = start, state.rated
             self.rng.bit_generator.state = state.rng_state
             self.evaluator = self._evaluator(state.population, state.metagame)
-        self.records = [logged[i] for i in range(start)]
-        self._on_disk = {i: r for i, r in logged.items() if i >= start}
+        self.records = self.run_dir.records_before(start)
 
     def _commit(self, record: dict) -> dict:
         """Log ``record`` (or check it against the one already logged, which is kept) and
         checkpoint; returns the record as logged."""
-        if not self.run_dir.committed:
-            self.run_dir.write_config(
-                {"from_iteration": record["iteration"], "versions": build_versions(), "command": sys.argv}
-            )
-        logged = self._on_disk.pop(record["iteration"], None)
-        if logged is None:
-            self.run_dir.append(record)
-            logged = record
-        elif _without_timings(logged) != _without_timings(json.loads(json.dumps(record))):
-            raise MetaEvalError(
-                f"iteration {record['iteration']} recomputed differs from its record in {self.out / rundir.LOG}: "
-                "the run is not reproducible (a custom new_policy?); use a new --out"
-            )
+        logged = self.run_dir.commit(
+            record, {"from_iteration": record["iteration"], "versions": build_versions(), "command": sys.argv})
         checkpoint.save(self.out, self.iteration, self.population, self.evaluator.built_metagame, self.rng,
-                        tables=self.config.mode == "exact")
+                        self.rated, tables=self.config.mode == "exact")
         return logged
 
     # -- the loop ----------------------------------------------------------------
@@ -320,6 +301,7 @@ class Evolution:
             "rater_diagnostics": _scalars(rating.diagnostics),
         }
 
+        self.rated = evaluator.population
         clock = time.perf_counter()
         oracle = self._oracle(rating)
         discarded, replacements, keys = [], [], []
@@ -358,12 +340,14 @@ class Evolution:
                 for _ in range(self.iteration, self.config.iterations):
                     record = self.step()
                     shown.advance(gap=record["cce_gap"])
+            if self.run_dir is not None:
+                self.finish()
         except BaseException:
             if self.run_dir is not None:
                 self.run_dir.discard_if_unused()
             raise
-        if self.run_dir is not None:
-            self.finish()
+        finally:
+            self.close()
         return self.records
 
     def finish(self):
@@ -372,11 +356,10 @@ class Evolution:
         from metaeval.runs import reports
 
         self.run_dir.begin()
-        if self._restarted:  # the recomputed gaps were appended after later records
-            self.run_dir.rewrite(sorted([*self.records, *self._on_disk.values()], key=lambda r: r["iteration"]))
+        self.run_dir.finish_log(self.records)
         config = self.config
-        self.population.save(self.out / "population.npz", tables=config.mode == "exact")
         sampled = config.mode == "sampled"
+        self.rated.save(self.out / "population.npz", tables=not sampled)
         if sampled:  # the last meta-game, with its standard errors and episode counts
             self.evaluator.built_metagame.save(self.out / METAGAME)
         reports.summary_frame(self.records, config.metagame if sampled else None).to_csv(
@@ -388,20 +371,6 @@ def title_of(config: EvolveConfig) -> str:
     """A run's plot title; it says how the meta-game was obtained when it was sampled."""
     sampled = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
     return f"{config.game}, {config.rater}, seed {config.seed}{sampled}"
-
-
-def _without_timings(record: dict) -> dict:
-    return {k: v for k, v in record.items() if k != "seconds"}
-
-
-def _ranges(numbers: list[int]) -> str:
-    """``[1, 2, 3, 7]`` -> ``"1-3, 7"``."""
-    spans, start = [], numbers[0]
-    for previous, current in zip(numbers, numbers[1:] + [None]):
-        if current != previous + 1:
-            spans.append(f"{start}" if start == previous else f"{start}-{previous}")
-            start = current
-    return ", ".join(spans)
 
 
 def evolve(config: EvolveConfig, out=None, new_policy: NewPolicy | None = None,

@@ -36,7 +36,7 @@ import numpy as np
 
 import metaeval
 from metaeval.runs.progress import LoopProgress
-from metaeval import games
+from metaeval import games, spiel
 from metaeval.runs import rundir
 from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
@@ -54,6 +54,9 @@ from metaeval.spiel.tree import game_tree
 
 KIND = "pbt"
 """The run-directory kind of a PBT run."""
+
+RATED = "rated.npz"
+"""A checkpoint's file of the population the last record rates."""
 
 RECORD_SCHEMA = rundir.RecordSchema({
     "policy_ids": rundir.LIST, "cce_gap": rundir.OPTIONAL_NUMBER, "cce_gap_per_player": rundir.OPTIONAL_NUMBERS,
@@ -186,6 +189,8 @@ class PBT:
                 self.evaluator.add(p, self.learner.policy(self.game, p, values))
         self.step_index = 0
         self.records: list[dict] = []
+        self.rated = None  # the population the last record rates
+        self.evaluator.check_rater(config.rater, **config.rater_options)  # before anything is written
         if self.out is not None:
             self._open_run_directory()
 
@@ -204,6 +209,7 @@ class PBT:
         if directory.exists():
             shutil.rmtree(directory)
         self.evaluator.save(directory)
+        self.rated.save(directory / RATED, tables=self.config.mode == "exact")
         atomic_savez(directory / "values.npz", **{f"values_{p}": np.stack(v) for p, v in enumerate(self.values)})
         rundir.write_json(self.out / rundir.STATE, {"next_step": self.step_index, "directory": directory.name,
                                                     "rng": self.rng.bit_generator.state})
@@ -212,21 +218,24 @@ class PBT:
                 shutil.rmtree(old)
 
     def _resume(self):
+        """Continue from the checkpoint if the log holds every record before it, else from
+        step 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume_from`)."""
         path = self.out / rundir.STATE
-        if not path.exists():  # killed before the first checkpoint
-            return
-        state = rundir.read_json(path)
+        state = rundir.read_json(path) if path.exists() else None  # none: killed before the first checkpoint
         try:
-            directory = self.out / state["directory"]
-            self.evaluator = Evaluator.load(directory, workers=self.config.workers, address=self.config.address)
-            self.evaluator.log_dir = self.out
-            with np.load(directory / "values.npz", allow_pickle=False) as data:
-                self.values = [list(data[f"values_{p}"]) for p in range(self.game.num_players())]
-            self.rng.bit_generator.state = state["rng"]
-            self.step_index = int(state["next_step"])
+            next_step = None if state is None else int(state["next_step"])
+            if self.run_dir.resume_from(next_step):
+                directory = self.out / state["directory"]
+                self.evaluator = Evaluator.load(directory, workers=self.config.workers, address=self.config.address)
+                self.evaluator.log_dir = self.out
+                self.rated = spiel.Population.load(directory / RATED)
+                with np.load(directory / "values.npz", allow_pickle=False) as data:
+                    self.values = [list(data[f"values_{p}"]) for p in range(self.game.num_players())]
+                self.rng.bit_generator.state = state["rng"]
+                self.step_index = next_step
         except (KeyError, TypeError, ValueError, OSError) as exc:
             raise MetaEvalError(f"{path} or its checkpoint is damaged ({exc!r}); start a new run directory") from None
-        self.records = self.run_dir.resume(self.step_index)
+        self.records = self.run_dir.records_before(self.step_index)
 
     # -- the loop ----------------------------------------------------------------
     def _tasks(self) -> list[tuple]:
@@ -267,6 +276,7 @@ class PBT:
         seconds["train"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
+        rated = ev.population
         metagame = ev.metagame()
         sigma = ev.meta_distribution("mecce")
         gap = ev.gap(sigma) if config.mode == "exact" else None
@@ -284,10 +294,12 @@ class PBT:
         record["seconds"] = seconds
 
         self.step_index += 1
-        self.records.append(record)
+        self.rated = rated
         if self.run_dir is not None:
-            self.run_dir.log(record, {"from_step": record["iteration"], "versions": build_versions(), "command": sys.argv})
+            record = self.run_dir.commit(
+                record, {"from_step": record["iteration"], "versions": build_versions(), "command": sys.argv})
             self._checkpoint()
+        self.records.append(record)
         return record
 
     def _exploit_and_explore(self) -> dict:
@@ -315,21 +327,27 @@ class PBT:
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.steps`` steps are done; write results and plots."""
         desc = f"pbt {self.config.game} {self.config.rater} seed {self.config.seed}"
-        with LoopProgress(self.step_index, self.config.steps, desc, "step", progress) as shown:
-            for _ in range(self.step_index, self.config.steps):
-                record = self.step()
-                shown.advance(gap=record["cce_gap"])
-        if self.out is not None:
-            self.finish()
+        try:
+            with LoopProgress(self.step_index, self.config.steps, desc, "step", progress) as shown:
+                for _ in range(self.step_index, self.config.steps):
+                    record = self.step()
+                    shown.advance(gap=record["cce_gap"])
+            if self.out is not None:
+                self.finish()
+        finally:
+            if self.run_dir is not None:
+                self.run_dir.close()
         return self.records
 
     def finish(self):
-        """Final population, per-step summary table and plots in the run directory."""
+        """The population the last record rates (``population.npz``: after training, before
+        that step's exploit), the per-step summary table and plots in the run directory."""
         from metaeval.runs import reports
 
+        self.run_dir.finish_log(self.records)
         config = self.config
         sampled = config.mode == "sampled"
-        self.evaluator.population.save(self.out / "population.npz", tables=not sampled)
+        self.rated.save(self.out / "population.npz", tables=not sampled)
         if sampled:  # the last meta-game, with its standard errors and episode counts
             self.evaluator.built_metagame.save(self.out / METAGAME)
         reports.summary_frame(self.records, config.metagame if sampled else None).to_csv(

@@ -130,6 +130,26 @@ class PSROConfig:
         return {k: getattr(self, k) for k in keys}
 
 
+def oracle_name(oracle) -> str:
+    """The qualified name of a custom oracle (of its function, for a ``functools.partial``;
+    of its class, for a callable object), as a run directory records it."""
+    target = oracle.func if isinstance(oracle, functools.partial) else oracle
+    if not hasattr(target, "__qualname__"):
+        target = type(target)
+    return f"{target.__module__}.{target.__qualname__}"
+
+
+def run_settings(config: PSROConfig, oracle=None) -> tuple[dict, dict]:
+    """``(settings, result settings)`` of a run of ``config``, recording a custom ``oracle``
+    (which replaces ``config.oracle``) by its qualified name, marked ``custom_oracle``; a run
+    directory then resumes only with an oracle of that name, never with a built-in one."""
+    settings, result = asdict(config), config.result_settings()
+    if oracle is not None:
+        settings.update(oracle=oracle_name(oracle), custom_oracle=True)
+        result["oracle"] = settings["oracle"]
+    return settings, result
+
+
 class PSRO:
     """A PSRO run that can be stepped, checkpointed and resumed.
 
@@ -138,11 +158,13 @@ class PSRO:
         out: run directory; when given, every iteration is logged and checkpointed there,
             and an existing run in it is resumed.
         oracle: any ``oracle(evaluator, player, sigma, rng)`` (see :mod:`metaeval.training.oracles`)
-            instead of ``config.oracle``, e.g. a learner.
+            instead of ``config.oracle``, e.g. a learner; recorded by its qualified name
+            (:func:`run_settings`).
     """
 
     def __init__(self, config: PSROConfig, out: Path | str | None = None, oracle=None):
         self.config = config
+        self.settings, self._result_settings = run_settings(config, oracle)
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
         if oracle is None and config.mode == "sampled" and config.oracle != "random":
@@ -151,6 +173,7 @@ class PSRO:
                 "builds: use oracle 'random' (or pass your own, e.g. a learner), or mode 'exact' for a game that can "
                 "be enumerated"
             )
+        self.rated: spiel.Population | None = None  # the population the last record rates
         self.oracle = oracle or ORACLES[config.oracle]
         if oracle is None and config.tie_break != "drawn":
             self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)
@@ -174,20 +197,24 @@ class PSRO:
             address=config.address, seed=config.seed, population=population, metagame=metagame,
             log_dir=self.out,
         )
+        if config.cap is not None:  # pruning starts at the cap: a rater that cannot rate is refused now
+            self.evaluator.check_rater(config.prune_by)
 
     # -- run directory ---------------------------------------------------------------
     def _open_run_directory(self):
         """Check ``self.out`` and resume the run there if its settings agree (writes nothing);
-        returns its checkpoint."""
+        returns the checkpoint it continues from, if any (see :meth:`rundir.RunDirectory.resume_from`)."""
         self.run_dir = rundir.RunDirectory.open(
-            self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
-            schema=RECORD_SCHEMA, header={"metagame": self.config.metagame},
+            self.out, KIND, settings=self.settings, result_settings=self._result_settings, schema=RECORD_SCHEMA,
+            header={"metagame": self.config.metagame},
         )
         resumed = checkpoint.load(self.out) if self.run_dir.exists else None
-        if resumed is not None:
-            self.iteration = resumed.next_iteration
-            self.rng.bit_generator.state = resumed.rng_state
-            self.records = self.run_dir.resume(self.iteration)
+        self.iteration = self.run_dir.resume_from(None if resumed is None else resumed.next_iteration)
+        self.records = self.run_dir.records_before(self.iteration)
+        if not self.iteration:
+            return None
+        self.rng.bit_generator.state = resumed.rng_state
+        self.rated = resumed.rated
         return resumed
 
     # -- the loop ------------------------------------------------------------------------
@@ -220,6 +247,7 @@ class PSRO:
             "support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
         }
 
+        rated = evaluator.population
         clock = time.perf_counter()
         players = [p for p in range(evaluator.num_players)  # without a gap (sampled), a gain is presumed
                    if config.cap is None or evaluator.sizes[p] < config.cap or gap is None or gap.per_player[p] > NO_GAIN]
@@ -244,43 +272,55 @@ class PSRO:
         record["seconds"] = seconds
 
         self.iteration += 1
-        self.records.append(record)
+        self.rated = rated
         if self.run_dir is not None:
-            self.run_dir.log(record, {"from_iteration": record["iteration"], "versions": build_versions(), "command": sys.argv})
-            checkpoint.save(self.out, self.iteration, evaluator.population, evaluator.built_metagame, self.rng,
+            record = self.run_dir.commit(
+                record, {"from_iteration": record["iteration"], "versions": build_versions(), "command": sys.argv})
+            checkpoint.save(self.out, self.iteration, evaluator.population, evaluator.built_metagame, self.rng, rated,
                             tables=config.mode == "exact")
+        self.records.append(record)
         return record
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.iterations`` iterations are done; write results and plots."""
-        desc = f"{self.config.game} {self.config.oracle} {self.config.solver} seed {self.config.seed}"
-        with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
-            for _ in range(self.iteration, self.config.iterations):
-                record = self.step()
-                shown.advance(gap=record["cce_gap"], size=max(record["sizes"]))
-        if self.out is not None:
-            self.finish()
+        desc = f"{self.config.game} {self.settings['oracle']} {self.config.solver} seed {self.config.seed}"
+        try:
+            with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
+                for _ in range(self.iteration, self.config.iterations):
+                    record = self.step()
+                    shown.advance(gap=record["cce_gap"], size=max(record["sizes"]))
+            if self.out is not None:
+                self.finish()
+        finally:
+            if self.run_dir is not None:
+                self.run_dir.close()
         return self.records
 
     def finish(self):
-        """Final population, per-iteration summary table and plots in the run directory."""
+        """The population the last record rates (``population.npz``: the oracles' last
+        policies, never rated, are only in the checkpoint), the per-iteration summary
+        table and plots in the run directory."""
         from metaeval.viz import plots
         from metaeval.runs import reports
 
+        self.run_dir.finish_log(self.records)
         sampled = self.config.mode == "sampled"
-        self.evaluator.population.save(self.out / "population.npz", tables=not sampled)
+        self.rated.save(self.out / "population.npz", tables=not sampled)
         if sampled:  # the last meta-game, with its standard errors and episode counts
             self.evaluator.built_metagame.save(self.out / METAGAME)
         reports.psro_frame(self.records, self.config.metagame if sampled else None).to_csv(
             self.out / "summary.csv", index=False)
-        plots.plot_psro(self.out, {self.config.solver: self.records}, title=self.title_of(self.config))
+        plots.plot_psro(self.out, {self.config.solver: self.records}, title=self.title_of(self.settings))
 
     @staticmethod
-    def title_of(config: PSROConfig) -> str:
-        cap = "" if config.cap is None else f", cap {config.cap} by {config.prune_by}"
-        ties = "" if config.tie_break == "drawn" else f", {config.tie_break} ties"
-        sampled = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
-        return f"{config.game}, {config.oracle}{ties}, {config.solver}, seed {config.seed}{cap}{sampled}"
+    def title_of(settings: dict) -> str:
+        """The figures' title, from a run's settings (:func:`run_settings`)."""
+        cap = "" if settings["cap"] is None else f", cap {settings['cap']} by {settings['prune_by']}"
+        ties = "" if settings["tie_break"] == "drawn" else f", {settings['tie_break']} ties"
+        oracle = f"custom oracle {settings['oracle']}" if settings.get("custom_oracle") else settings["oracle"]
+        sampled = (f", meta-game sampled, {settings['episodes']} episodes per entry"
+                   if settings.get("mode") == "sampled" else "")
+        return f"{settings['game']}, {oracle}{ties}, {settings['solver']}, seed {settings['seed']}{cap}{sampled}"
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:

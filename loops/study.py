@@ -54,6 +54,7 @@ from metaeval import games
 from metaeval.runs import budget
 from metaeval.viz import plots
 from metaeval.runs import reports
+from metaeval.runs import rundir
 from metaeval.cli import Parser, at_least, guarded
 from metaeval.errors import MetaEvalError
 from metaeval.runs.fileio import check_writable
@@ -163,6 +164,19 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
     out = Path(out)
     records = Path(records) if records is not None else out / "records"
     out.mkdir(parents=True, exist_ok=True)
+    # One study runs in ``out`` at a time (a --finished-only tabulation may run beside it).
+    lock = None if finished_only else rundir.lock_directory(out)
+    try:
+        return _tabulate_study(out, games, replacements, seeds, iterations, every, jobs, learner_episodes,
+                               finished_only, records)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _tabulate_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
+                    every: int, jobs: int, learner_episodes: int, finished_only: bool, records: Path) -> pd.DataFrame:
+    """:func:`raters_study` with ``out`` locked."""
     tables, paired, timing, failures = [], [], [], []
     for replacement in replacements:
         for game in games:

@@ -67,6 +67,12 @@ def _option(text: str):
         return key, value
 
 
+def _out_dir(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path names no directory; give the run directory")
+    return Path(text)
+
+
 def _memory_size(text: str) -> int:
     from metaeval.runs import budget
 
@@ -120,7 +126,7 @@ def _run_arguments(parser):
                         help="training episodes of each learned replacement (--replace learned)")
     parser.add_argument("--mutation-scale", type=_number, default=0.25,
                         help="size of the perturbation of mutated copies (--replace mutate)")
-    parser.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    parser.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
     _memory_argument(parser)
     _quiet_argument(parser)
 
@@ -181,7 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     _ray_arguments(psro, "Ray actors building meta-games")
     psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                       help="meta-solver option with a JSON value, repeatable")
-    psro.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    psro.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
     _quiet_argument(psro)
     _memory_argument(psro)
 
@@ -206,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="rater option with a JSON value, repeatable")
     pbt.add_argument("--learner-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                      help="learner option (step_size, epsilon), repeatable")
-    pbt.add_argument("--out", required=True, type=Path, help="run directory (resumed if it exists)")
+    pbt.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
     _quiet_argument(pbt)
     _memory_argument(pbt)
 
@@ -427,12 +433,19 @@ def _run(args) -> int:
             from metaeval.loops import pbt, psro
 
             loop = psro if kind == "psro" else pbt
-            config = _stored_config(loop.PSROConfig if kind == "psro" else loop.PBTConfig, settings, config_path)
+            if kind == "psro":  # a custom oracle is recorded by name, which no PSROConfig holds
+                _check_settings(psro.PSROConfig, settings, config_path, also={"custom_oracle"})
+            else:
+                config = _stored_config(pbt.PBTConfig, settings, config_path)
             records = rundir.read_records(args.run_dir, loop.RECORD_SCHEMA)
             if not records:
                 raise MetaEvalError(f"{args.run_dir} has no completed iterations to plot")
             if kind == "psro":
-                written = plots.plot_psro(args.run_dir, {config.solver: records}, title=psro.PSRO.title_of(config))
+                try:
+                    title = psro.PSRO.title_of(settings)
+                except KeyError as exc:
+                    raise MetaEvalError(f"{config_path} is damaged: it lacks {exc}") from None
+                written = plots.plot_psro(args.run_dir, {settings["solver"]: records}, title=title)
             else:
                 written = pbt.plot(args.run_dir, config, records)
             print(f"plots: {', '.join(str(path) for path in written)}")
@@ -457,13 +470,18 @@ def _run(args) -> int:
     return 0
 
 
-def _stored_config(config_class, settings: dict, config_path: Path):
-    """The config a run directory's settings describe, or a one-line error naming what is wrong."""
-    known = {f.name for f in dataclasses.fields(config_class)}
+def _check_settings(config_class, settings: dict, config_path: Path, also=frozenset()) -> None:
+    """A one-line error naming the settings of ``config_path`` that ``config_class`` (or ``also``) does not know."""
+    known = {f.name for f in dataclasses.fields(config_class)} | set(also)
     unknown = sorted(set(settings) - known)
     if unknown:
         raise MetaEvalError(f"{config_path} has setting(s) this metaeval does not know: {', '.join(unknown)} "
                             "(damaged, or written by another version)")
+
+
+def _stored_config(config_class, settings: dict, config_path: Path):
+    """The config a run directory's settings describe, or a one-line error naming what is wrong."""
+    _check_settings(config_class, settings, config_path)
     try:
         return config_class(**settings)
     except MetaEvalError as exc:
@@ -497,6 +515,11 @@ def _warning_line(show_others, message, category, *where):
         show_others(message, category, *where)
 
 
+def interrupt_on_sigterm():
+    """Make SIGTERM raise :class:`Terminated` in this process; returns the previous handler."""
+    return signal.signal(signal.SIGTERM, _terminate)
+
+
 def main(argv=None) -> int:
     """Run one command; SIGINT and SIGTERM stop it at once (exit 130 and 143): no new run or
     shard is scheduled, the iteration in flight is abandoned and Ray is shut down."""
@@ -510,7 +533,7 @@ _FILE_SYSTEM_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, er
 def guarded(command) -> int:
     """``command()``'s exit status, with every error a user can meet said in one line on stderr:
     bad input (exit 2), a full or read-only disk (exit 1), an interrupt (130, 143)."""
-    handler = signal.signal(signal.SIGTERM, _terminate)
+    handler = interrupt_on_sigterm()
     try:
         with warnings.catch_warnings():
             warnings.showwarning = functools.partial(_warning_line, warnings.showwarning)

@@ -46,6 +46,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from metaeval.runs import rundir
 from metaeval.runs.budget import describe
 from metaeval.distributed import reaper
 from metaeval.errors import MetaEvalError
@@ -291,7 +292,7 @@ def _open_session(log_dir: Path | None) -> str:
 
     Ray puts its Unix sockets under its temp dir, and a socket path may not exceed
     107 bytes, which a run directory easily does; with ``log_dir``, the session's
-    files go to ``log_dir/ray/<the short directory's name>`` through a symlink (a
+    files go to ``log_dir/ray/<the short directory's name>`` (``rundir.RAY_LOGS``) through a symlink (a
     directory of the session's own, so that the files open in it tell this session's
     processes from those of another session of the same run directory).
     """
@@ -301,7 +302,7 @@ def _open_session(log_dir: Path | None) -> str:
     if log_dir is None:
         os.mkdir(session)
     else:
-        target = (log_dir / "ray" / os.path.basename(_State.link_dir)).resolve()
+        target = (log_dir / rundir.RAY_LOGS / os.path.basename(_State.link_dir)).resolve()
         target.mkdir(parents=True)
         os.symlink(target, session)
     read, _State.pipe = os.pipe()  # not inherited by the processes Ray starts

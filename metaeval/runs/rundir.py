@@ -14,13 +14,26 @@ A run directory holds
 Opening a run directory (:meth:`RunDirectory.open`) only reads and checks: the
 directory is created, repaired and ``config.json`` written only when the loop
 calls :meth:`RunDirectory.begin` and commits its first record, so a command
-refused for any reason (or failing before its first record) writes nothing.
+refused for any reason (or failing before its first record) writes nothing. A
+non-empty directory that holds no run is refused (it holds someone's files).
 Every file is replaced atomically or appended one flushed line at a time, so a
 killed process never leaves a half-written file behind.
+
+One process at a time writes a run directory: the directory itself is locked
+(:func:`lock_directory`, an OS lock on the directory, so no lock file is written)
+from :meth:`RunDirectory.open` (or, for a directory that does not exist yet, from
+:meth:`RunDirectory.begin`) until :meth:`RunDirectory.close`; the kernel releases
+it when the process dies, so a run killed with SIGKILL resumes at once.
+
+On resume (:meth:`RunDirectory.resume_from`) a loop continues from its checkpoint
+if the log holds every record before it, else from iteration 0; the records on
+disk at or past that point are checked against their recomputation
+(:meth:`RunDirectory.commit`), so an edited or stale record is detected, never kept.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -36,6 +49,10 @@ CONFIG = "config.json"
 LOG = "iterations.jsonl"
 DAMAGED = "iterations.damaged.jsonl"
 STATE = "state.json"
+RAY_LOGS = "ray"
+"""Where an embedded Ray keeps its logs in a run directory (possibly before its first record)."""
+TIMINGS = "seconds"
+"""The record field of wall-clock timings, which vary between identical runs."""
 
 log = logging.getLogger("metaeval")
 
@@ -173,6 +190,73 @@ def stored_settings(stored) -> dict | None:
     return settings if isinstance(settings, dict) else None
 
 
+def without_timings(record: dict) -> dict:
+    """``record`` without its wall-clock timings."""
+    return {k: v for k, v in record.items() if k != TIMINGS}
+
+
+class DirectoryLock:
+    """An exclusive ``flock`` on a directory, held until :meth:`release` (or the process ends)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._fd: int | None = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self.release()
+            raise MetaEvalError(f"{self.path} is in use: another metaeval run writes to it; wait for it to end "
+                                "or use another --out") from None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the only descriptor releases the lock
+            self._fd = None
+
+    __del__ = release
+
+
+def lock_directory(path) -> DirectoryLock:
+    """Lock the existing directory ``path`` for this process, or raise :class:`MetaEvalError`
+    if another process holds it. The lock is released by :meth:`DirectoryLock.release`, when
+    the lock is garbage-collected, or by the kernel when the process dies."""
+    return DirectoryLock(path)
+
+
+def _stored_run(path: Path, kind: str, result_settings: Mapping[str, object]) -> dict | None:
+    """The ``config.json`` content of the run of ``kind`` in ``path`` (None if there is none),
+    or :class:`MetaEvalError` if ``path`` holds another kind of run, one with other result
+    settings, or someone's files."""
+    config_path = path / CONFIG
+    stored = None
+    if config_path.exists():
+        stored = read_json(config_path)
+        found = stored_kind(stored)
+        if found is None:
+            raise MetaEvalError(f"{config_path} is not a metaeval run configuration; use another --out")
+        if found != kind:
+            raise MetaEvalError(f"{path} holds a {found!r} run, not {kind!r}; use another --out")
+        previous = stored_settings(stored)
+        if previous is None:
+            raise MetaEvalError(f"{config_path} is damaged: it has no settings; use another --out")
+        missing = [k for k in result_settings if k not in previous]
+        if missing:
+            raise MetaEvalError(f"{config_path} lacks {', '.join(missing)} (damaged, or written by an earlier "
+                              "metaeval); use another --out")
+        differ = [k for k, v in result_settings.items() if previous[k] != v]
+        if differ:
+            shown = "; ".join(f"{k} {previous[k]!r} there, {result_settings[k]!r} here" for k in differ)
+            raise MetaEvalError(
+                f"{path} holds a {kind} run with different {', '.join(differ)} ({shown}); "
+                "use a new --out directory or the same settings to resume"
+            )
+    elif (path / LOG).exists() or (path / STATE).exists():
+        raise MetaEvalError(f"{path} holds run files but no {CONFIG}; use another --out")
+    elif path.is_dir() and any(p.name != RAY_LOGS for p in path.iterdir()):
+        raise MetaEvalError(f"{path} is not empty and holds no metaeval run; use a new or empty --out")
+    return stored
+
+
 class RunDirectory:
     """One run directory of a named kind; see the module docstring.
 
@@ -185,7 +269,9 @@ class RunDirectory:
                  schema: RecordSchema, log_reading: LogReading):
         self.path, self.kind, self.settings, self.schema = path, kind, settings, schema
         self._header, self._stored, self._reading = header, stored, log_reading
-        self._created = self._begun = self._committed = False
+        self._created = self._begun = self._committed = self._restarted = False
+        self._lock: DirectoryLock | None = None
+        self._on_disk: dict[int, dict] = {}  # records at or past the resume point, to check
 
     @classmethod
     def open(cls, path, kind: str, settings: dict, result_settings: Mapping[str, object],
@@ -202,32 +288,23 @@ class RunDirectory:
         """
         path = Path(path)
         _check_writable(path)
-        config_path = path / CONFIG
-        stored = None
-        if config_path.exists():
-            stored = read_json(config_path)
-            found = stored_kind(stored)
-            if found is None:
-                raise MetaEvalError(f"{config_path} is not a metaeval run configuration; use another --out")
-            if found != kind:
-                raise MetaEvalError(f"{path} holds a {found!r} run, not {kind!r}; use another --out")
-            previous = stored_settings(stored)
-            if previous is None:
-                raise MetaEvalError(f"{config_path} is damaged: it has no settings; use another --out")
-            missing = [k for k in result_settings if k not in previous]
-            if missing:
-                raise MetaEvalError(f"{config_path} lacks {', '.join(missing)} (damaged, or written by an earlier "
-                                  "metaeval); use another --out")
-            differ = [k for k, v in result_settings.items() if previous[k] != v]
-            if differ:
-                raise MetaEvalError(
-                    f"{path} holds a {kind} run with different {', '.join(differ)}; "
-                    "use a new --out directory or the same settings to resume"
-                )
-        elif (path / LOG).exists() or (path / STATE).exists():
-            raise MetaEvalError(f"{path} holds run files but no {CONFIG}; use another --out")
-        schema = schema or RecordSchema()
-        return cls(path, kind, settings, header or {}, stored, schema, read_log(path, schema))
+        lock = lock_directory(path) if path.is_dir() else None  # before reading what another writer may change
+        try:
+            stored = _stored_run(path, kind, result_settings)
+            schema = schema or RecordSchema()
+            run = cls(path, kind, settings, header or {}, stored, schema, read_log(path, schema))
+        except BaseException:
+            if lock is not None:
+                lock.release()
+            raise
+        run._lock = lock
+        return run
+
+    def close(self) -> None:
+        """Release the directory's lock; this object writes no more."""
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
 
     # -- reading -------------------------------------------------------------------
     @property
@@ -254,6 +331,11 @@ class RunDirectory:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise MetaEvalError(f"output directory {self.path} is not writable: {exc.strerror or exc}") from None
+        if self._lock is None:
+            self._lock = lock_directory(self.path)
+            if self._stored is None and any(p.name in (CONFIG, LOG, STATE) for p in self.path.iterdir()):
+                raise MetaEvalError(f"another metaeval process began a run in {self.path} meanwhile; "
+                                    "run the command again to resume it")
         damaged = self._reading.damaged
         if damaged:
             aside = self.path / DAMAGED
@@ -269,9 +351,14 @@ class RunDirectory:
             self._reading = LogReading(self._reading.records, [])
         self._begun = True
 
+    def _check_locked(self) -> None:
+        if self._lock is None:
+            raise MetaEvalError(f"{self.path} was closed by this process; open it again to write")
+
     def write_config(self, session: dict) -> None:
         """Write ``config.json``: the settings, the header and every session so far plus ``session``."""
         self.begin()
+        self._check_locked()
         sessions = list(self._stored.get("sessions", [])) if self._stored else []
         write_json(self.path / CONFIG, {**self._header, "kind": self.kind, "settings": self.settings,
                                         "sessions": [*sessions, session]})
@@ -286,6 +373,7 @@ class RunDirectory:
         """Append one record to the log and flush it to disk (call :meth:`write_config` first)."""
         if not self.committed:
             raise MetaEvalError("write_config() must come before the first record of a session")
+        self._check_locked()
         reason = self.schema.problem(record)
         if reason is not None:
             raise MetaEvalError(f"refusing to log an invalid {self.kind} record: {reason}")
@@ -294,27 +382,50 @@ class RunDirectory:
             f.flush()
             os.fsync(f.fileno())
 
-    def resume(self, next_iteration: int) -> list[dict]:
-        """The records before a checkpoint's ``next_iteration``, or an error naming the
-        iterations the log lacks (the valid records stay on disk either way)."""
+    def resume_from(self, checkpoint_iteration: int | None) -> int:
+        """The iteration to continue from: the checkpoint's if the log holds every record
+        before it, else 0 (the only earlier consistent state; a warning names the missing
+        iterations). The records on disk at or past it are kept to be checked by :meth:`commit`."""
         logged = {r["iteration"]: r for r in self.records}
-        missing = [i for i in range(next_iteration) if i not in logged]
+        start = checkpoint_iteration or 0
+        missing = [i for i in range(start) if i not in logged]
         if missing:
-            shown = ", ".join(map(str, missing[:10])) + (" ..." if len(missing) > 10 else "")
-            raise MetaEvalError(
-                f"{self.path / LOG} lacks iteration(s) {shown} before the checkpoint at {next_iteration}; "
-                "its valid records are kept, but this run cannot resume: use a new --out"
+            log.warning(
+                f"{self.path / LOG} lacks iteration(s) {_ranges(missing)} before the checkpoint at "
+                f"{start}; the run restarts from iteration 0, recomputes them and checks the {len(logged)} "
+                "records on disk against their recomputation"
             )
-        return [logged[i] for i in range(next_iteration)]
+            start, self._restarted = 0, True
+        self._on_disk = {i: r for i, r in logged.items() if i >= start}
+        return start
 
-    def log(self, record: dict, session: dict) -> None:
-        """Append ``record`` (writing ``config.json`` with ``session`` first in a session),
-        unless a valid record of its iteration is on disk already: one logged after the
-        last checkpoint by a killed process, kept rather than rewritten."""
+    def records_before(self, iteration: int) -> list[dict]:
+        """The records before ``iteration`` (all on disk, as :meth:`resume_from` made sure)."""
+        logged = {r["iteration"]: r for r in self.records}
+        return [logged[i] for i in range(iteration)]
+
+    def commit(self, record: dict, session: dict) -> dict:
+        """Log ``record`` (writing ``config.json`` with ``session`` first in a session), or,
+        if a record of its iteration is on disk, check that the two agree but for timings
+        and keep the one on disk; returns the record as logged."""
         if not self.committed:
             self.write_config(session)
-        if all(r["iteration"] != record["iteration"] for r in self._reading.records):
+        logged = self._on_disk.pop(record["iteration"], None)
+        if logged is None:
             self.append(record)
+            return record
+        if without_timings(logged) != without_timings(json.loads(json.dumps(record))):
+            raise MetaEvalError(
+                f"iteration {record['iteration']} recomputed differs from its record in {self.path / LOG} "
+                "(the record was changed, or the run is not reproducible); use a new --out"
+            )
+        return logged
+
+    def finish_log(self, records: list[dict]) -> None:
+        """After a restart from iteration 0, rewrite the log in iteration order (the
+        recomputed records were appended after later ones); ``records``: the run's records."""
+        if self._restarted:
+            self.rewrite(sorted([*records, *self._on_disk.values()], key=lambda r: r["iteration"]))
 
     def rewrite(self, records: list[dict]) -> None:
         """Replace the log atomically with ``records`` (e.g. sorted after filling gaps)."""
@@ -324,3 +435,13 @@ class RunDirectory:
         """Remove the directory if this session created it and committed nothing to it."""
         if self._created and not self.committed:
             shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[1, 2, 3, 7]`` -> ``"1-3, 7"``."""
+    spans, start = [], numbers[0]
+    for previous, current in zip(numbers, numbers[1:] + [None]):
+        if current != previous + 1:
+            spans.append(f"{start}" if start == previous else f"{start}-{previous}")
+            start = current
+    return ", ".join(spans)

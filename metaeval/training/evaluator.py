@@ -234,6 +234,14 @@ class Evaluator:
         """Rate the current meta-game with any rater in :data:`metaeval.RATERS`."""
         return rate(self.metagame(), rater, **options)
 
+    def check_rater(self, rater: str, **options) -> None:
+        """Refuse a rater (with its options) that cannot rate this game's meta-games, by
+        rating the current one: a loop calls this before it writes anything."""
+        try:
+            self.rate(rater, **options)
+        except MetaEvalError as exc:
+            raise MetaEvalError(f"rater {rater!r} cannot rate the meta-games of {self.game}: {exc}") from None
+
     def select(self, rater: str, k: int, rng: np.random.Generator | None = None, **options) -> list[list[int]]:
         """The ids of each player's ``k`` best-rated policies, best first (all when fewer);
         ties within ``TIE_DECIMALS`` are ordered by keys from ``rng`` (default: the evaluator's)."""

@@ -55,6 +55,7 @@ def test_open_writes_nothing_and_begin_moves_damaged_lines_aside(tmp_path, caplo
     with open(new / rundir.LOG, "a") as f:
         f.write("garbage\n")
     run.append(json.loads(record(1)))
+    run.close()
     before = (new / rundir.CONFIG).read_bytes()
 
     again = open_run(new)
@@ -71,6 +72,7 @@ def test_open_writes_nothing_and_begin_moves_damaged_lines_aside(tmp_path, caplo
 def test_open_refuses_other_kinds_other_settings_and_damaged_configs(tmp_path):
     run = open_run(tmp_path)
     run.write_config({})
+    run.close()
     with pytest.raises(MetaEvalError, match="holds a 'test' run, not 'other'"):
         rundir.RunDirectory.open(tmp_path, "other", settings={}, result_settings={})
     with pytest.raises(MetaEvalError, match="different a"):
@@ -105,3 +107,17 @@ def test_discard_if_unused_removes_only_a_directory_it_created(tmp_path):
     existing.begin()
     existing.discard_if_unused()
     assert tmp_path.is_dir()
+
+
+def test_one_writer_at_a_time_and_a_refused_open_keeps_no_lock(tmp_path):
+    run = open_run(tmp_path)
+    run.write_config({})
+    with pytest.raises(MetaEvalError, match="in use: another metaeval run writes to it"):
+        open_run(tmp_path)
+    run.close()
+    with pytest.raises(MetaEvalError, match="was closed"):
+        run.append(json.loads(record(0)))
+    with pytest.raises(MetaEvalError, match=r"different a \(a 1 there, 2 here\)") as refused:
+        rundir.RunDirectory.open(tmp_path, "test", settings={"a": 2}, result_settings={"a": 2})
+    assert refused.traceback  # the refusal's frames are alive, and hold no lock
+    open_run(tmp_path).close()
