@@ -99,7 +99,7 @@ def test_a_npy_header_claiming_149_gib_is_refused_unread(tmp_path):
             metaeval.MetaGame.load(tmp_path / "huge.npz")
 
 
-@pytest.mark.parametrize("command", [["psro"], ["pbt", "--population", "4"]])
+@pytest.mark.parametrize("command", [["psro", "--mode", "exact"], ["pbt", "--population", "4"]])
 def test_psro_and_pbt_take_a_memory_budget(tmp_path, capsys, command):
     code, err = in_process(capsys, *command, "--max-memory", "64K", "--out", tmp_path / "run")
     one_line_refusal(code, err, "over the memory budget of 64 KiB")

@@ -199,7 +199,7 @@ def test_a_large_game_on_two_workers_equals_one_and_is_rated_with_intervals(ray_
     np.testing.assert_array_equal(one.payoffs, two.payoffs)
     np.testing.assert_array_equal(one.stderr, two.stderr)
     for rater in GAME_THEORETIC:
-        rating = metaeval.rate(two, rater, bootstrap=20, seed=0)
+        rating = metaeval.rate(two, rater, bootstrap=40, seed=0)
         assert len(rating.intervals) == 2
         for bounds, point in zip(rating.intervals, rating.ratings):
             assert bounds.shape == (3, 2) and np.all(np.isfinite(bounds)) and np.all(bounds[:, 0] <= bounds[:, 1])

@@ -265,7 +265,7 @@ def test_a_bootstrap_whose_every_replicate_fails_is_refused():
         return uniform(drawn)
 
     with pytest.raises(MetaEvalError, match="every bootstrap replicate failed; replicate 0: refused on purpose"):
-        with_intervals(game, only_the_game, {}, 8, seed=0)
+        with_intervals(game, only_the_game, {}, 40, seed=0)
 
 
 def test_the_cli_counts_failed_replicates(tmp_path, capsys, monkeypatch):
