@@ -20,8 +20,8 @@ The run directory follows ``evolve``'s conventions: ``config.json``, one flushed
 iteration in ``iterations.jsonl``, checkpoints, resume, ``summary.csv`` and plots.
 
 In sampled mode nothing walks the game tree: the first policies are drawn state by state,
-the oracle must be ``random`` (or a custom one, e.g. a learner), and the CCE gap, NashConv
-and exploitability are not computed (null in the log).
+the oracle must be learned (``dqn``, ``ppo``), ``random`` or a custom one, and the CCE gap,
+NashConv and exploitability are not computed (null in the log).
 """
 
 from __future__ import annotations
@@ -45,7 +45,13 @@ from metaeval.training.evaluator import Evaluator
 from metaeval.loops import checkpoint
 from metaeval.loops.evolve import METAGAME, SUPPORT_MASS
 from metaeval.training.meta_solvers import SOLVERS, marginals
-from metaeval.training.oracles import ORACLES, TIE_BREAKS
+from metaeval.training.learners import LEARNERS
+from metaeval.training.oracles import ORACLES, TIE_BREAKS, learned
+from metaeval.training.oracles.learned import TARGETS
+
+LEARNED_ORACLES = ("dqn", "ppo")
+"""Oracles that learn the response (JAX networks, no tree walk): a learner of that name."""
+ORACLE_NAMES = (*ORACLES, *LEARNED_ORACLES)
 from metaeval.spiel.mode import MODES, describe, resolve_mode
 
 NO_GAIN = 1e-9
@@ -67,7 +73,11 @@ class PSROConfig:
 
     ``oracle="jpsro"`` best-responds to the opponents' joint marginal of sigma (JPSRO's
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
-    coincide. ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
+    coincide. ``"dqn"`` and ``"ppo"`` learn the response instead (JAX networks trained for
+    ``oracle_episodes`` episodes; :func:`metaeval.training.oracles.learned`), to the
+    opponents' joint marginal (``oracle_target="jpsro"``) or to the product of their
+    marginals (``"psro"``): the oracles for games whose tree cannot be walked.
+    ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
     (:func:`metaeval.training.oracles.jpsro`; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
     most this many policies per player, pruned by ``prune_by``. ``mode``: as in
     :class:`metaeval.loops.evolve.EvolveConfig` (``"auto"`` becomes the mode the game allows).
@@ -77,6 +87,8 @@ class PSROConfig:
     solver: str = "mgcce"
     oracle: str = "jpsro"
     tie_break: str = "drawn"
+    oracle_episodes: int = 2000
+    oracle_target: str = "jpsro"
     iterations: int = 30
     seed: int = 0
     cap: int | None = None
@@ -91,7 +103,11 @@ class PSROConfig:
     def __post_init__(self):
         checks = [
             (self.solver in SOLVERS, f"unknown meta-solver {self.solver!r}; choose one of {', '.join(SOLVERS)}"),
-            (self.oracle in ORACLES, f"unknown oracle {self.oracle!r}; choose one of {', '.join(ORACLES)}"),
+            (self.oracle in ORACLE_NAMES, f"unknown oracle {self.oracle!r}; choose one of {', '.join(ORACLE_NAMES)}"),
+            (self.oracle_target in TARGETS,
+             f"unknown oracle_target {self.oracle_target!r}; choose one of {', '.join(TARGETS)}"),
+            (isinstance(self.oracle_episodes, int) and not isinstance(self.oracle_episodes, bool)
+             and self.oracle_episodes >= 1, f"oracle_episodes must be a positive int, got {self.oracle_episodes!r}"),
             (self.tie_break in TIE_BREAKS,
              f"unknown tie_break {self.tie_break!r}; choose one of {', '.join(TIE_BREAKS)}"),
             (self.tie_break == "drawn" or self.oracle == "jpsro",
@@ -124,6 +140,8 @@ class PSROConfig:
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them."""
         keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
+        if self.oracle in LEARNED_ORACLES:
+            keys += ["oracle_episodes", "oracle_target"]
         if self.mode == "sampled":
             keys.append("episodes")
         keys.append("tie_break")
@@ -145,12 +163,14 @@ class PSRO:
         self.config = config
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
-        if oracle is None and config.mode == "sampled" and config.oracle != "random":
+        if oracle is None and config.mode == "sampled" and config.oracle in ("jpsro", "psro"):
             raise MetaEvalError(
                 f"oracle {config.oracle!r} computes exact best responses on the game tree, which sampled mode never "
-                "builds: use oracle 'random' (or pass your own, e.g. a learner), or mode 'exact' for a game that can "
+                "builds: use a learned oracle (dqn, ppo), 'random' or your own, or mode 'exact' for a game that can "
                 "be enumerated"
             )
+        if oracle is None and config.oracle in LEARNED_ORACLES:
+            oracle = learned(LEARNERS[config.oracle](), config.oracle_episodes, config.oracle_target)
         self.oracle = oracle or ORACLES[config.oracle]
         if oracle is None and config.tie_break != "drawn":
             self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)
@@ -280,7 +300,9 @@ class PSRO:
         cap = "" if config.cap is None else f", cap {config.cap} by {config.prune_by}"
         ties = "" if config.tie_break == "drawn" else f", {config.tie_break} ties"
         sampled = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
-        return f"{config.game}, {config.oracle}{ties}, {config.solver}, seed {config.seed}{cap}{sampled}"
+        learned = (f" ({config.oracle_episodes} episodes, to the {config.oracle_target} target)"
+                   if config.oracle in LEARNED_ORACLES else "")
+        return f"{config.game}, {config.oracle}{learned}{ties}, {config.solver}, seed {config.seed}{cap}{sampled}"
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:

@@ -169,7 +169,13 @@ def build_parser() -> argparse.ArgumentParser:
     psro.add_argument("--solver", default="mgcce",
                       help="meta-solver: uniform, nash, alpharank, mecce, mgcce, deviation")
     psro.add_argument("--oracle", default="jpsro",
-                      help="jpsro (best response to the opponents' joint marginal), psro, random")
+                      help="jpsro (best response to the opponents' joint marginal), psro (to the product of their "
+                           "marginals), random, or a learned response for games too large to walk: dqn, ppo")
+    psro.add_argument("--oracle-episodes", type=at_least(1), default=2000,
+                      help="training episodes of each learned response (--oracle dqn or ppo)")
+    psro.add_argument("--oracle-target", choices=["jpsro", "psro"], default="jpsro",
+                      help="what a learned response answers: the opponents' joint marginal (jpsro) or the "
+                           "product of their marginals (psro)")
     psro.add_argument("--tie-break", choices=["drawn", "openspiel"], default="drawn",
                       help="jpsro: a seeded draw among tied best actions (drawn) or OpenSpiel jpsro's choice (openspiel)")
     psro.add_argument("--iterations", type=at_least(1), default=30, help="iterations of the loop")
@@ -375,7 +381,7 @@ def _run(args) -> int:
 
         config = PSROConfig(
             game=args.game, solver=args.solver, oracle=args.oracle, tie_break=args.tie_break,
-            iterations=args.iterations, seed=args.seed, cap=args.cap, prune_by=args.prune_by,
+            oracle_episodes=args.oracle_episodes, oracle_target=args.oracle_target, iterations=args.iterations, seed=args.seed, cap=args.cap, prune_by=args.prune_by,
             initial=args.initial, mode=args.mode, episodes=args.episodes, workers=args.workers, address=args.address,
             solver_options=dict(args.option),
         )
