@@ -38,3 +38,24 @@ def test_exact_best_responses_are_refused_in_sampled_mode_and_bad_budgets_too():
         PSROConfig(game="kuhn_2p", oracle="ppo", oracle_episodes=0)
     with pytest.raises(MetaEvalError, match="unknown oracle_target"):
         PSROConfig(game="kuhn_2p", oracle="ppo", oracle_target="nash")
+
+
+def test_the_approximate_gap_is_recorded_below_the_exact_one_and_changes_nothing_else(tmp_path):
+    """Kuhn poker, exact mode: each iteration's learned lower bound lies below the exact gap
+    (within three standard errors), is written to the summary and the plot, and the run's
+    populations are those of the same run without it."""
+    import pandas as pd
+
+    base = dict(game="kuhn_2p", solver="nash", oracle="psro", iterations=3)
+    plain = psro(PSROConfig(**base), progress=False)
+    config = PSROConfig(**base, approximate_gap=1500, approximate_gap_episodes=3000)
+    records = psro(config, out=tmp_path, progress=False)
+    assert [r["policy_ids"] for r in records] == [r["policy_ids"] for r in plain]
+    for record in records:
+        assert record["approximate_cce_gap"] <= record["cce_gap"] + 3 * record["approximate_cce_gap_stderr"]
+        assert len(record["approximate_cce_gap_per_player"]) == 2
+    summary = pd.read_csv(tmp_path / "summary.csv")
+    assert list(summary["approximate_cce_gap_lower_bound"]) == [r["approximate_cce_gap"] for r in records]
+    assert (tmp_path / "cce_gap.png").stat().st_size > 0
+    with pytest.raises(MetaEvalError, match="approximate_gap must be a non-negative int"):
+        PSROConfig(**base, approximate_gap=-1)
