@@ -20,8 +20,8 @@ The run directory follows ``evolve``'s conventions: ``config.json``, one flushed
 iteration in ``iterations.jsonl``, checkpoints, resume, ``summary.csv`` and plots.
 
 In sampled mode nothing walks the game tree: the first policies are drawn state by state,
-the oracle must be ``random`` (or a custom one, e.g. a learner), and the CCE gap, NashConv
-and exploitability are not computed (null in the log).
+the oracle must be learned (``dqn``, ``ppo``), ``random`` or a custom one, and the CCE gap,
+NashConv and exploitability are not computed (null in the log).
 """
 
 from __future__ import annotations
@@ -45,7 +45,16 @@ from metaeval.training.evaluator import Evaluator
 from metaeval.loops import checkpoint
 from metaeval.loops.evolve import METAGAME, SUPPORT_MASS
 from metaeval.training.meta_solvers import SOLVERS, marginals
-from metaeval.training.oracles import ORACLES, TIE_BREAKS
+from metaeval.training.learners import LEARNERS
+from metaeval.training.oracles import ORACLES, TIE_BREAKS, learned
+from metaeval.training.oracles.learned import TARGETS
+
+LEARNED_ORACLES = ("dqn", "ppo")
+"""Oracles that learn the response (JAX networks, no tree walk): a learner of that name."""
+ORACLE_NAMES = (*ORACLES, *LEARNED_ORACLES)
+APPROXIMATE_GAP_STREAM = 2
+"""The spawn key under the run's seed of the approximate gap's generators (0 and 1 seed the
+first policies and the loop)."""
 from metaeval.spiel.mode import MODES, describe, resolve_mode
 
 NO_GAIN = 1e-9
@@ -67,7 +76,15 @@ class PSROConfig:
 
     ``oracle="jpsro"`` best-responds to the opponents' joint marginal of sigma (JPSRO's
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
-    coincide. ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
+    coincide. ``"dqn"`` and ``"ppo"`` learn the response instead (JAX networks trained for
+    ``oracle_episodes`` episodes; :func:`metaeval.training.oracles.learned`), to the
+    opponents' joint marginal (``oracle_target="jpsro"``) or to the product of their
+    marginals (``"psro"``): the oracles for games whose tree cannot be walked.
+    ``approximate_gap``: when positive, every iteration also estimates a lower bound on the
+    CCE gap (:meth:`metaeval.Evaluator.approximate_gap`): a ``approximate_gap_learner``
+    deviation per player trained for that many episodes, values from
+    ``approximate_gap_episodes`` fresh episodes; recorded beside the exact gap, if any.
+    ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
     (:func:`metaeval.training.oracles.jpsro`; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
     most this many policies per player, pruned by ``prune_by``. ``mode``: as in
     :class:`metaeval.loops.evolve.EvolveConfig` (``"auto"`` becomes the mode the game allows).
@@ -77,6 +94,11 @@ class PSROConfig:
     solver: str = "mgcce"
     oracle: str = "jpsro"
     tie_break: str = "drawn"
+    oracle_episodes: int = 2000
+    oracle_target: str = "jpsro"
+    approximate_gap: int = 0
+    approximate_gap_learner: str = "ppo"
+    approximate_gap_episodes: int = 2000
     iterations: int = 30
     seed: int = 0
     cap: int | None = None
@@ -91,7 +113,18 @@ class PSROConfig:
     def __post_init__(self):
         checks = [
             (self.solver in SOLVERS, f"unknown meta-solver {self.solver!r}; choose one of {', '.join(SOLVERS)}"),
-            (self.oracle in ORACLES, f"unknown oracle {self.oracle!r}; choose one of {', '.join(ORACLES)}"),
+            (self.oracle in ORACLE_NAMES, f"unknown oracle {self.oracle!r}; choose one of {', '.join(ORACLE_NAMES)}"),
+            (self.oracle_target in TARGETS,
+             f"unknown oracle_target {self.oracle_target!r}; choose one of {', '.join(TARGETS)}"),
+            (isinstance(self.oracle_episodes, int) and not isinstance(self.oracle_episodes, bool)
+             and self.oracle_episodes >= 1, f"oracle_episodes must be a positive int, got {self.oracle_episodes!r}"),
+            (isinstance(self.approximate_gap, int) and not isinstance(self.approximate_gap, bool)
+             and self.approximate_gap >= 0,
+             f"approximate_gap must be a non-negative int (training episodes; 0: off), got {self.approximate_gap!r}"),
+            (self.approximate_gap_learner in LEARNED_ORACLES,
+             f"approximate_gap_learner must be one of {', '.join(LEARNED_ORACLES)}, got {self.approximate_gap_learner!r}"),
+            (isinstance(self.approximate_gap_episodes, int) and self.approximate_gap_episodes >= 2,
+             f"approximate_gap_episodes must be at least 2, got {self.approximate_gap_episodes!r}"),
             (self.tie_break in TIE_BREAKS,
              f"unknown tie_break {self.tie_break!r}; choose one of {', '.join(TIE_BREAKS)}"),
             (self.tie_break == "drawn" or self.oracle == "jpsro",
@@ -124,6 +157,10 @@ class PSROConfig:
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them."""
         keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
+        if self.oracle in LEARNED_ORACLES:
+            keys += ["oracle_episodes", "oracle_target"]
+        if self.approximate_gap:
+            keys += ["approximate_gap", "approximate_gap_learner", "approximate_gap_episodes"]
         if self.mode == "sampled":
             keys.append("episodes")
         keys.append("tie_break")
@@ -167,13 +204,15 @@ class PSRO:
         self.settings, self._result_settings = run_settings(config, oracle)
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
-        if oracle is None and config.mode == "sampled" and config.oracle != "random":
+        if oracle is None and config.mode == "sampled" and config.oracle in ("jpsro", "psro"):
             raise MetaEvalError(
                 f"oracle {config.oracle!r} computes exact best responses on the game tree, which sampled mode never "
-                "builds: use oracle 'random' (or pass your own, e.g. a learner), or mode 'exact' for a game that can "
+                "builds: use a learned oracle (dqn, ppo), 'random' or your own, or mode 'exact' for a game that can "
                 "be enumerated"
             )
         self.rated: spiel.Population | None = None  # the population the last record rates
+        if oracle is None and config.oracle in LEARNED_ORACLES:
+            oracle = learned(LEARNERS[config.oracle](), config.oracle_episodes, config.oracle_target)
         self.oracle = oracle or ORACLES[config.oracle]
         if oracle is None and config.tie_break != "drawn":
             self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)
@@ -218,6 +257,16 @@ class PSRO:
         return resumed
 
     # -- the loop ------------------------------------------------------------------------
+    def _approximate_gap(self, sigma):
+        """The learned lower bound on the CCE gap of ``sigma``, from a generator of its own,
+        seeded by the run's seed and the iteration: estimating it changes nothing else in the
+        run, and a resumed run estimates it as the uninterrupted one."""
+        config = self.config
+        rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(APPROXIMATE_GAP_STREAM,
+                                                                                    self.iteration)))
+        return self.evaluator.approximate_gap(sigma, LEARNERS[config.approximate_gap_learner](),
+                                              config.approximate_gap, config.approximate_gap_episodes, rng)
+
     def step(self) -> dict:
         """One iteration: build, solve, measure, add the oracles' policies, prune to the cap."""
         config, evaluator, seconds = self.config, self.evaluator, {}
@@ -234,6 +283,9 @@ class PSRO:
         gap = evaluator.gap(sigma) if exact else None
         nash_conv = evaluator.nash_conv() if exact and evaluator.two_player_zero_sum else None
         seconds["gap"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        estimate = self._approximate_gap(sigma) if config.approximate_gap else None
+        seconds["approximate_gap"] = time.perf_counter() - clock
 
         record = {
             "iteration": self.iteration,
@@ -245,6 +297,9 @@ class PSRO:
             "exploitability": None if nash_conv is None else nash_conv / 2,
             "meta_value": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
             "support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
+            "approximate_cce_gap": None if estimate is None else estimate.total,
+            "approximate_cce_gap_stderr": None if estimate is None else estimate.stderr,
+            "approximate_cce_gap_per_player": None if estimate is None else estimate.per_player.tolist(),
         }
 
         rated = evaluator.population
@@ -288,7 +343,8 @@ class PSRO:
             with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
                 for _ in range(self.iteration, self.config.iterations):
                     record = self.step()
-                    shown.advance(gap=record["cce_gap"], size=max(record["sizes"]))
+                    shown.advance(gap=record["cce_gap"], approximate_gap_at_least=record["approximate_cce_gap"],
+                                  size=max(record["sizes"]))
             if self.out is not None:
                 self.finish()
         finally:
@@ -318,6 +374,8 @@ class PSRO:
         cap = "" if settings["cap"] is None else f", cap {settings['cap']} by {settings['prune_by']}"
         ties = "" if settings["tie_break"] == "drawn" else f", {settings['tie_break']} ties"
         oracle = f"custom oracle {settings['oracle']}" if settings.get("custom_oracle") else settings["oracle"]
+        if oracle in LEARNED_ORACLES:
+            oracle += f" ({settings['oracle_episodes']} episodes, to the {settings['oracle_target']} target)"
         sampled = (f", meta-game sampled, {settings['episodes']} episodes per entry"
                    if settings.get("mode") == "sampled" else "")
         return f"{settings['game']}, {oracle}{ties}, {settings['solver']}, seed {settings['seed']}{cap}{sampled}"

@@ -139,10 +139,17 @@ def _mode_arguments(parser, default: str):
 
 
 def _gap_text(record: dict) -> str:
-    """``final CCE gap 0.123``, or why there is none."""
+    """``final CCE gap 0.123``, or why there is none; and the approximate gap's lower bound
+    with its 95% interval, when estimated."""
     if record["cce_gap"] is None:
-        return "CCE gap not computed (sampled meta-game: it needs the game tree)"
-    return f"final CCE gap {record['cce_gap']:.6g}"
+        text = "CCE gap not computed (sampled meta-game: it needs the game tree)"
+    else:
+        text = f"final CCE gap {record['cce_gap']:.6g}"
+    if record.get("approximate_cce_gap") is not None:
+        value, half = record["approximate_cce_gap"], 1.96 * record["approximate_cce_gap_stderr"]
+        text += (f"; approximate CCE gap at least {value:.4g} (learned deviations; 95% interval of the estimate "
+                 f"[{value - half:.4g}, {value + half:.4g}])")
+    return text
 
 
 def _print_plots(out: Path) -> None:
@@ -175,7 +182,20 @@ def build_parser() -> argparse.ArgumentParser:
     psro.add_argument("--solver", default="mgcce",
                       help="meta-solver: uniform, nash, alpharank, mecce, mgcce, deviation")
     psro.add_argument("--oracle", default="jpsro",
-                      help="jpsro (best response to the opponents' joint marginal), psro, random")
+                      help="jpsro (best response to the opponents' joint marginal), psro (to the product of their "
+                           "marginals), random, or a learned response for games too large to walk: dqn, ppo")
+    psro.add_argument("--oracle-episodes", type=at_least(1), default=2000,
+                      help="training episodes of each learned response (--oracle dqn or ppo)")
+    psro.add_argument("--approximate-gap", type=at_least(0), default=0, metavar="EPISODES",
+                      help="estimate a lower bound on the CCE gap every iteration from learned deviations trained "
+                           "for EPISODES episodes each (0: off); for games too large to walk")
+    psro.add_argument("--approximate-gap-learner", choices=["ppo", "dqn"], default="ppo",
+                      help="the learner of the approximate gap's deviations")
+    psro.add_argument("--approximate-gap-episodes", type=at_least(2), default=2000,
+                      help="fresh episodes behind each value of the approximate gap")
+    psro.add_argument("--oracle-target", choices=["jpsro", "psro"], default="jpsro",
+                      help="what a learned response answers: the opponents' joint marginal (jpsro) or the "
+                           "product of their marginals (psro)")
     psro.add_argument("--tie-break", choices=["drawn", "openspiel"], default="drawn",
                       help="jpsro: a seeded draw among tied best actions (drawn) or OpenSpiel jpsro's choice (openspiel)")
     psro.add_argument("--iterations", type=at_least(1), default=30, help="iterations of the loop")
@@ -381,7 +401,9 @@ def _run(args) -> int:
 
         config = PSROConfig(
             game=args.game, solver=args.solver, oracle=args.oracle, tie_break=args.tie_break,
-            iterations=args.iterations, seed=args.seed, cap=args.cap, prune_by=args.prune_by,
+            oracle_episodes=args.oracle_episodes, oracle_target=args.oracle_target, iterations=args.iterations,
+            approximate_gap=args.approximate_gap, approximate_gap_learner=args.approximate_gap_learner,
+            approximate_gap_episodes=args.approximate_gap_episodes, seed=args.seed, cap=args.cap, prune_by=args.prune_by,
             initial=args.initial, mode=args.mode, episodes=args.episodes, workers=args.workers, address=args.address,
             solver_options=dict(args.option),
         )

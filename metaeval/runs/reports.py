@@ -77,7 +77,8 @@ def paired_differences(comparison: pd.DataFrame, baseline: str = "uniform") -> p
 
 
 def psro_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame:
-    """One row per PSRO iteration: CCE gap (total, per player), NashConv and exploitability
+    """One row per PSRO iteration: CCE gap (total, per player), the approximate gap's lower
+    bound and its standard error (when estimated), NashConv and exploitability
     (2-player zero-sum games; all empty when not computed, as in sampled mode),
     meta-distribution support, population sizes, timings; ``metagame`` as in :func:`summary_frame`."""
     rows = []
@@ -85,6 +86,9 @@ def psro_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame
         row = {"iteration": record["iteration"], **_metagame(metagame), "cce_gap": record["cce_gap"]}
         for p, gap in enumerate(record["cce_gap_per_player"] or []):
             row[f"cce_gap_p{p}"] = gap
+        if record.get("approximate_cce_gap") is not None:  # a lower bound, learned (SPEC 4.1)
+            row["approximate_cce_gap_lower_bound"] = record["approximate_cce_gap"]
+            row["approximate_cce_gap_stderr"] = record["approximate_cce_gap_stderr"]
         row["nash_conv"] = record["nash_conv"]
         row["exploitability"] = record["exploitability"]
         row["support"] = record["support"]

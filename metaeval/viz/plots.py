@@ -8,6 +8,8 @@ average payoff per player.
 
 from __future__ import annotations
 
+import textwrap
+
 from pathlib import Path
 
 import matplotlib
@@ -128,8 +130,9 @@ EXPLOITABILITY_PLOT = "exploitability.png"
 
 
 def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[Path]:
-    """PSRO curves, one line per run label: the full-game CCE gap of the meta-distribution,
-    and (when the records have it) the exploitability of the meta-Nash mixture."""
+    """PSRO curves, one line per run label: the full-game CCE gap of the meta-distribution
+    (and, when estimated, its approximate lower bound, dashed, with a band of two standard
+    errors), and (when the records have it) the exploitability of the meta-Nash mixture."""
     out = Path(out)
     written = []
     for column, name, label in [("cce_gap", GAP_PLOT, "full-game CCE gap of the meta-distribution"),
@@ -137,16 +140,26 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
         curves = {key: [(r["iteration"], r[column]) for r in records if r.get(column) is not None]
                   for key, records in runs.items()}
         curves = {key: points for key, points in curves.items() if points}
-        if not curves:
+        approximate = {} if column != "cce_gap" else {
+            key: [(r["iteration"], r["approximate_cce_gap"], r["approximate_cce_gap_stderr"])
+                  for r in records if r.get("approximate_cce_gap") is not None]
+            for key, records in runs.items()}
+        approximate = {key: points for key, points in approximate.items() if points}
+        if not curves and not approximate:
             continue
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
         for key, points in curves.items():
             x, y = zip(*points)
             ax.plot(x, [max(v, 1e-12) for v in y], label=key, lw=1.6)
-        ax.set_yscale("log")
+        for key, points in approximate.items():
+            x, y, se = (np.array(v) for v in zip(*points))
+            line, = ax.plot(x, y, ls="--", lw=1.4, label=f"{key}: approximate, a lower bound (learned deviations)")
+            ax.fill_between(x, y - 2 * se, y + 2 * se, color=line.get_color(), alpha=0.15, lw=0)
+        if not approximate:
+            ax.set_yscale("log")  # an estimate can be negative
         ax.set_xlabel("iteration")
-        ax.set_ylabel(label)
-        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(label if not approximate else "CCE gap (approximate: at least)")
+        ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=9)
         ax.legend(frameon=False, fontsize=8)
         ax.grid(alpha=0.3, which="both")
         fig.tight_layout()
@@ -154,6 +167,8 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
         plt.close(fig)
         written.append(out / name)
     return written
+
+
 def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None = None,
                      top: int = 8) -> Path:
     """Horizontal bars of ``player``'s ratings, best on top, written atomically to ``path``.

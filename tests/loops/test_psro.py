@@ -134,7 +134,7 @@ def test_any_oracle_of_the_shared_signature_can_be_plugged_in():
 
 
 @pytest.mark.parametrize("field, value, message", [
-    ("solver", "gini", "unknown meta-solver"), ("oracle", "dqn", "unknown oracle"),
+    ("solver", "gini", "unknown meta-solver"), ("oracle", "sarsa", "unknown oracle"),
     ("prune_by", "best", "unknown rater"), ("cap", 0, "cap must be"), ("initial", "zeros", "initial must be"),
 ])
 def test_bad_settings_are_clear_errors(field, value, message):
