@@ -19,6 +19,7 @@ and figures), and the paths are printed at the end.
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
@@ -68,7 +69,7 @@ def run(out: Path, iterations: int = 16, progress: bool | None = None) -> dict:
           + (f"; {first['policy']}, the uniform random start, is last by every rating." if first_last else ".")
           + "\n")
 
-    figures = plots.plot_psro(out / "psro", {config.solver: records}, title=PSRO.title_of(config))
+    figures = plots.plot_psro(out / "psro", {config.solver: records}, title=PSRO.title_of(asdict(config)))
     figures += [plots.plot_rating_bars(out / f"ratings_{name}.png", ratings[name]) for name in ("uniform", "deviation")]
     files = [out / "psro" / "summary.csv", table_path, metagame_path, *figures]
     print("Files:")

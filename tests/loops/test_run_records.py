@@ -261,7 +261,7 @@ def test_sigterm_ends_the_study_and_its_workers(tmp_path):
         os.kill(pid, signal.SIGKILL)
     assert not orphans
     err = study.stderr.read()
-    assert code == 143 and err.startswith("study: terminated;") and err.count("\n") == 1, err
+    assert code == 143 and err.startswith("metaeval: terminated;") and err.count("\n") == 1, err
 
 
 @pytest.mark.parametrize("loop", ["psro", "pbt", "compare", "study"])
