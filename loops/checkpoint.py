@@ -20,6 +20,10 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 
 
+METAGAME = "metagame.npz"
+"""The last meta-game of a sampled run (entries, standard errors, episode counts)."""
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     next_iteration: int
@@ -67,3 +71,16 @@ def load(out: Path) -> Checkpoint | None:
     except (KeyError, TypeError, ValueError) as exc:
         raise MetaEvalError(f"{path} is damaged, or written by an earlier metaeval ({exc!r}); "
                             "start a new run directory") from None
+
+
+def write_results(out: Path, run_dir, records: list[dict], rated, evaluator, config, frame) -> None:
+    """What a loop leaves in its run directory when it ends: the finished log, the population
+    the last record rates (``population.npz``), in sampled mode the last meta-game with its
+    standard errors and episode counts, and the summary table ``frame(records, metagame)``
+    (``metagame`` describes a sampled meta-game, None for an exact one)."""
+    sampled = config.mode == "sampled"
+    run_dir.finish_log(records)
+    rated.save(out / "population.npz", tables=not sampled)
+    if sampled:
+        evaluator.built_metagame.save(out / METAGAME)
+    frame(records, config.metagame if sampled else None).to_csv(out / "summary.csv", index=False)

@@ -167,6 +167,11 @@ def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | 
                 for i, outcome in pool.imap_unordered(_indexed_run, work):
                     _report(outcome, configs[i], out, bar)
                     yield configs[i], outcome
+                # Done: let the workers exit by themselves. Terminating them (what leaving the
+                # block does) can signal a worker still starting, before it has set its signal
+                # handlers; it then hung on the task queue's lock and the pool's join with it.
+                pool.close()
+                pool.join()
     finally:
         bar.close()
 

@@ -47,9 +47,6 @@ TIMING_KEYS = {"seconds"}
 KIND = "evolve"
 """The run-directory kind of a population run."""
 
-METAGAME = "metagame.npz"
-"""The last meta-game of a sampled run (entries, standard errors, episode counts)."""
-
 RECORD_SCHEMA = rundir.RecordSchema({
     "policy_ids": rundir.LIST, "ratings": rundir.LIST, "cce_gap": rundir.OPTIONAL_NUMBER,
     "cce_gap_per_player": rundir.OPTIONAL_NUMBERS, "mean_payoff": rundir.NUMBERS, "mecce_payoff": rundir.NUMBERS,
@@ -356,14 +353,9 @@ class Evolution:
         from metaeval.runs import reports
 
         self.run_dir.begin()
-        self.run_dir.finish_log(self.records)
         config = self.config
-        sampled = config.mode == "sampled"
-        self.rated.save(self.out / "population.npz", tables=not sampled)
-        if sampled:  # the last meta-game, with its standard errors and episode counts
-            self.evaluator.built_metagame.save(self.out / METAGAME)
-        reports.summary_frame(self.records, config.metagame if sampled else None).to_csv(
-            self.out / "summary.csv", index=False)
+        checkpoint.write_results(self.out, self.run_dir, self.records, self.rated, self.evaluator, config,
+                                 reports.summary_frame)
         plots.plot_run(self.out, self.records, label=config.rater, seed=config.seed, title=title_of(config))
 
 

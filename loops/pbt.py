@@ -44,7 +44,8 @@ from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.runs.fileio import atomic_savez
 from metaeval.training.learners import LEARNERS, Opponents
-from metaeval.loops.evolve import METAGAME, _scalars, check_population, mecce_fields
+from metaeval.loops import checkpoint
+from metaeval.loops.evolve import _scalars, check_population, mecce_fields
 from metaeval.training.matchmaking import RULES
 from metaeval.training.meta_solvers import SOLVERS
 from metaeval.training.mutation import perturb_values
@@ -344,14 +345,9 @@ class PBT:
         that step's exploit), the per-step summary table and plots in the run directory."""
         from metaeval.runs import reports
 
-        self.run_dir.finish_log(self.records)
         config = self.config
-        sampled = config.mode == "sampled"
-        self.rated.save(self.out / "population.npz", tables=not sampled)
-        if sampled:  # the last meta-game, with its standard errors and episode counts
-            self.evaluator.built_metagame.save(self.out / METAGAME)
-        reports.summary_frame(self.records, config.metagame if sampled else None).to_csv(
-            self.out / "summary.csv", index=False)
+        checkpoint.write_results(self.out, self.run_dir, self.records, self.rated, self.evaluator, config,
+                                 reports.summary_frame)
         plot(self.out, config, self.records)
 
 

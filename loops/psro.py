@@ -43,7 +43,7 @@ from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.loops import checkpoint
-from metaeval.loops.evolve import METAGAME, SUPPORT_MASS
+from metaeval.loops.evolve import SUPPORT_MASS
 from metaeval.training.meta_solvers import SOLVERS, marginals
 from metaeval.training.learners import LEARNERS
 from metaeval.training.oracles import ORACLES, TIE_BREAKS, learned
@@ -359,13 +359,8 @@ class PSRO:
         from metaeval.viz import plots
         from metaeval.runs import reports
 
-        self.run_dir.finish_log(self.records)
-        sampled = self.config.mode == "sampled"
-        self.rated.save(self.out / "population.npz", tables=not sampled)
-        if sampled:  # the last meta-game, with its standard errors and episode counts
-            self.evaluator.built_metagame.save(self.out / METAGAME)
-        reports.psro_frame(self.records, self.config.metagame if sampled else None).to_csv(
-            self.out / "summary.csv", index=False)
+        checkpoint.write_results(self.out, self.run_dir, self.records, self.rated, self.evaluator, self.config,
+                                 reports.psro_frame)
         plots.plot_psro(self.out, {self.config.solver: self.records}, title=self.title_of(self.settings))
 
     @staticmethod
