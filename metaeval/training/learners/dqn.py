@@ -28,11 +28,11 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from metaeval import games
-from metaeval.errors import MetaEvalError
 from metaeval.spiel.batched import observation_size
 from metaeval.spiel.lockstep import draw_actions
 from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
 from metaeval.training.learners.episodes import TrainingEpisodes
+from metaeval.training.learners.hyperparameters import check_hyperparameters
 from metaeval.training.learners.opponents import Opponents
 
 
@@ -55,19 +55,11 @@ class DQN:
     discount: float = 1.0
 
     def __post_init__(self):
-        object.__setattr__(self, "hidden", tuple(int(width) for width in self.hidden))
-        checks = (
-            ("learning_rate", self.learning_rate > 0), ("discount", 0 <= self.discount <= 1),
-            ("epsilon_start", 0 <= self.epsilon_start <= 1), ("epsilon_end", 0 <= self.epsilon_end <= 1),
-            ("epsilon_decay", 0 < self.epsilon_decay <= 1),
-        )
-        for name, ok in checks:
-            if not ok:
-                raise MetaEvalError(f"DQN's {name} is out of range: {getattr(self, name)!r}")
-        for name in ("batch_size", "replay_capacity", "min_replay", "transitions_per_update", "target_every",
-                     "num_envs"):
-            if int(getattr(self, name)) < 1:
-                raise MetaEvalError(f"DQN's {name} must be a positive int, got {getattr(self, name)!r}")
+        check_hyperparameters(self, {
+            "learning_rate": self.learning_rate > 0, "discount": 0 <= self.discount <= 1,
+            "epsilon_start": 0 <= self.epsilon_start <= 1, "epsilon_end": 0 <= self.epsilon_end <= 1,
+            "epsilon_decay": 0 < self.epsilon_decay <= 1,
+        }, ("batch_size", "replay_capacity", "min_replay", "transitions_per_update", "target_every", "num_envs"))
 
     def initial_values(self, game, player: int, rng: np.random.Generator) -> dict:
         """Fresh Q-network weights for ``player``, seeded from ``rng``."""

@@ -28,11 +28,11 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from metaeval import games
-from metaeval.errors import MetaEvalError
 from metaeval.spiel.lockstep import draw_actions
 from metaeval.spiel.batched import observation_size
 from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
 from metaeval.training.learners.episodes import TrainingEpisodes
+from metaeval.training.learners.hyperparameters import check_hyperparameters
 from metaeval.training.learners.opponents import Opponents
 
 
@@ -53,18 +53,11 @@ class PPO:
     entropy_coef: float = 0.01
 
     def __post_init__(self):
-        object.__setattr__(self, "hidden", tuple(int(width) for width in self.hidden))
-        checks = (
-            ("learning_rate", self.learning_rate > 0), ("clip", 0 < self.clip < 1),
-            ("gae_lambda", 0 <= self.gae_lambda <= 1), ("discount", 0 <= self.discount <= 1),
-            ("value_coef", self.value_coef >= 0), ("entropy_coef", self.entropy_coef >= 0),
-        )
-        for name, ok in checks:
-            if not ok:
-                raise MetaEvalError(f"PPO's {name} is out of range: {getattr(self, name)!r}")
-        for name in ("num_envs", "rollout_steps", "epochs", "minibatches"):
-            if int(getattr(self, name)) < 1:
-                raise MetaEvalError(f"PPO's {name} must be a positive int, got {getattr(self, name)!r}")
+        check_hyperparameters(self, {
+            "learning_rate": self.learning_rate > 0, "clip": 0 < self.clip < 1,
+            "gae_lambda": 0 <= self.gae_lambda <= 1, "discount": 0 <= self.discount <= 1,
+            "value_coef": self.value_coef >= 0, "entropy_coef": self.entropy_coef >= 0,
+        }, ("num_envs", "rollout_steps", "epochs", "minibatches"))
 
     def initial_values(self, game, player: int, rng: np.random.Generator) -> dict:
         """Fresh actor and critic weights for ``player``, seeded from ``rng``."""
