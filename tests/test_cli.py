@@ -26,7 +26,7 @@ def metaeval_command(*args):
         (["evolve", "--rater", "best", "--out", "{tmp}/a"], "unknown rater 'best'"),
         (["evolve", "--population", "3", "--out", "{tmp}/a"], "population must be at least 4"),
         (["evolve", "--discard-fraction", "1.5", "--out", "{tmp}/a"], "strictly between 0 and 1"),
-        (["evolve", "--out", "{tmp}/file/sub"], "not writable"),
+        (["evolve", "--out", "{tmp}/file/sub"], "is not a writable directory"),
         (["compare", "--raters", "uniform,best", "--out", "{tmp}/c"], "unknown rater 'best'"),
         (["evolve", "--iterations", "0", "--out", "{tmp}/a"], "must be positive"),
         (["rate", "{tmp}/missing.npz"], "no such file"),

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metaeval.errors import MetaEvalError
-from metaeval.runs.fileio import atomic_write
+from metaeval.runs.fileio import atomic_write, check_writable
 
 CONFIG = "config.json"
 LOG = "iterations.jsonl"
@@ -157,15 +157,6 @@ def read_json(path: Path):
 def _write_lines(path: Path, records: list[dict]) -> None:
     text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
     atomic_write(path, lambda f: f.write(text), mode="w")
-
-
-def _check_writable(out: Path) -> None:
-    """``out`` is a directory, or can be created as one, that this process may write in."""
-    existing = out
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise MetaEvalError(f"output directory {out} is not writable: {existing} is not a writable directory")
 
 
 def stored_kind(stored) -> str | None:
@@ -287,7 +278,7 @@ class RunDirectory:
             header: further fixed entries of ``config.json`` (descriptions of rules).
         """
         path = Path(path)
-        _check_writable(path)
+        check_writable(path, f"the output directory {path}")
         lock = lock_directory(path) if path.is_dir() else None  # before reading what another writer may change
         try:
             stored = _stored_run(path, kind, result_settings)
