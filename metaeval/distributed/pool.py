@@ -31,6 +31,7 @@ from metaeval.distributed.progress import Progress
 from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import ensure_ray
 from metaeval.errors import MetaEvalError
+from metaeval.runs.memory import resident_memory
 
 #: Seconds a shard may take before its actor is presumed hung. Generous: an exact
 #: shard takes milliseconds, and a sampled shard of a large build (4,096 joints of
@@ -49,6 +50,9 @@ class ShardWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def memory(self) -> dict:
+        return resident_memory()
 
     def evaluate(self, task, refs: dict, forget: list[int]):
         """Evaluate ``task``; ``refs`` maps its tokens to object-store policies."""
@@ -110,6 +114,12 @@ class EvaluatorPool:
         import ray
 
         return ray.get([slot.pid for slot in self._slots])
+
+    def memory(self) -> list[dict]:
+        """Each actor's resident memory (:func:`metaeval.runs.memory.resident_memory`)."""
+        import ray
+
+        return ray.get([slot.actor.memory.remote() for slot in self._slots], timeout=ACTOR_START_TIMEOUT)
 
     def matches(self, game, workers: int, address: str | None) -> bool:
         import ray
