@@ -16,7 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -158,6 +158,7 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
         if not approximate:
             ax.set_yscale("log")  # an estimate can be negative
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(label if not approximate else "CCE gap (approximate: at least)")
         ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=9)
         ax.legend(frameon=False, fontsize=8)
@@ -188,6 +189,7 @@ def plot_memory(out: Path, records: list[dict], title: str = "") -> Path | None:
         ax.plot(*zip(*points), lw=1.2, label=f"build actor {i}: peak")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_ylabel("resident memory (MiB)")
     sizes = ax.twinx()
     sizes.plot(x, [max(r["sizes"]) for r in records], color="grey", lw=1, ls=":")
