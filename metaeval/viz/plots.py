@@ -185,7 +185,8 @@ def plot_memory(out: Path, records: list[dict], title: str = "") -> Path | None:
     ax.plot(x, [r["memory"]["driver"]["peak_mib"] for r in records], lw=1.6, label="driver: peak")
     ax.plot(x, [r["memory"]["driver"]["rss_mib"] for r in records], lw=1.2, ls="--", label="driver: current")
     for i in range(max(len(r["memory"]["actors"]) for r in records)):
-        points = [(t, r["memory"]["actors"][i]["peak_mib"]) for t, r in zip(x, records) if len(r["memory"]["actors"]) > i]
+        points = [(t, r["memory"]["actors"][i]["peak_mib"]) for t, r in zip(x, records)
+                  if len(r["memory"]["actors"]) > i]
         ax.plot(*zip(*points), lw=1.2, label=f"build actor {i}: peak")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("iteration")
