@@ -41,6 +41,8 @@ SHARD_TIMEOUT = 600.0
 #: Seconds an actor may take to start (import, load the game) before the build
 #: fails; a cluster may first have to find room for it.
 ACTOR_START_TIMEOUT = 600.0
+#: Seconds the actors may take to say how much memory they use.
+MEMORY_TIMEOUT = 60.0
 
 class ShardWorker:
     """The actor: one game, policies cached by token, shards on demand."""
@@ -116,10 +118,14 @@ class EvaluatorPool:
         return ray.get([slot.pid for slot in self._slots])
 
     def memory(self) -> list[dict]:
-        """Each actor's resident memory (:func:`metaeval.runs.memory.resident_memory`)."""
+        """Each actor's resident memory (:func:`metaeval.runs.memory.resident_memory`); none
+        if an actor was lost since the last build (the next build replaces it)."""
         import ray
 
-        return ray.get([slot.actor.memory.remote() for slot in self._slots], timeout=ACTOR_START_TIMEOUT)
+        try:
+            return ray.get([slot.actor.memory.remote() for slot in self._slots], timeout=MEMORY_TIMEOUT)
+        except ray.exceptions.RayError:
+            return []
 
     def matches(self, game, workers: int, address: str | None) -> bool:
         import ray
