@@ -26,6 +26,7 @@ from metaeval import games, spiel
 from metaeval.runs import budget
 from metaeval.training import oracles
 from metaeval.runs import rundir
+from metaeval.runs.memory import memory_usage
 from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
@@ -310,7 +311,8 @@ class Evolution:
         added = [evaluator.replace(p, ids, new) for p, (ids, new) in enumerate(zip(discarded, replacements))]
         seconds["replace"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
-        record.update(discarded=discarded, added=added, tie_break_keys=keys, seconds=seconds)
+        record.update(discarded=discarded, added=added, tie_break_keys=keys, seconds=seconds,
+                      memory=memory_usage())
 
         self.iteration += 1
         if self.run_dir is not None:

@@ -38,6 +38,7 @@ import metaeval
 from metaeval.runs.progress import LoopProgress
 from metaeval import games, spiel
 from metaeval.runs import rundir
+from metaeval.runs.memory import memory_usage
 from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
@@ -293,6 +294,7 @@ class PBT:
             seconds["exploit"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
         record["seconds"] = seconds
+        record["memory"] = memory_usage()
 
         self.step_index += 1
         self.rated = rated

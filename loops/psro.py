@@ -38,6 +38,7 @@ import metaeval
 from metaeval.runs.progress import LoopProgress
 from metaeval import games, spiel
 from metaeval.runs import rundir
+from metaeval.runs.memory import memory_usage
 from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
@@ -325,6 +326,7 @@ class PSRO:
         seconds["prune"] = time.perf_counter() - clock
         seconds["total"] = sum(seconds.values())
         record["seconds"] = seconds
+        record["memory"] = memory_usage()
 
         self.iteration += 1
         self.rated = rated
@@ -355,13 +357,15 @@ class PSRO:
     def finish(self):
         """The population the last record rates (``population.npz``: the oracles' last
         policies, never rated, are only in the checkpoint), the per-iteration summary
-        table and plots in the run directory."""
+        table and plots (the gap, and the memory per iteration) in the run directory."""
         from metaeval.viz import plots
         from metaeval.runs import reports
 
         checkpoint.write_results(self.out, self.run_dir, self.records, self.rated, self.evaluator, self.config,
                                  reports.psro_frame)
-        plots.plot_psro(self.out, {self.config.solver: self.records}, title=self.title_of(self.settings))
+        title = self.title_of(self.settings)
+        plots.plot_psro(self.out, {self.config.solver: self.records}, title=title)
+        plots.plot_memory(self.out, self.records, title=title)
 
     @staticmethod
     def title_of(settings: dict) -> str:
@@ -373,7 +377,12 @@ class PSRO:
             oracle += f" ({settings['oracle_episodes']} episodes, to the {settings['oracle_target']} target)"
         sampled = (f", meta-game sampled, {settings['episodes']} episodes per entry"
                    if settings.get("mode") == "sampled" else "")
-        return f"{settings['game']}, {oracle}{ties}, {settings['solver']}, seed {settings['seed']}{cap}{sampled}"
+        approximate = (f", approximate gap: {settings['approximate_gap_learner']} deviations, "
+                       f"{settings['approximate_gap']} training and {settings['approximate_gap_episodes']} "
+                       "evaluation episodes"
+                       if settings.get("approximate_gap") else "")
+        return (f"{settings['game']}, {oracle}{ties}, {settings['solver']}, seed {settings['seed']}{cap}{sampled}"
+                f"{approximate}")
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:

@@ -468,6 +468,7 @@ def _run(args) -> int:
                 except KeyError as exc:
                     raise MetaEvalError(f"{config_path} is damaged: it lacks {exc}") from None
                 written = plots.plot_psro(args.run_dir, {settings["solver"]: records}, title=title)
+                written += [path for path in [plots.plot_memory(args.run_dir, records, title=title)] if path]
             else:
                 written = pbt.plot(args.run_dir, config, records)
             print(f"plots: {', '.join(str(path) for path in written)}")

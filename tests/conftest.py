@@ -5,6 +5,7 @@ import pytest
 from hypothesis import settings, strategies as st
 
 import metaeval
+from metaeval.runs import rundir
 
 # Property tests draw the same examples on every run, so a red run reproduces; a
 # search for new counterexamples is `pytest --hypothesis-profile explore
@@ -47,8 +48,8 @@ def dominant_strategy_game():
 
 
 def without_timings(records):
-    """Population-loop records without their wall-clock timings (which vary run to run)."""
-    return [{k: v for k, v in r.items() if k != "seconds"} for r in records]
+    """Population-loop records without their wall-clock timings and memory (which vary run to run)."""
+    return [rundir.without_timings(r) for r in records]
 
 
 @pytest.fixture(scope="session")

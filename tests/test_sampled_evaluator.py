@@ -225,3 +225,6 @@ def test_a_killed_actor_gives_the_same_metagame_of_object_policies(ray_session):
     reference = build_metagame(game, population, **options)
     np.testing.assert_array_equal(survived.payoffs, reference.payoffs)
     np.testing.assert_array_equal(survived.stderr, reference.stderr)
+    assert len(current_pool().memory()) == 2
+    os.kill(current_pool().pids()[0], signal.SIGKILL)
+    assert current_pool().memory() == []  # an actor lost since the build: nothing measured, nothing raised

@@ -31,6 +31,7 @@ from metaeval.distributed.progress import Progress
 from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import ensure_ray
 from metaeval.errors import MetaEvalError
+from metaeval.runs.memory import resident_memory
 
 #: Seconds a shard may take before its actor is presumed hung. Generous: an exact
 #: shard takes milliseconds, and a sampled shard of a large build (4,096 joints of
@@ -40,6 +41,8 @@ SHARD_TIMEOUT = 600.0
 #: Seconds an actor may take to start (import, load the game) before the build
 #: fails; a cluster may first have to find room for it.
 ACTOR_START_TIMEOUT = 600.0
+#: Seconds the actors may take to say how much memory they use.
+MEMORY_TIMEOUT = 60.0
 
 class ShardWorker:
     """The actor: one game, policies cached by token, shards on demand."""
@@ -49,6 +52,9 @@ class ShardWorker:
 
     def pid(self) -> int:
         return os.getpid()
+
+    def memory(self) -> dict:
+        return resident_memory()
 
     def evaluate(self, task, refs: dict, forget: list[int]):
         """Evaluate ``task``; ``refs`` maps its tokens to object-store policies."""
@@ -110,6 +116,16 @@ class EvaluatorPool:
         import ray
 
         return ray.get([slot.pid for slot in self._slots])
+
+    def memory(self) -> list[dict]:
+        """Each actor's resident memory (:func:`metaeval.runs.memory.resident_memory`); none
+        if an actor was lost since the last build (the next build replaces it)."""
+        import ray
+
+        try:
+            return ray.get([slot.actor.memory.remote() for slot in self._slots], timeout=MEMORY_TIMEOUT)
+        except ray.exceptions.RayError:
+            return []
 
     def matches(self, game, workers: int, address: str | None) -> bool:
         import ray

@@ -1,2 +1,2 @@
-"""Run infrastructure: run directories, atomic files, the memory budget, BLAS threads,
+"""Run infrastructure: run directories, atomic files, the memory budget and measured memory, BLAS threads,
 the recorded build, and report tables."""

@@ -80,7 +80,8 @@ def psro_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame
     """One row per PSRO iteration: CCE gap (total, per player), the approximate gap's lower
     bound and its standard error (when estimated), NashConv and exploitability
     (2-player zero-sum games; all empty when not computed, as in sampled mode),
-    meta-distribution support, population sizes, timings; ``metagame`` as in :func:`summary_frame`."""
+    meta-distribution support, population sizes, timings, resident memory
+    (:func:`memory_columns`); ``metagame`` as in :func:`summary_frame`."""
     rows = []
     for record in records:
         row = {"iteration": record["iteration"], **_metagame(metagame), "cce_gap": record["cce_gap"]}
@@ -95,5 +96,17 @@ def psro_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame
         for p, size in enumerate(record["sizes"]):
             row[f"size_p{p}"] = size
         row["seconds"] = record["seconds"]["total"]
+        row.update(memory_columns(record))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def memory_columns(record: dict) -> dict:
+    """The driver's current and peak resident memory (MiB) and the largest peak among the
+    build actors, of a record that has them (:mod:`metaeval.runs.memory`)."""
+    memory = record.get("memory")
+    if memory is None:
+        return {}
+    actors = [actor["peak_mib"] for actor in memory["actors"]]
+    return {"rss_mib": memory["driver"]["rss_mib"], "peak_rss_mib": memory["driver"]["peak_mib"],
+            "actors_peak_rss_mib": max(actors) if actors else None}

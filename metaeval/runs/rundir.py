@@ -51,8 +51,8 @@ DAMAGED = "iterations.damaged.jsonl"
 STATE = "state.json"
 RAY_LOGS = "ray"
 """Where an embedded Ray keeps its logs in a run directory (possibly before its first record)."""
-TIMINGS = "seconds"
-"""The record field of wall-clock timings, which vary between identical runs."""
+MEASUREMENTS = ("seconds", "memory")
+"""The record fields of wall-clock timings and resident memory, which vary between identical runs."""
 
 log = logging.getLogger("metaeval")
 
@@ -182,8 +182,8 @@ def stored_settings(stored) -> dict | None:
 
 
 def without_timings(record: dict) -> dict:
-    """``record`` without its wall-clock timings."""
-    return {k: v for k, v in record.items() if k != TIMINGS}
+    """``record`` without its wall-clock timings and memory measurements."""
+    return {k: v for k, v in record.items() if k not in MEASUREMENTS}
 
 
 class DirectoryLock:
@@ -397,7 +397,7 @@ class RunDirectory:
 
     def commit(self, record: dict, session: dict) -> dict:
         """Log ``record`` (writing ``config.json`` with ``session`` first in a session), or,
-        if a record of its iteration is on disk, check that the two agree but for timings
+        if a record of its iteration is on disk, check that the two agree but for timings and memory
         and keep the one on disk; returns the record as logged."""
         if not self.committed:
             self.write_config(session)

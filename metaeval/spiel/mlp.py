@@ -17,6 +17,7 @@ Batches are padded to the next power of two, so a run compiles at most
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 
@@ -154,6 +155,17 @@ class MLPPolicy(policy_lib.Policy):
         return MLPPolicy(self.game, self.player, hidden=self.hidden, params=params, output=self.output)
 
     # -- state -----------------------------------------------------------------
+    def __deepcopy__(self, memo):
+        """A copy sharing what cannot change: the read-only weights, their device copy
+        (immutable JAX arrays) and the game. A snapshot (:func:`metaeval.spiel.snapshot`)
+        then holds no second copy of the weights; rebinding a weight in this policy's
+        dicts leaves the copy as it was, and a writeable array given as a weight is copied."""
+        shared = {"game": self.game, "params": _share(self.params, memo), "_device_params": self._device_params}
+        copied = copy.copy(self)
+        copied.__dict__.update({k: copy.deepcopy(v, memo) for k, v in self.__dict__.items() if k not in shared})
+        copied.__dict__.update(shared)
+        return copied
+
     def __getstate__(self):
         state = self.__dict__.copy()
         state["_device_params"] = None  # device buffers stay in their process
@@ -180,6 +192,15 @@ class MLPPolicy(policy_lib.Policy):
             flat = {name[len("params/"):]: archive[name] for name in archive.files if name.startswith("params/")}
         return cls(meta["game"], meta["player"], hidden=meta["hidden"], params=unflatten_dict(flat, sep="/"),
                    output=meta.get("output", "softmax"))
+
+
+def _share(params, memo) -> dict:
+    """New nested dicts over the same read-only arrays of ``params`` (writeable ones copied)."""
+    if isinstance(params, dict):
+        return {key: _share(value, memo) for key, value in params.items()}
+    if isinstance(params, np.ndarray) and not params.flags.writeable:
+        return params
+    return copy.deepcopy(params, memo)
 
 
 def _to_numpy(params) -> dict:

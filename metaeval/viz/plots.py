@@ -16,7 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -158,6 +158,7 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
         if not approximate:
             ax.set_yscale("log")  # an estimate can be negative
         ax.set_xlabel("iteration")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(label if not approximate else "CCE gap (approximate: at least)")
         ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=9)
         ax.legend(frameon=False, fontsize=8)
@@ -167,6 +168,42 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
         plt.close(fig)
         written.append(out / name)
     return written
+
+
+MEMORY_PLOT = "memory.png"
+
+
+def plot_memory(out: Path, records: list[dict], title: str = "") -> Path | None:
+    """Resident memory per iteration (MiB; :mod:`metaeval.runs.memory`): the driver's peak
+    and current, each build actor's peak, beside the largest population (right axis).
+    None (nothing written) when the records hold no memory."""
+    records = [r for r in records if r.get("memory")]
+    if not records:
+        return None
+    x = [r["iteration"] for r in records]
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    ax.plot(x, [r["memory"]["driver"]["peak_mib"] for r in records], lw=1.6, label="driver: peak")
+    ax.plot(x, [r["memory"]["driver"]["rss_mib"] for r in records], lw=1.2, ls="--", label="driver: current")
+    for i in range(max(len(r["memory"]["actors"]) for r in records)):
+        points = [(t, r["memory"]["actors"][i]["peak_mib"]) for t, r in zip(x, records)
+                  if len(r["memory"]["actors"]) > i]
+        ax.plot(*zip(*points), lw=1.2, label=f"build actor {i}: peak")
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("iteration")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("resident memory (MiB)")
+    sizes = ax.twinx()
+    sizes.plot(x, [max(r["sizes"]) for r in records], color="grey", lw=1, ls=":")
+    sizes.set_ylabel("policies per player (dotted)", color="grey")
+    sizes.set_ylim(bottom=0)
+    ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=9)
+    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(out) / MEMORY_PLOT
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
 
 
 def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None = None,

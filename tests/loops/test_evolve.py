@@ -15,6 +15,7 @@ GENERAL_RATERS = [name for name in metaeval.RATERS if name != "elo"]
 RECORD_KEYS = {
     "iteration", "policy_ids", "ratings", "cce_gap", "cce_gap_per_player", "mean_payoff",
     "mecce_payoff", "mecce_support", "rater_diagnostics", "discarded", "added", "tie_break_keys", "seconds",
+    "memory",
 }
 
 

@@ -2,11 +2,12 @@
 for bit, and recorded by name with their budget."""
 
 import json
+from dataclasses import asdict
 
 import pytest
 
 from metaeval import MetaEvalError
-from metaeval.loops.psro import PSROConfig, psro
+from metaeval.loops.psro import PSRO, PSROConfig, psro
 from tests.conftest import without_timings
 
 pytest.importorskip("jax")
@@ -59,3 +60,11 @@ def test_the_approximate_gap_is_recorded_below_the_exact_one_and_changes_nothing
     assert (tmp_path / "cce_gap.png").stat().st_size > 0
     with pytest.raises(MetaEvalError, match="approximate_gap must be a non-negative int"):
         PSROConfig(**base, approximate_gap=-1)
+
+
+def test_the_figures_title_says_the_approximate_gaps_learner_and_budgets():
+    config = PSROConfig(game="kuhn_2p", oracle="ppo", approximate_gap=300, approximate_gap_learner="dqn",
+                        approximate_gap_episodes=50)
+    assert PSRO.title_of(asdict(config)).endswith(
+        "approximate gap: dqn deviations, 300 training and 50 evaluation episodes")
+    assert "approximate" not in PSRO.title_of(asdict(PSROConfig(game="kuhn_2p", oracle="ppo")))

@@ -1,6 +1,7 @@
 import json
 
 import numpy as np
+import pandas as pd
 import pyspiel
 import pytest
 from open_spiel.python import policy as policy_lib
@@ -116,8 +117,12 @@ def test_resume_gives_the_uninterrupted_run(tmp_path):
     resumed = psro(config, out=tmp_path / "parts", progress=False)
     assert without_timings(resumed) == without_timings(whole)
     assert rundir.read_records(tmp_path / "parts") == json.loads(json.dumps(resumed))
-    for name in ["config.json", "summary.csv", "population.npz", "cce_gap.png"]:
+    for name in ["config.json", "summary.csv", "population.npz", "cce_gap.png", "memory.png"]:
         assert (tmp_path / "parts" / name).stat().st_size > 0
+    # every iteration's resident memory, without Ray actors here, also in the summary
+    assert all(r["memory"]["actors"] == [] and r["memory"]["driver"]["peak_mib"] > 0 for r in resumed)
+    summary = pd.read_csv(tmp_path / "parts" / "summary.csv")
+    assert summary.peak_rss_mib.tolist() == [r["memory"]["driver"]["peak_mib"] for r in resumed]
     with pytest.raises(MetaEvalError, match="different solver"):
         psro(PSROConfig(**{**config.__dict__, "solver": "uniform"}), out=tmp_path / "parts")
 

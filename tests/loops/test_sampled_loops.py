@@ -57,6 +57,9 @@ def test_psro_and_pbt_in_sampled_mode_on_two_workers(tmp_path, ray_session):
     assert [r["sizes"] for r in records] == [[1, 1], [2, 2], [3, 3]]
     assert all(r["cce_gap"] is None and r["nash_conv"] is None for r in records)
     says_sampled(tmp_path / "psro", 10)
+    assert all(len(r["memory"]["actors"]) == 2 for r in records)  # each build actor's memory, every iteration
+    summary = pd.read_csv(tmp_path / "psro" / "summary.csv")
+    assert (summary.actors_peak_rss_mib > 0).all() and (summary.peak_rss_mib >= summary.rss_mib).all()
     config = PBTConfig(game="kuhn_3p", steps=2, population=4, episodes_per_step=50, mode="sampled", episodes=10)
     steps = pbt(PBTConfig(**{**config.__dict__, "workers": 2}), out=tmp_path / "pbt", progress=False)
     assert without_timings(steps) == without_timings(pbt(config, progress=False))

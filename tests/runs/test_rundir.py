@@ -121,3 +121,20 @@ def test_one_writer_at_a_time_and_a_refused_open_keeps_no_lock(tmp_path):
         rundir.RunDirectory.open(tmp_path, "test", settings={"a": 2}, result_settings={"a": 2})
     assert refused.traceback  # the refusal's frames are alive, and hold no lock
     open_run(tmp_path).close()
+
+
+def test_a_recomputed_record_is_checked_but_for_its_timings_and_memory(tmp_path):
+    def measured(i, value, seconds, peak):
+        return {**json.loads(record(i, value)), "seconds": {"total": seconds},
+                "memory": {"driver": {"rss_mib": peak - 10, "peak_mib": peak}, "actors": []}}
+
+    first = open_run(tmp_path / "r")
+    first.write_config({})
+    first.append(measured(0, 1.0, 1.0, 100.0))
+    first.append(measured(1, 1.0, 1.0, 100.0))
+    first.close()
+    run = open_run(tmp_path / "r")
+    assert run.resume_from(None) == 0
+    assert run.commit(measured(0, 1.0, 2.0, 150.0), {}) == measured(0, 1.0, 1.0, 100.0)  # the one on disk
+    with pytest.raises(MetaEvalError, match="iteration 1 recomputed differs"):
+        run.commit(measured(1, 2.0, 1.0, 100.0), {})

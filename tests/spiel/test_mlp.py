@@ -11,6 +11,7 @@ from metaeval import MetaEvalError, games
 from metaeval.spiel import BatchedPolicy, Population, exact_metagame, game_tree, sample_joints, sampled_metagame
 from metaeval.spiel.batched import DecisionBatch
 from metaeval.spiel.mlp import MLPPolicy
+from metaeval.spiel.snapshot import snapshot
 
 HIDDEN = (16,)  # small: the tests check behaviour, not capacity
 
@@ -152,3 +153,21 @@ def test_a_greedy_policy_plays_its_largest_legal_output_and_survives_a_round_tri
     np.testing.assert_array_equal(again.batch_probabilities(observations, legal), answers)
     with pytest.raises(MetaEvalError, match="output must be one of"):
         MLPPolicy(game, 0, output="argmax")
+
+
+def test_a_snapshot_shares_the_read_only_weights_and_nothing_rebound_later_reaches_it(leduc):
+    policy = MLPPolicy(leduc, 0, seed=1, hidden=HIDDEN)
+    states = decision_states(leduc, 8)
+    before = [policy.action_probabilities(state) for state in states]  # makes the device copy too
+    copied = snapshot(policy)
+    kernel = policy.params["Dense_0"]["kernel"]
+    assert copied is not policy and copied.params["Dense_0"]["kernel"] is kernel  # no second copy
+    assert copied._device_params is policy._device_params and copied.game is policy.game
+    policy.params["Dense_0"]["kernel"] = np.zeros_like(kernel)  # rebound in the original only
+    policy.params = {**policy.params, "Dense_1": None}
+    policy._device_params = None
+    assert copied.params["Dense_0"]["kernel"] is kernel and copied.params["Dense_1"] is not None
+    assert [copied.action_probabilities(state) for state in states] == before
+    writeable = MLPPolicy(leduc, 0, seed=1, hidden=HIDDEN)
+    writeable.params = {"Dense_0": {"kernel": np.ones(3)}}  # set by hand: not read-only, so copied
+    assert not np.shares_memory(snapshot(writeable).params["Dense_0"]["kernel"], writeable.params["Dense_0"]["kernel"])
