@@ -40,7 +40,7 @@ from bench.distributed import cpu_seconds_clock
 from bench.timing import median_time
 from metaeval import games, spiel
 from metaeval.distributed import build_metagame, shutdown
-from metaeval.spiel.lockstep import draw_index
+from metaeval.spiel.lockstep import chance_step
 from metaeval.spiel.mlp import MLPPolicy
 
 PER_PLAYER = 8
@@ -62,8 +62,7 @@ def random_rollouts(game, episodes: int, rng: np.random.Generator) -> float:
         state = game.new_initial_state()
         while not state.is_terminal():
             if state.is_chance_node():
-                outcomes = state.chance_outcomes()
-                state.apply_action(outcomes[draw_index([p for _, p in outcomes], rng.random())][0])
+                chance_step(state, rng.random())
             else:
                 actions = state.legal_actions()
                 state.apply_action(actions[int(rng.random() * len(actions))])
