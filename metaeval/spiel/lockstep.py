@@ -70,13 +70,16 @@ class Uniforms:
         blocks = np.stack([generator.random(shape) for generator in self._generators])
         return blocks[self._group, self._row]
 
-    def take(self, rows: np.ndarray) -> np.ndarray:
+    def take(self, rows) -> np.ndarray:
         """The next uniform of each episode in ``rows`` (distinct positions in ``episodes``)."""
-        if self.used[rows].max() >= self.values.shape[1]:
+        rows = np.asarray(rows, dtype=np.intp)
+        if not len(rows):
+            return np.empty(0)
+        drawn = self.used[rows]
+        if drawn.max() >= self.values.shape[1]:
             self.values = np.hstack([self.values, self._block()])
-        result = self.values[rows, self.used[rows]]
-        self.used[rows] += 1
-        return result
+        self.used[rows] = drawn + 1
+        return self.values[rows, drawn]
 
     def take_one(self, row: int) -> float:
         """The next uniform of the episode at position ``row``."""
@@ -124,10 +127,39 @@ def decide(answer, batch: DecisionBatch, u: np.ndarray) -> np.ndarray:
     return draw_actions(probabilities, u)
 
 
-def chance_step(state, uniforms: Uniforms, row: int) -> None:
-    """Apply the chance outcome drawn with the episode's next uniform."""
+def chance_step(state, u: float) -> None:
+    """Apply the chance outcome of ``state`` that the uniform ``u`` draws."""
     outcomes = state.chance_outcomes()
-    state.apply_action(outcomes[draw_index([p for _, p in outcomes], uniforms.take_one(row))][0])
+    state.apply_action(outcomes[draw_index([p for _, p in outcomes], u)][0])
+
+
+def next_decisions(game, states, rows, uniforms: Uniforms, returns: list):
+    """Play the chance nodes of the episodes ``rows`` until each is at a decision or over:
+    the returns of those over go to ``returns``; the rest are given as ``(movers,
+    simultaneous)``, the rows where player p alone acts (``movers[p]``) and those at a
+    simultaneous node. Chance nodes are sampled a round at a time, each round's uniforms
+    drawn at once (each episode still draws its own in order)."""
+    movers = [[] for _ in range(game.num_players())]
+    simultaneous = []
+    while rows:
+        chance = []
+        for row in rows:
+            state = states[row]
+            player = state.current_player()  # one call tells chance, terminal, simultaneous
+            if player >= 0:
+                movers[player].append(row)
+            elif player == CHANCE:
+                chance.append(row)
+            elif player == TERMINAL:
+                returns[row] = state.returns()
+            elif player == SIMULTANEOUS:
+                simultaneous.append(row)
+            else:
+                raise MetaEvalError(f"{game}: cannot play a node of player id {player} (e.g. mean-field games)")
+        for row, u in zip(chance, uniforms.take(chance).tolist()):
+            chance_step(states[row], u)
+        rows = chance
+    return movers, simultaneous
 
 
 def play(game, answers, uniforms: Uniforms) -> np.ndarray:
@@ -136,40 +168,25 @@ def play(game, answers, uniforms: Uniforms) -> np.ndarray:
     num_players = game.num_players()
     states = [game.new_initial_state() for _ in range(len(uniforms))]
     reader = TensorReader(game)
-    returns = np.empty((len(states), num_players))
-    active = range(len(states))
+    returns = [None] * len(states)
+    active = list(range(len(states)))
     while active:
-        movers = [[] for _ in range(num_players)]
-        simultaneous = []
-        for row in active:
-            state = states[row]
-            player = state.current_player()  # one call tells chance, terminal, simultaneous
-            while player == CHANCE:
-                chance_step(state, uniforms, row)
-                player = state.current_player()
-            if player == TERMINAL:
-                returns[row] = state.returns()
-            elif player == SIMULTANEOUS:
-                simultaneous.append(row)
-            elif player >= 0:
-                movers[player].append(row)
-            else:
-                raise MetaEvalError(f"{game}: cannot play a node of player id {player} (e.g. mean-field games)")
+        movers, simultaneous = next_decisions(game, states, active, uniforms, returns)
         joint_actions = {row: [0] * num_players for row in simultaneous}
         for player, turn in enumerate(movers):
             rows = turn + simultaneous
             if not rows:
                 continue
             batch = DecisionBatch(game, player, [states[row] for row in rows], reader)
-            actions = decide(answers[player], batch, uniforms.take(np.array(rows))).tolist()
+            actions = decide(answers[player], batch, uniforms.take(rows)).tolist()
             for row, action in zip(turn, actions):
                 states[row].apply_action(action)
             for row, action in zip(simultaneous, actions[len(turn):]):
                 joint_actions[row][player] = action
         for row, actions in joint_actions.items():
             states[row].apply_actions(actions)
-        active = sorted(itertools.chain(simultaneous, *movers))
-    return returns
+        active = list(itertools.chain(simultaneous, *movers))
+    return np.array(returns, dtype=np.float64).reshape(len(states), num_players)
 
 
 def play_episodes(game, policies, seed, episodes, batch_size: int = BATCH_SIZE) -> np.ndarray:

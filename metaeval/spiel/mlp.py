@@ -13,6 +13,13 @@ the softmax. Parameters are kept as NumPy arrays, so a policy pickles (Ray) and
 copies cheaply; the jitted forward pass is shared by all policies of one shape.
 Batches are padded to the next power of two, so a run compiles at most
 ``log2(largest batch) + 1`` shapes however the batch sizes vary from step to step.
+
+The forward pass stays on JAX although the network is tiny. Measured on leduc_poker
+(64x64): NumPy answers one row in 10 us of CPU against JAX's 30-50 us of dispatch,
+but NumPy's matrix products go to a multi-threaded BLAS from about a hundred rows
+on, which cost milliseconds of CPU per call on a busy machine (JAX: 60-120 us at
+500 rows). Answering small batches with NumPy and large ones with JAX would not pay
+either: it would add a second rounding of every row, chosen by the batch's size.
 """
 
 from __future__ import annotations

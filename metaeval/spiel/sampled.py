@@ -137,7 +137,7 @@ def play_episode(game, answers, uniforms: Uniforms, row: int) -> list[float]:
     state = game.new_initial_state()
     while not state.is_terminal():
         if state.is_chance_node():
-            chance_step(state, uniforms, row)
+            chance_step(state, uniforms.take_one(row))
         elif state.is_simultaneous_node():
             state.apply_actions([act(state, p) for p in range(game.num_players())])
         else:

@@ -140,6 +140,31 @@ def test_answers_that_are_not_distributions_over_legal_actions_are_rejected():
         sample_joints(game, [[uniform_all], [UniformBatched()]], [[0, 0]], 10, [0])
 
 
+class ConstantBatched(UniformBatched):
+    """Answers every row with the same (bad) probabilities."""
+
+    def __init__(self, row):
+        super().__init__()
+        self.row = row
+
+    def batch_probabilities(self, observations, legal):
+        return np.tile(self.row, (len(legal), 1))
+
+
+@pytest.mark.parametrize("row, problem", [
+    ([np.nan, 0.5, 0.5], "are not finite"),
+    ([0.0, np.inf, 0.0], "are not finite"),
+    ([0.0, -0.5, 1.5], "are negative"),
+    ([0.2, 0.4, 0.4], "put mass on an illegal action"),
+    ([0.0, 0.5, 0.4], "do not sum to 1"),
+])
+def test_each_way_an_answer_is_not_a_distribution_is_named(row, problem):
+    game = games.load("leduc_poker")  # fold (action 0) is illegal at the first decision
+    message = rf"^joint \(0, 0\): the policy of player 0 failed: action probabilities {problem}$"
+    with pytest.raises(MetaEvalError, match=message):
+        sample_joints(game, [[ConstantBatched(row)], [UniformBatched()]], [[0, 0]], 10, [0])
+
+
 def test_batch_size_must_be_a_positive_int():
     game = games.load("kuhn_poker")
     with pytest.raises(MetaEvalError, match="batch_size must be a positive int, got 0"):

@@ -26,7 +26,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, observation_size
-from metaeval.spiel.lockstep import decide, draw_index
+from metaeval.spiel.lockstep import chance_step, decide
 from metaeval.training.learners.opponents import Opponents
 
 
@@ -154,8 +154,7 @@ class TrainingEpisodes:
             for slot in pending:
                 state = self._states[slot]
                 while state.is_chance_node():
-                    outcomes = state.chance_outcomes()
-                    state.apply_action(outcomes[draw_index([p for _, p in outcomes], self.rng.random())][0])
+                    chance_step(state, self.rng.random())
                     self._collect(slot)
                 if state.is_terminal():
                     done[slot] = True
