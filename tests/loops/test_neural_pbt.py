@@ -79,7 +79,7 @@ def test_exploit_copies_weights_and_perturbs_hyperparameters_then_the_copy_train
         for name in ("learning_rate", "entropy_coef"):
             ratio = getattr(child.learner, name) / getattr(source.learner, name)
             assert ratio == pytest.approx(0.8) or ratio == pytest.approx(1.2)
-        assert not np.shares_memory(  # a copy, not the parent's arrayschild.values["actor"]["Dense_0"]["kernel"],
+        assert not np.shares_memory(child.values["actor"]["Dense_0"]["kernel"],  # a copy of the parent's
                                     source.values["actor"]["Dense_0"]["kernel"])
     run.step()
     for p in range(2):
@@ -158,3 +158,10 @@ def test_members_with_their_own_hyperparameters_share_one_compiled_update(learne
         learner(**options).train(game, 0, opponents, 8, np.random.default_rng(0))
         compiled.append(module._jitted.cache_info().currsize)
     assert compiled[0] == compiled[-1]
+
+
+def test_ray_workers_train_neural_members_as_one_process_does(ray_session):
+    config = {**SMALL, "steps": 1, "approximate_gap": 0}
+    alone, parallel = PBT(PBTConfig(**config)), PBT(PBTConfig(**config, workers=2))
+    assert without_timings(parallel.run(progress=False)) == without_timings(alone.run(progress=False))
+    assert same_weights(weights(parallel), weights(alone))
