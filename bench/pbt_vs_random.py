@@ -48,10 +48,10 @@ def main(argv=None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     table = gap_table(pbt, random)
     table.to_csv(args.out / "approximate_gap.csv", index=False)
-    title = (f"{settings['game']}: PBT ({settings['learner']}, {settings['population']} members per player) against "
-             f"random replacements (evolve), meta-games sampled, {settings['episodes']} episodes per entry, "
-             f"seed {settings['seed']}; deviations: {settings['approximate_gap_learner']}, "
-             f"{settings['approximate_gap']} episodes")
+    title = (f"{settings['game']}: PBT ({settings['learner']}, {settings['matchmaking']} matchmaking, "
+             f"{settings['population']} members per player) against random replacements (evolve), meta-games "
+             f"sampled, {settings['episodes']} episodes per entry, seed {settings['seed']}; deviations: "
+             f"{settings['approximate_gap_learner']}, {settings['approximate_gap']} episodes")
     plots.plot_psro(args.out, {"pbt": pbt, "random replacements": random}, title=title)
     below = int((table.difference < 0).sum())
     clearly = int((table.difference < -2 * table.difference_stderr).sum())
