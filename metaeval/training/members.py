@@ -39,7 +39,7 @@ class Member:
     values: object
 
     def policy(self, game, player: int):
-        """The member's policy (read-only; its values are copied by the policy)."""
+        """The member's policy (the Evaluator snapshots it when added)."""
         return self.learner.policy(game, player, self.values)
 
     def hyperparameters(self) -> dict:
