@@ -5,8 +5,10 @@ player's policies, records the full-game CCE gap of the meta-game's maximum
 entropy CCE, and replaces each player's lowest-rated quarter with new policies.
 
 In sampled mode (any game that can be simulated) nothing walks the game tree: the
-policies are random ones drawn state by state (:class:`metaeval.spiel.LazyRandomPolicy`)
-or a ``new_policy`` hook's objects, and the CCE gap is not computed (null in the log).
+policies are random ones drawn state by state (:class:`metaeval.spiel.LazyRandomPolicy`),
+a ``new_policy`` hook's objects or networks a DQN or PPO learner trained, and the CCE gap
+is not computed (null in the log); ``approximate_gap`` estimates a lower bound on it every
+iteration instead (:mod:`metaeval.loops.approximate`).
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
-from metaeval.training.learners import QLearning
-from metaeval.loops import checkpoint
+from metaeval.training.learners import LEARNERS
+from metaeval.loops import approximate, checkpoint
 from metaeval.training.selection import TIE_DECIMALS, lowest_rated
 from metaeval.spiel.mode import MODES, describe, resolve_mode
 
@@ -60,8 +62,9 @@ RECORD_SCHEMA = rundir.RecordSchema({
 REPLACEMENTS = ("random", "mutate", "best-response", "learned")
 """What replaces the discarded policies: a random policy (SPEC 5), a perturbed copy of a
 top-quarter policy, the exact best response to the MECCE's opponents' joint marginal
-(JPSRO's oracle; every replacement of a player is that same policy), or a Q-learner
-trained from scratch for ``learner_episodes`` episodes against that marginal."""
+(JPSRO's oracle; every replacement of a player is that same policy), or a ``learner``
+(Q-learning, DQN or PPO) trained from scratch for ``learner_episodes`` episodes against
+that marginal."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,8 @@ class EvolveConfig:
     """Everything that defines a population run (written to ``config.json``).
 
     ``mode="sampled"`` estimates the meta-game from ``episodes`` per entry and never
-    builds the game tree (so only random replacements, and no CCE gap); ``"auto"``
+    builds the game tree (so only random replacements or ones learned by networks, and no
+    exact CCE gap: ``approximate_gap`` as in :mod:`metaeval.loops.approximate`); ``"auto"``
     (the default) becomes ``"exact"`` for a game that can be enumerated and ``"sampled"``
     otherwise, and the config holds the mode it became.
     """
@@ -86,12 +90,19 @@ class EvolveConfig:
     address: str | None = None
     rater_options: dict = field(default_factory=dict)
     replace: str = "random"
+    learner: str = "qlearning"
     learner_episodes: int = 2000
     mutation_scale: float = 0.25
+    approximate_gap: int = 0
+    approximate_gap_learner: str = "ppo"
+    approximate_gap_episodes: int = 2000
 
     def __post_init__(self):
         if self.replace not in REPLACEMENTS:
             raise MetaEvalError(f"unknown replacement {self.replace!r}; choose one of {', '.join(REPLACEMENTS)}")
+        if self.learner not in LEARNERS:
+            raise MetaEvalError(f"unknown learner {self.learner!r}; choose one of {', '.join(LEARNERS)}")
+        approximate.check(self)
         if not 0 <= self.mutation_scale <= 1:
             raise MetaEvalError(f"mutation scale must lie in [0, 1], got {self.mutation_scale}")
         if self.learner_episodes < 1:
@@ -117,11 +128,17 @@ class EvolveConfig:
             raise MetaEvalError(f"rater_options must be a dict, got {self.rater_options!r}")
         metaeval.ratings.check_options(self.rater, self.rater_options)
         object.__setattr__(self, "mode", resolve_mode(self.game, self.mode))
-        if self.mode == "sampled" and self.replace != "random":
+        if self.mode == "sampled" and self.replace != "random" and not self.learned_by_network:
             raise MetaEvalError(
                 f"replace {self.replace!r} works on tables over the game tree, which sampled mode never builds: "
-                "use replace 'random' (or a new_policy hook), or mode 'exact' for a game that can be enumerated"
+                "use replace 'random' (or a new_policy hook), 'learned' with learner dqn or ppo, or mode 'exact' "
+                "for a game that can be enumerated"
             )
+
+    @property
+    def learned_by_network(self) -> bool:
+        """Whether replacements are networks a learner trained (no tree walk)."""
+        return self.replace == "learned" and self.learner != "qlearning"
 
     @property
     def metagame(self) -> str:
@@ -135,6 +152,8 @@ class EvolveConfig:
             keys.append("episodes")
         keys.append("replace")
         keys += {"learned": ["learner_episodes"], "mutate": ["mutation_scale"]}.get(self.replace, [])
+        keys += ["learner"] if self.learned_by_network else []  # Q-learning, the first learner, is not recorded
+        keys += approximate.result_keys(self)
         return {k: getattr(self, k) for k in keys}
 
     @property
@@ -290,6 +309,10 @@ class Evolution:
         clock = time.perf_counter()
         gap = evaluator.gap(sigma) if config.mode == "exact" else None
         seconds["gap"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        estimate = approximate.estimate(evaluator, sigma, config, self.iteration)
+        if estimate is not None:
+            seconds["approximate_gap"] = time.perf_counter() - clock
 
         record = {
             "iteration": self.iteration,
@@ -298,6 +321,7 @@ class Evolution:
             **mecce_fields(metagame, sigma, gap),
             "rater_diagnostics": _scalars(rating.diagnostics),
         }
+        record.update(approximate.fields(estimate))
 
         self.rated = evaluator.population
         clock = time.perf_counter()
@@ -329,7 +353,7 @@ class Evolution:
             return oracles.mutate(rating, self.config.discard_fraction, self.config.mutation_scale)
         if replace == "best-response":
             return oracles.jpsro
-        return oracles.learned(QLearning(), self.config.learner_episodes)
+        return oracles.learned(LEARNERS[self.config.learner](), self.config.learner_episodes)
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.iterations`` iterations are done; write results and plots."""
@@ -338,7 +362,7 @@ class Evolution:
             with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
                 for _ in range(self.iteration, self.config.iterations):
                     record = self.step()
-                    shown.advance(gap=record["cce_gap"])
+                    shown.advance(gap=record["cce_gap"], approximate_gap_at_least=record.get("approximate_cce_gap"))
             if self.run_dir is not None:
                 self.finish()
         except BaseException:

@@ -1,7 +1,9 @@
 """Population-based training with metaeval as selector and matchmaker.
 
-Every player has ``population`` members; a member is a learner's value table and the
-greedy policy of those values (held in a :class:`metaeval.Evaluator`). One *step*:
+Every player has ``population`` members; a member is a learner with its hyper-parameters
+and what it learns (:class:`metaeval.training.members.Member`: a Q-learner's value table, or
+a DQN's or PPO's network weights), and its policy is held in a :class:`metaeval.Evaluator`.
+One *step* (Jaderberg et al. 2017, section 3):
 
 1. every member draws its opponents by the matchmaking rule
    (:meth:`metaeval.Evaluator.opponents`, member by member, on the population as it
@@ -10,17 +12,21 @@ greedy policy of those values (held in a :class:`metaeval.Evaluator`). One *step
    gap of the meta-game's MECCE and the population's average payoff, as in ``evolve``;
 3. every ``interval`` steps the rater rates the meta-game and each player's
    lowest-rated quarter is replaced (exploit) by copies of members drawn uniformly from
-   its top-rated quarter, with perturbed values (explore, :func:`metaeval.training.mutation.perturb_values`).
+   its top-rated quarter, perturbed (explore, :func:`metaeval.training.members.exploit_and_explore`:
+   the copied weights with perturbed hyper-parameters, or the copied values with noise).
 
-Members start from perturbed all-zero values (so they differ). Each member's training at
+Members start from perturbed all-zero values, or from fresh weights with hyper-parameters
+drawn around the learner's (so they differ). Each member's training at
 step t draws from its own generator ``SeedSequence(seed, spawn_key=(t, player, index))``,
 so results do not depend on ``workers``; tie-breaks and exploit/explore draw from the
 loop's generator, which is checkpointed. With ``workers > 1`` members train in parallel
 as Ray tasks, and the meta-game is built on as many Ray actors.
 
 ``mode="sampled"`` estimates the meta-game from ``episodes`` per entry; the CCE gap is
-then not computed (null in the log). The learners themselves are tabular: they keep a
-table over the game's information states, so the game must be enumerable either way.
+then not computed (null in the log), but ``approximate_gap`` estimates a lower bound on it
+every step (:mod:`metaeval.loops.approximate`). Q-learning keeps a table over the game's
+information states (the game must be enumerable); DQN and PPO never walk the tree, so with
+them PBT runs on any game that can be simulated.
 """
 
 from __future__ import annotations
@@ -43,13 +49,12 @@ from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
-from metaeval.runs.fileio import atomic_savez
+from metaeval.training import members
 from metaeval.training.learners import LEARNERS, Opponents
-from metaeval.loops import checkpoint
+from metaeval.loops import approximate, checkpoint
 from metaeval.loops.evolve import _scalars, check_population, mecce_fields
 from metaeval.training.matchmaking import RULES
 from metaeval.training.meta_solvers import SOLVERS
-from metaeval.training.mutation import perturb_values
 from metaeval.training.selection import rank_order
 from metaeval.spiel.mode import MODES, describe, resolve_mode
 from metaeval.spiel.tree import game_tree
@@ -66,10 +71,6 @@ RECORD_SCHEMA = rundir.RecordSchema({
     "seconds": rundir.OBJECT,
 })
 """What every line of a PBT run's ``iterations.jsonl`` holds."""
-
-
-TABLE_LEARNERS = ("qlearning",)
-"""The learners whose members PBT can copy and perturb (value tables on the game tree)."""
 
 
 @dataclass(frozen=True)
@@ -93,15 +94,15 @@ class PBTConfig:
     learner_options: dict = field(default_factory=dict)
     mode: str = "exact"
     episodes: int = 1000
+    approximate_gap: int = 0
+    approximate_gap_learner: str = "ppo"
+    approximate_gap_episodes: int = 2000
 
     def __post_init__(self):
         if self.rater not in metaeval.RATERS:
             raise MetaEvalError(f"unknown rater {self.rater!r}; choose one of {', '.join(sorted(metaeval.RATERS))}")
         if self.learner not in LEARNERS:
             raise MetaEvalError(f"unknown learner {self.learner!r}; choose one of {', '.join(LEARNERS)}")
-        if self.learner not in TABLE_LEARNERS:
-            raise MetaEvalError(f"pbt's members are value tables, which the {self.learner} learner does not keep; "
-                                f"choose one of {', '.join(TABLE_LEARNERS)}")
         rules = sorted({*RULES, *SOLVERS} - {"conditional"})
         if self.matchmaking not in rules:
             raise MetaEvalError(f"unknown matchmaking rule {self.matchmaking!r}; choose one of {', '.join(rules)}")
@@ -116,6 +117,9 @@ class PBTConfig:
             raise MetaEvalError(f"discard fraction must lie strictly between 0 and 1, got {self.discard_fraction}")
         if not 0 <= self.mutation_scale <= 1:
             raise MetaEvalError(f"mutation scale must lie in [0, 1], got {self.mutation_scale}")
+        if self.learner != "qlearning" and self.mutation_scale == 1:
+            raise MetaEvalError(f"mutation scale must lie in [0, 1) for {self.learner}: it scales hyper-parameters "
+                                "by 1 - scale or 1 + scale")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise MetaEvalError(f"seed must be a non-negative integer, got {self.seed!r}")
         self.make_learner()  # validates the learner's options
@@ -123,6 +127,7 @@ class PBTConfig:
             raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if isinstance(self.episodes, bool) or not isinstance(self.episodes, int) or self.episodes < 2:
             raise MetaEvalError(f"episodes must be at least 2 (for a standard error), got {self.episodes!r}")
+        approximate.check(self)
         object.__setattr__(self, "mode", resolve_mode(self.game, self.mode))
 
     @property
@@ -138,8 +143,10 @@ class PBTConfig:
 
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them (the mode
-        and episodes only in sampled mode, so runs made before they existed still resume)."""
-        skip = {"steps", "workers", "address", *(("mode", "episodes") if self.mode == "exact" else ())}
+        and episodes only in sampled mode, the approximate gap's only when it is on, so runs
+        made before they existed still resume)."""
+        skip = {"steps", "workers", "address", *(("mode", "episodes") if self.mode == "exact" else ()),
+                *(() if self.approximate_gap else approximate.SETTINGS)}
         return {k: v for k, v in asdict(self).items() if k not in skip}
 
     @property
@@ -174,21 +181,19 @@ class PBT:
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
         self.game = games.load(config.game)
-        self.layouts = game_tree(self.game).players
+        num_players = self.game.num_players()
+        self.layouts = game_tree(self.game).players if config.learner == "qlearning" else [None] * num_players
         initial, loop = np.random.SeedSequence(config.seed).spawn(2)
         self.rng = np.random.default_rng(loop)
-        num_players = self.game.num_players()
         check_population(config.population, num_players, "the PBT population")
         self.evaluator = Evaluator(self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
                                    address=config.address, seed=config.seed, log_dir=self.out)
         start = np.random.default_rng(initial)
-        self.values = []
-        for p, layout in enumerate(self.layouts):
-            zeros = self.learner.initial_values(self.game, p)
-            self.values.append([perturb_values(layout, zeros, start, config.mutation_scale)
-                                for _ in range(config.population)])
-            for values in self.values[p]:
-                self.evaluator.add(p, self.learner.policy(self.game, p, values))
+        self.members = [[members.first(self.learner, self.game, p, start, config.mutation_scale, layout)
+                         for _ in range(config.population)] for p, layout in enumerate(self.layouts)]
+        for p, player in enumerate(self.members):
+            for member in player:
+                self.evaluator.add(p, member.policy(self.game, p))
         self.step_index = 0
         self.records: list[dict] = []
         self.rated = None  # the population the last record rates
@@ -212,9 +217,11 @@ class PBT:
             shutil.rmtree(directory)
         self.evaluator.save(directory)
         self.rated.save(directory / RATED, tables=self.config.mode == "exact")
-        atomic_savez(directory / "values.npz", **{f"values_{p}": np.stack(v) for p, v in enumerate(self.values)})
+        members.save(directory / "values.npz", self.members)
+        hyperparameters = [[member.hyperparameters() for member in player] for player in self.members]
         rundir.write_json(self.out / rundir.STATE, {"next_step": self.step_index, "directory": directory.name,
-                                                    "rng": self.rng.bit_generator.state})
+                                                    "rng": self.rng.bit_generator.state,
+                                                    "hyperparameters": hyperparameters})
         for old in self.out.glob("checkpoint-*"):
             if old.name != directory.name:
                 shutil.rmtree(old)
@@ -231,8 +238,9 @@ class PBT:
                 self.evaluator = Evaluator.load(directory, workers=self.config.workers, address=self.config.address)
                 self.evaluator.log_dir = self.out
                 self.rated = spiel.Population.load(directory / RATED)
-                with np.load(directory / "values.npz", allow_pickle=False) as data:
-                    self.values = [list(data[f"values_{p}"]) for p in range(self.game.num_players())]
+                kind = type(self.learner)
+                learners = [[kind(**settings) for settings in player] for player in state["hyperparameters"]]
+                self.members = members.load(directory / "values.npz", learners)
                 self.rng.bit_generator.state = state["rng"]
                 self.step_index = next_step
         except (KeyError, TypeError, ValueError, OSError) as exc:
@@ -243,17 +251,20 @@ class PBT:
     def _tasks(self) -> list[tuple]:
         """One training task per member, against opponents matched on the current population."""
         ev, config = self.evaluator, self.config
-        tables = [[policy.action_probability_array for policy in player] for player in ev.population.policies]
+        policies = ev.population.policies  # objects for the networks; Q-learning reads tables faster
+        if config.learner == "qlearning":
+            policies = [[policy.action_probability_array for policy in player] for player in policies]
         tasks = []
         for p in range(self.game.num_players()):
             for index, policy_id in enumerate(ev.ids[p]):
                 distribution = ev.opponents(p, config.matchmaking, member=policy_id)
-                opponents = Opponents.from_distribution(tables, p, distribution)
-                tasks.append((self.learner, str(self.game), p, opponents, config.episodes_per_step,
-                              member_rng(config.seed, self.step_index, p, index), self.values[p][index]))
+                opponents = Opponents.from_distribution(policies, p, distribution)
+                member = self.members[p][index]
+                tasks.append((member.learner, str(self.game), p, opponents, config.episodes_per_step,
+                              member_rng(config.seed, self.step_index, p, index), member.values))
         return tasks
 
-    def _run_tasks(self, tasks: list[tuple]) -> list[np.ndarray]:
+    def _run_tasks(self, tasks: list[tuple]) -> list:
         config = self.config
         if config.workers == 1 and config.address is None:
             return [_train(task) for task in tasks]
@@ -272,9 +283,10 @@ class PBT:
         config, ev, seconds = self.config, self.evaluator, {}
         clock = time.perf_counter()
         trained = self._run_tasks(self._tasks())
-        for p in range(self.game.num_players()):
-            self.values[p] = trained[p * config.population:(p + 1) * config.population]
-            ev.replace(p, list(ev.ids[p]), [self.learner.policy(self.game, p, v) for v in self.values[p]])
+        for p, player in enumerate(self.members):
+            values = trained[p * config.population:(p + 1) * config.population]
+            self.members[p] = [members.Member(member.learner, v) for member, v in zip(player, values)]
+            ev.replace(p, list(ev.ids[p]), [member.policy(self.game, p) for member in self.members[p]])
         seconds["train"] = time.perf_counter() - clock
 
         clock = time.perf_counter()
@@ -283,11 +295,20 @@ class PBT:
         sigma = ev.meta_distribution("mecce")
         gap = ev.gap(sigma) if config.mode == "exact" else None
         seconds["gap"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        estimate = approximate.estimate(ev, sigma, config, self.step_index)
+        if estimate is not None:
+            seconds["approximate_gap"] = time.perf_counter() - clock
         record = {
             "iteration": self.step_index,
             "policy_ids": [list(map(int, ids)) for ids in ev.ids],
             **mecce_fields(metagame, sigma, gap),
+            **approximate.fields(estimate),
         }
+        explored = members.EXPLORED.get(type(self.learner).__name__)
+        if explored:  # the hyper-parameters each member trained with
+            record["hyperparameters"] = [[{name: getattr(m.learner, name) for name in explored} for m in player]
+                                         for player in self.members]
         if (self.step_index + 1) % config.interval == 0:
             clock = time.perf_counter()
             record.update(self._exploit_and_explore())
@@ -317,12 +338,11 @@ class PBT:
             chosen = top[self.rng.integers(len(top), size=count)]
             ids = list(ev.ids[p])
             for low, parent in zip(lowest, chosen):
-                self.values[p][low] = perturb_values(self.layouts[p], self.values[p][parent], self.rng,
-                                                     config.mutation_scale)
+                self.members[p][low] = members.exploit_and_explore(self.members[p][parent], self.rng,
+                                                                   config.mutation_scale, self.layouts[p])
             replaced.append([ids[i] for i in lowest])
             parents.append([ids[i] for i in chosen])
-            added.append(ev.replace(p, replaced[-1], [self.learner.policy(self.game, p, self.values[p][i])
-                                                      for i in lowest]))
+            added.append(ev.replace(p, replaced[-1], [self.members[p][i].policy(self.game, p) for i in lowest]))
             keys.append(tie_keys.tolist())
         return {"ratings": [r.tolist() for r in rating.ratings], "rater_diagnostics": _scalars(rating.diagnostics),
                 "discarded": replaced, "parents": parents, "added": added, "tie_break_keys": keys}
@@ -334,7 +354,7 @@ class PBT:
             with LoopProgress(self.step_index, self.config.steps, desc, "step", progress) as shown:
                 for _ in range(self.step_index, self.config.steps):
                     record = self.step()
-                    shown.advance(gap=record["cce_gap"])
+                    shown.advance(gap=record["cce_gap"], approximate_gap_at_least=record.get("approximate_cce_gap"))
             if self.out is not None:
                 self.finish()
         finally:

@@ -43,7 +43,7 @@ from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
-from metaeval.loops import checkpoint
+from metaeval.loops import approximate, checkpoint
 from metaeval.loops.evolve import SUPPORT_MASS
 from metaeval.training.meta_solvers import SOLVERS, marginals
 from metaeval.training.learners import LEARNERS
@@ -53,9 +53,6 @@ from metaeval.training.oracles.learned import TARGETS
 LEARNED_ORACLES = ("dqn", "ppo")
 """Oracles that learn the response (JAX networks, no tree walk): a learner of that name."""
 ORACLE_NAMES = (*ORACLES, *LEARNED_ORACLES)
-APPROXIMATE_GAP_STREAM = 2
-"""The spawn key under the run's seed of the approximate gap's generators (0 and 1 seed the
-first policies and the loop)."""
 from metaeval.spiel.mode import MODES, describe, resolve_mode
 
 NO_GAIN = 1e-9
@@ -119,13 +116,6 @@ class PSROConfig:
              f"unknown oracle_target {self.oracle_target!r}; choose one of {', '.join(TARGETS)}"),
             (isinstance(self.oracle_episodes, int) and not isinstance(self.oracle_episodes, bool)
              and self.oracle_episodes >= 1, f"oracle_episodes must be a positive int, got {self.oracle_episodes!r}"),
-            (isinstance(self.approximate_gap, int) and not isinstance(self.approximate_gap, bool)
-             and self.approximate_gap >= 0,
-             f"approximate_gap must be a non-negative int (training episodes; 0: off), got {self.approximate_gap!r}"),
-            (self.approximate_gap_learner in LEARNED_ORACLES,
-             f"approximate_gap_learner must be one of {', '.join(LEARNED_ORACLES)}, got {self.approximate_gap_learner!r}"),
-            (isinstance(self.approximate_gap_episodes, int) and self.approximate_gap_episodes >= 2,
-             f"approximate_gap_episodes must be at least 2, got {self.approximate_gap_episodes!r}"),
             (self.tie_break in TIE_BREAKS,
              f"unknown tie_break {self.tie_break!r}; choose one of {', '.join(TIE_BREAKS)}"),
             (self.tie_break == "drawn" or self.oracle == "jpsro",
@@ -147,6 +137,7 @@ class PSROConfig:
         for ok, message in checks:
             if not ok:
                 raise MetaEvalError(message)
+        approximate.check(self)
         check_workers(self.workers, self.address)
         object.__setattr__(self, "mode", resolve_mode(self.game, self.mode))
 
@@ -160,8 +151,7 @@ class PSROConfig:
         keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
         if self.oracle in LEARNED_ORACLES:
             keys += ["oracle_episodes", "oracle_target"]
-        if self.approximate_gap:
-            keys += ["approximate_gap", "approximate_gap_learner", "approximate_gap_episodes"]
+        keys += approximate.result_keys(self)
         if self.mode == "sampled":
             keys.append("episodes")
         keys.append("tie_break")
@@ -258,16 +248,6 @@ class PSRO:
         return resumed
 
     # -- the loop ------------------------------------------------------------------------
-    def _approximate_gap(self, sigma):
-        """The learned lower bound on the CCE gap of ``sigma``, from a generator of its own,
-        seeded by the run's seed and the iteration: estimating it changes nothing else in the
-        run, and a resumed run estimates it as the uninterrupted one."""
-        config = self.config
-        rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(APPROXIMATE_GAP_STREAM,
-                                                                                    self.iteration)))
-        return self.evaluator.approximate_gap(sigma, LEARNERS[config.approximate_gap_learner](),
-                                              config.approximate_gap, config.approximate_gap_episodes, rng)
-
     def step(self) -> dict:
         """One iteration: build, solve, measure, add the oracles' policies, prune to the cap."""
         config, evaluator, seconds = self.config, self.evaluator, {}
@@ -285,7 +265,7 @@ class PSRO:
         nash_conv = evaluator.nash_conv() if exact and evaluator.two_player_zero_sum else None
         seconds["gap"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        estimate = self._approximate_gap(sigma) if config.approximate_gap else None
+        estimate = approximate.estimate(evaluator, sigma, config, self.iteration)
         seconds["approximate_gap"] = time.perf_counter() - clock
 
         record = {
@@ -298,9 +278,7 @@ class PSRO:
             "exploitability": None if nash_conv is None else nash_conv / 2,
             "meta_value": [float(np.sum(sigma * metagame.payoffs[p])) for p in range(metagame.num_players)],
             "support": int(np.count_nonzero(sigma > SUPPORT_MASS)),
-            "approximate_cce_gap": None if estimate is None else estimate.total,
-            "approximate_cce_gap_stderr": None if estimate is None else estimate.stderr,
-            "approximate_cce_gap_per_player": None if estimate is None else estimate.per_player.tolist(),
+            **approximate.fields(estimate, always=True),
         }
 
         rated = evaluator.population

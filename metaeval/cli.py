@@ -118,10 +118,14 @@ def _run_arguments(parser):
                         help="share of each player's population replaced every iteration (its lowest-rated)")
     _mode_arguments(parser, "auto")
     _ray_arguments(parser, "Ray actors building meta-games")
+    _approximate_gap_arguments(parser)
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                         help="rater option with a JSON value (alpha=10), repeatable")
     parser.add_argument("--replace", default="random",
                         help="where replacements come from: random, mutate, best-response, learned")
+    parser.add_argument("--learner", choices=["qlearning", "dqn", "ppo"], default="qlearning",
+                        help="the learner of learned replacements (--replace learned): qlearning (tabular), "
+                             "dqn or ppo (networks; any game that can be simulated)")
     parser.add_argument("--learner-episodes", type=at_least(1), default=2000,
                         help="training episodes of each learned replacement (--replace learned)")
     parser.add_argument("--mutation-scale", type=_number, default=0.25,
@@ -136,6 +140,21 @@ def _mode_arguments(parser, default: str):
                         help="meta-game entries: exact (walks the game tree), sampled (episodes; no tree), "
                              f"auto (exact if the game can be enumerated, else sampled; default {default})")
     parser.add_argument("--episodes", type=at_least(1), default=1000, help="per entry, sampled mode")
+
+
+def _approximate_gap_arguments(parser):
+    parser.add_argument("--approximate-gap", type=at_least(0), default=0, metavar="EPISODES",
+                        help="estimate a lower bound on the CCE gap every iteration from learned deviations trained "
+                             "for EPISODES episodes each (0: off); for games too large to walk")
+    parser.add_argument("--approximate-gap-learner", choices=["ppo", "dqn"], default="ppo",
+                        help="the learner of the approximate gap's deviations")
+    parser.add_argument("--approximate-gap-episodes", type=at_least(2), default=2000,
+                        help="fresh episodes behind each value of the approximate gap")
+
+
+def _approximate_gap_settings(args) -> dict:
+    return dict(approximate_gap=args.approximate_gap, approximate_gap_learner=args.approximate_gap_learner,
+                approximate_gap_episodes=args.approximate_gap_episodes)
 
 
 def _gap_text(record: dict) -> str:
@@ -186,13 +205,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "marginals), random, or a learned response for games too large to walk: dqn, ppo")
     psro.add_argument("--oracle-episodes", type=at_least(1), default=2000,
                       help="training episodes of each learned response (--oracle dqn or ppo)")
-    psro.add_argument("--approximate-gap", type=at_least(0), default=0, metavar="EPISODES",
-                      help="estimate a lower bound on the CCE gap every iteration from learned deviations trained "
-                           "for EPISODES episodes each (0: off); for games too large to walk")
-    psro.add_argument("--approximate-gap-learner", choices=["ppo", "dqn"], default="ppo",
-                      help="the learner of the approximate gap's deviations")
-    psro.add_argument("--approximate-gap-episodes", type=at_least(2), default=2000,
-                      help="fresh episodes behind each value of the approximate gap")
+    _approximate_gap_arguments(psro)
     psro.add_argument("--oracle-target", choices=["jpsro", "psro"], default="jpsro",
                       help="what a learned response answers: the opponents' joint marginal (jpsro) or the "
                            "product of their marginals (psro)")
@@ -215,7 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     pbt.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
     pbt.add_argument("--rater", default="deviation", help="who is copied and who is replaced")
     pbt.add_argument("--learner", default="qlearning",
-                     help="the members' learning algorithm (qlearning: tabular Q-learning against sampled opponents)")
+                     help="the members' learning algorithm: qlearning (tabular Q-learning; enumerable games), "
+                          "dqn or ppo (networks, any game that can be simulated)")
     pbt.add_argument("--matchmaking", default="mecce", help="uniform, pfsp, or a meta-solver (mecce, nash, ...)")
     pbt.add_argument("--steps", type=at_least(1), default=30, help="training steps")
     pbt.add_argument("--interval", type=at_least(1), default=2, help="training steps between exploits")
@@ -224,14 +238,17 @@ def build_parser() -> argparse.ArgumentParser:
     pbt.add_argument("--discard-fraction", type=_number, default=0.25,
                      help="share of each player's members replaced at an exploit (its lowest-rated)")
     pbt.add_argument("--mutation-scale", type=_number, default=0.25,
-                     help="noise added to a copied member's value table, relative to its largest value")
+                     help="explore: noise added to a copied Q-table, relative to its largest value; for dqn and ppo, "
+                          "a copied member's hyper-parameters are multiplied by 1 - scale or 1 + scale")
     pbt.add_argument("--seed", type=at_least(0), default=0, help="seed of every random choice of the run")
     _mode_arguments(pbt, "exact")
     _ray_arguments(pbt, "Ray tasks training members, and Ray actors building meta-games")
+    _approximate_gap_arguments(pbt)
     pbt.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                      help="rater option with a JSON value, repeatable")
     pbt.add_argument("--learner-option", type=_option, action="append", default=[], metavar="KEY=VALUE",
-                     help="learner option (step_size, epsilon), repeatable")
+                     help="learner option with a JSON value (qlearning: step_size, epsilon; dqn, ppo: "
+                          "learning_rate, num_envs, hidden, ...), repeatable")
     pbt.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
     _quiet_argument(pbt)
     _memory_argument(pbt)
@@ -277,7 +294,8 @@ def _config(args, **overrides):
         game=args.game, iterations=args.iterations, population=args.population,
         discard_fraction=args.discard_fraction, mode=args.mode, episodes=args.episodes,
         workers=args.workers, address=args.address, rater_options=dict(args.option),
-        replace=args.replace, learner_episodes=args.learner_episodes, mutation_scale=args.mutation_scale,
+        replace=args.replace, learner=args.learner, learner_episodes=args.learner_episodes,
+        mutation_scale=args.mutation_scale, **_approximate_gap_settings(args),
     )
     fields.update(overrides)
     return EvolveConfig(**fields)
@@ -402,8 +420,7 @@ def _run(args) -> int:
         config = PSROConfig(
             game=args.game, solver=args.solver, oracle=args.oracle, tie_break=args.tie_break,
             oracle_episodes=args.oracle_episodes, oracle_target=args.oracle_target, iterations=args.iterations,
-            approximate_gap=args.approximate_gap, approximate_gap_learner=args.approximate_gap_learner,
-            approximate_gap_episodes=args.approximate_gap_episodes, seed=args.seed, cap=args.cap, prune_by=args.prune_by,
+            **_approximate_gap_settings(args), seed=args.seed, cap=args.cap, prune_by=args.prune_by,
             initial=args.initial, mode=args.mode, episodes=args.episodes, workers=args.workers, address=args.address,
             solver_options=dict(args.option),
         )
@@ -425,7 +442,7 @@ def _run(args) -> int:
             population=args.population, discard_fraction=args.discard_fraction,
             mutation_scale=args.mutation_scale, seed=args.seed, workers=args.workers, address=args.address,
             rater_options=dict(args.option), learner_options=dict(args.learner_option),
-            mode=args.mode, episodes=args.episodes,
+            mode=args.mode, episodes=args.episodes, **_approximate_gap_settings(args),
         )
         games.load(config.game)
         records = pbt(config, out=args.out, progress=_progress(args))

@@ -20,13 +20,14 @@ def population_age(records: list[dict]) -> list[float]:
 
 def summary_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame:
     """One row per iteration: CCE gap (total, per player; empty when not computed, as in
-    sampled mode), payoffs, the population's mean age (:func:`population_age`), timings;
+    sampled mode), the approximate gap's lower bound and its standard error (when estimated), payoffs, the population's mean age (:func:`population_age`), timings;
     with ``metagame`` (e.g. "sampled, 1000 episodes per entry"), a column saying so."""
     rows = []
     for record, age in zip(records, population_age(records)):
         row = {"iteration": record["iteration"], **_metagame(metagame), "cce_gap": record["cce_gap"]}
         for p, gap in enumerate(record["cce_gap_per_player"] or []):
             row[f"cce_gap_p{p}"] = gap
+        row.update(_approximate(record))
         for p, payoff in enumerate(record["mean_payoff"]):
             row[f"mean_payoff_p{p}"] = payoff
         for p, payoff in enumerate(record["mecce_payoff"]):
@@ -36,6 +37,14 @@ def summary_frame(records: list[dict], metagame: str | None = None) -> pd.DataFr
         row["seconds"] = record["seconds"]["total"]
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _approximate(record: dict) -> dict:
+    """The approximate gap's columns, when estimated: a lower bound, learned (SPEC 4.1)."""
+    if record.get("approximate_cce_gap") is None:
+        return {}
+    return {"approximate_cce_gap_lower_bound": record["approximate_cce_gap"],
+            "approximate_cce_gap_stderr": record["approximate_cce_gap_stderr"]}
 
 
 def _metagame(metagame: str | None) -> dict:
@@ -87,9 +96,7 @@ def psro_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame
         row = {"iteration": record["iteration"], **_metagame(metagame), "cce_gap": record["cce_gap"]}
         for p, gap in enumerate(record["cce_gap_per_player"] or []):
             row[f"cce_gap_p{p}"] = gap
-        if record.get("approximate_cce_gap") is not None:  # a lower bound, learned (SPEC 4.1)
-            row["approximate_cce_gap_lower_bound"] = record["approximate_cce_gap"]
-            row["approximate_cce_gap_stderr"] = record["approximate_cce_gap_stderr"]
+        row.update(_approximate(record))
         row["nash_conv"] = record["nash_conv"]
         row["exploitability"] = record["exploitability"]
         row["support"] = record["support"]

@@ -122,8 +122,12 @@ def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
 
 
 def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "") -> list[Path]:
-    """The same figures for a single run."""
-    return plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)
+    """The same figures for a single run; with an approximate gap in its records, the gap
+    figure is :func:`plot_psro`'s (exact gap, if any, and the approximate one with its band)."""
+    written = plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)
+    if any(r.get("approximate_cce_gap") is not None for r in records):
+        written = sorted({*written, *plot_psro(out, {label: records}, title=title)})
+    return written
 
 
 EXPLOITABILITY_PLOT = "exploitability.png"

@@ -73,7 +73,7 @@ def test_trained_members_beat_their_untrained_start():
 
 
 @pytest.mark.parametrize("change, message", [
-    (dict(matchmaking="elo"), "matchmaking rule"), (dict(learner="dqn"), "learner"),
+    (dict(matchmaking="elo"), "matchmaking rule"), (dict(learner="a2c"), "unknown learner"),
     (dict(interval=0), "interval"), (dict(population=3), "population"),
     (dict(learner_options={"alpha": 1}), "learner"), (dict(mutation_scale=2.0), "mutation scale"),
 ])

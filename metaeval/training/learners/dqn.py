@@ -32,7 +32,7 @@ from metaeval.spiel.batched import observation_size
 from metaeval.spiel.lockstep import draw_actions
 from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
 from metaeval.training.learners.episodes import TrainingEpisodes
-from metaeval.training.learners.hyperparameters import check_hyperparameters
+from metaeval.training.learners.hyperparameters import adam, check_hyperparameters
 from metaeval.training.learners.opponents import Opponents
 
 
@@ -75,8 +75,8 @@ class DQN:
         ``values`` (default: fresh weights drawn from ``rng``)."""
         game = games.load(game)
         params = self.initial_values(game, player, rng) if values is None else values
-        jitted = _jitted(self.hidden, game.num_distinct_actions(), self.learning_rate, self.discount)
-        optimiser_state = jitted.optimiser.init(params)
+        jitted = _jitted(self.hidden, game.num_distinct_actions(), self.discount)
+        optimiser_state = adam(self.learning_rate).init(params)
         target = params
         replay = _Replay(self.replay_capacity, observation_size(game), game.num_distinct_actions())
         env = TrainingEpisodes(game, player, opponents, episodes, self.num_envs, rng)
@@ -139,14 +139,15 @@ class _Replay:
 
 
 @functools.lru_cache(maxsize=None)
-def _jitted(hidden: tuple, num_actions: int, learning_rate: float, discount: float):
-    """The jitted Q-values and update of one network shape and optimiser."""
+def _jitted(hidden: tuple, num_actions: int, discount: float):
+    """The jitted Q-values and update of one network shape (the learning rate is in the
+    optimiser's state)."""
     import jax
     import jax.numpy as jnp
     import optax
 
     module, _ = _network(hidden, num_actions)
-    optimiser = optax.adam(learning_rate)
+    optimiser = adam()
 
     def q_values(params, observations):
         return module.apply({"params": params}, observations)
@@ -164,10 +165,9 @@ def _jitted(hidden: tuple, num_actions: int, learning_rate: float, discount: flo
         changes, optimiser_state = optimiser.update(grads, optimiser_state)
         return optax.apply_updates(params, changes), optimiser_state
 
-    return _Functions(jax.jit(q_values), update, optimiser)
+    return _Functions(jax.jit(q_values), update)
 
 
 class _Functions(NamedTuple):
     q_values: Callable
     update: Callable
-    optimiser: object

@@ -1,8 +1,17 @@
-"""The one check of a neural learner's hyper-parameters, shared by DQN and PPO."""
+"""The one check of a neural learner's hyper-parameters, and its optimiser, shared by DQN and PPO."""
 
 from __future__ import annotations
 
 from metaeval.errors import MetaEvalError
+
+
+def adam(learning_rate: float = 1e-3):
+    """Adam (optax) with its learning rate held in the optimiser state
+    (``optax.inject_hyperparams``): an update compiled once serves every rate, as PBT's
+    members, each with a rate of its own, need."""
+    import optax
+
+    return optax.inject_hyperparams(optax.adam)(learning_rate=learning_rate)
 
 
 def check_hyperparameters(learner, in_range: dict[str, bool], counts: tuple[str, ...]) -> None:

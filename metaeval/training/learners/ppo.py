@@ -32,7 +32,7 @@ from metaeval.spiel.lockstep import draw_actions
 from metaeval.spiel.batched import observation_size
 from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
 from metaeval.training.learners.episodes import TrainingEpisodes
-from metaeval.training.learners.hyperparameters import check_hyperparameters
+from metaeval.training.learners.hyperparameters import adam, check_hyperparameters
 from metaeval.training.learners.opponents import Opponents
 
 
@@ -80,9 +80,8 @@ class PPO:
         ``values`` (default: fresh weights drawn from ``rng``)."""
         game = games.load(game)
         params = self.initial_values(game, player, rng) if values is None else values
-        jitted = _jitted(self.hidden, game.num_distinct_actions(), self.learning_rate, self.clip,
-                         self.value_coef, self.entropy_coef)
-        optimiser_state = jitted.optimiser.init(params)
+        jitted = _jitted(self.hidden, game.num_distinct_actions(), self.clip, self.value_coef)
+        optimiser_state = adam(self.learning_rate).init(params)
         env = TrainingEpisodes(game, player, opponents, episodes, self.num_envs, rng)
         observations, legal, live = env.observe()
         while env.running():
@@ -126,22 +125,23 @@ class PPO:
             for rows in np.array_split(rng.permutation(size), max(1, -(-size // width))):
                 padded = np.resize(rows, width)
                 weights = (np.arange(width) < len(rows)).astype(np.float32)
-                params, optimiser_state = jitted.update(params, optimiser_state, weights,
+                params, optimiser_state = jitted.update(params, optimiser_state, self.entropy_coef, weights,
                                                         *(part[padded] for part in batch))
         return params, optimiser_state
 
 
 @functools.lru_cache(maxsize=None)
-def _jitted(hidden: tuple, num_actions: int, learning_rate: float, clip: float, value_coef: float,
-            entropy_coef: float):
-    """The jitted forward pass and update of one network shape and set of coefficients."""
+def _jitted(hidden: tuple, num_actions: int, clip: float, value_coef: float):
+    """The jitted forward pass and update of one network shape and set of coefficients (the
+    learning rate is in the optimiser's state and the entropy coefficient an argument, so
+    PBT's members, which explore both, share one compiled update)."""
     import jax
     import jax.numpy as jnp
     import optax
 
     actor, _ = _network(hidden, num_actions)
     critic, _ = _network(hidden, 1)
-    optimiser = optax.adam(learning_rate)
+    optimiser = adam()
 
     def policy(params, observations, legal):
         logits = jnp.where(legal, actor.apply({"params": params["actor"]}, observations), -1e9)
@@ -151,7 +151,7 @@ def _jitted(hidden: tuple, num_actions: int, learning_rate: float, clip: float, 
     def forward(params, observations, legal):
         return jnp.exp(policy(params, observations, legal)), critic.apply({"params": params["critic"]}, observations)[:, 0]
 
-    def loss(params, weights, observations, legal, actions, taken, advantages, returns):
+    def loss(params, entropy_coef, weights, observations, legal, actions, taken, advantages, returns):
         def mean(x):
             return jnp.sum(weights * x) / jnp.sum(weights)
 
@@ -165,15 +165,14 @@ def _jitted(hidden: tuple, num_actions: int, learning_rate: float, clip: float, 
         return -mean(surrogate) + value_coef * mean((values - returns) ** 2) - entropy_coef * mean(entropy)
 
     @jax.jit
-    def update(params, optimiser_state, weights, *batch):
-        grads = jax.grad(loss)(params, weights, *batch)
+    def update(params, optimiser_state, entropy_coef, weights, *batch):
+        grads = jax.grad(loss)(params, entropy_coef, weights, *batch)
         changes, optimiser_state = optimiser.update(grads, optimiser_state)
         return optax.apply_updates(params, changes), optimiser_state
 
-    return _Functions(forward, update, optimiser)
+    return _Functions(forward, update)
 
 
 class _Functions(NamedTuple):
     forward: Callable
     update: Callable
-    optimiser: object
