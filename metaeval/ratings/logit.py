@@ -31,6 +31,15 @@ equal to 1e-9 except in 53 degenerate games, where the refinement reaches anothe
 of the same continuum of equilibria (differences up to 1.1e-4, both at max regret below
 1.2e-14). pygambit's follower remains the fallback when this tracer gives up far from
 the end (:func:`_branch_end`), and the reference it is tested against.
+
+On large games a step's cost is passes over the payoff tensors (134 MB a player at
+4 x 64), memory-bound. A step reads each tensor twice for its Jacobian
+(:func:`_all_cross_payoffs`) and about once more per corrector iteration; the max regret's
+pass is made only near the end (:func:`_branch_regret`). At 4 x 64 a Jacobian takes
+0.054 CPU s instead of 0.113, and a step 0.08 instead of 0.17. Payoffs stay float64: the
+residuals multiply payoff differences by lambda (up to ~1e8 at the end), so float32's
+1e-7 would exceed the corrector's 1e-4 tolerance from lambda ~1e3, and a float32 Jacobian
+alone would save at most a quarter of a step.
 """
 
 from __future__ import annotations
