@@ -176,16 +176,21 @@ class MetaGame:
         """True when relabelling players permutes payoffs: G_q(a with p, q swapped) = G_p(a),
         up to ``rtol`` times the payoff range.
 
-        Adjacent transpositions generate all permutations, so checking them suffices.
+        Adjacent transpositions generate all permutations, so checking them suffices. The
+        sub-game of every player's first two strategies is checked first: it is symmetric
+        if the game is, and an asymmetric game (most) fails there without the copies of
+        the whole tensor the full check makes (seconds on 4 x 64 strategies).
         """
         if len(set(self.shape)) != 1:
             return False
         unit = self.payoffs / self.payoff_scale()
         atol = rtol * max(np.ptp(g) for g in unit)
-        for p in range(self.num_players - 1):
-            swapped = np.swapaxes(unit, 1 + p, 2 + p)[[*range(p), p + 1, p, *range(p + 2, self.num_players)]]
-            if not np.allclose(swapped, unit, atol=atol, rtol=0):
-                return False
+        corner = unit[(slice(None), *[slice(0, 2)] * self.num_players)]
+        for payoffs in (corner, unit):
+            for p in range(self.num_players - 1):
+                swapped = np.swapaxes(payoffs, 1 + p, 2 + p)[[*range(p), p + 1, p, *range(p + 2, self.num_players)]]
+                if not np.allclose(swapped, payoffs, atol=atol, rtol=0):
+                    return False
         return True
 
     def restrict(self, indices: Mapping[int, Sequence[int]] | Sequence[Sequence[int]]) -> MetaGame:

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import metaeval
 from metaeval.ratings import logit
@@ -108,3 +110,58 @@ def test_pygambits_follower_is_stopped_at_its_time_limit(monkeypatch):
 def test_pygambits_errors_reach_the_caller():
     with pytest.raises(metaeval.MetaEvalError, match=r"could not be followed \(pygambit: Invalid value\)"):
         logit._gambit_logit(np.full((2, 2, 2), np.nan))
+
+
+def profile_of(seed, shape):
+    rng = np.random.default_rng(seed)
+    return [rng.dirichlet(np.full(k, 0.5)) for k in shape]
+
+
+def cross_by_einsum(payoff, x, p, q):
+    """d G_p(i, x_-p) / d x_q(j) spelled out: one einsum over every other player's strategy."""
+    letters = "abcdefgh"[: len(x)]
+    operands = [payoff] + [x[r] for r in range(len(x)) if r not in (p, q)]
+    inputs = [letters] + [letters[r] for r in range(len(x)) if r not in (p, q)]
+    return np.einsum(",".join(inputs) + "->" + letters[p] + letters[q], *operands)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1),
+       shape=st.lists(st.integers(1, 5), min_size=2, max_size=5).map(tuple),
+       scale=st.sampled_from([1e-9, 1.0, 1e9]), tied=st.booleans())
+def test_cross_payoffs_by_halving_match_the_einsum(seed, shape, scale, tied):
+    """The Jacobian's contractions, shared on a binary tree, against one einsum per pair;
+    payoffs nearly tied (integers plus 1e-12 noise) or badly scaled."""
+    rng = np.random.default_rng(seed)
+    payoffs = rng.integers(-2, 3, size=(len(shape), *shape)) + 1e-12 * rng.uniform(size=(len(shape), *shape)) \
+        if tied else rng.uniform(-1, 1, size=(len(shape), *shape))
+    payoffs = scale * payoffs
+    x = profile_of(seed, shape)
+    for p in range(len(shape)):
+        cross = logit._all_cross_payoffs(payoffs[p], x, p)
+        assert sorted(cross) == [q for q in range(len(shape)) if q != p]
+        for q, matrix in cross.items():
+            np.testing.assert_allclose(matrix, cross_by_einsum(payoffs[p], x, p, q), rtol=1e-12, atol=1e-12 * scale)
+        np.testing.assert_allclose(logit._payoff_from(cross, x), logit.payoff_against(payoffs, x, p),
+                                   rtol=1e-12, atol=1e-12 * scale)
+        others = [operand for r in range(len(x)) if r != p for operand in (x[r], [r])]
+        np.testing.assert_allclose(logit.payoff_against(payoffs, x, p),
+                                   np.einsum(payoffs[p], list(range(len(x))), *others, [p]),
+                                   rtol=1e-12, atol=1e-12 * scale)
+
+
+@pytest.mark.parametrize("seed, shape", GAMES)
+def test_regret_read_off_the_branch_is_the_regret_there(monkeypatch, seed, shape):
+    """The tracer skips max_regret's passes over the tensor until the regret read off the
+    branch equations is near its target; at the point where it stops the two agree."""
+    payoffs = scaled_game(seed, shape)
+    original, last = logit._branch_regret, {}
+
+    def spy(v, offsets):
+        last["args"] = v, offsets
+        return original(v, offsets)
+
+    monkeypatch.setattr(logit, "_branch_regret", spy)
+    for target in (1e-3, TRACE_REGRET):
+        x = trace_logit_branch(payoffs, target)
+        assert abs(original(*last["args"]) - max_regret(payoffs, x)) <= 1e-3 * target * np.ptp(payoffs)
