@@ -109,3 +109,26 @@ def test_implicit_equals_max_entropy_of_the_matrix():
     dense = max_entropy(cce_constraints(game))
     np.testing.assert_allclose(implicit.distribution, dense.distribution, rtol=0, atol=1e-12)
     assert implicit.dual_bound == pytest.approx(dense.dual_bound, abs=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(scaled_games())
+def test_deviation_by_pricing_the_payoffs_is_the_full_lp(game):
+    """Column generation priced by contractions of the (centred) payoffs gives the
+    ratings of the LPs over every joint of the reduced system, to the raters' tolerance."""
+    generated = metaeval.rate(game, "deviation", column_generation=True)
+    full = metaeval.rate(game, "deviation", column_generation=False)
+    for a, b in zip(generated.ratings, full.ratings):
+        np.testing.assert_allclose(a, b, rtol=0, atol=max(generated.tolerance, full.tolerance))
+    assert generated.diagnostics["max_violation"] <= generated.tolerance
+
+
+def test_price_into_a_kept_array():
+    game = MetaGame(np.random.default_rng(2).uniform(-1, 1, size=(3, 4, 5, 3)))
+    source = GameColumns(game)
+    matrix = cce_constraints(game) / source.scale
+    out = np.full(game.num_joints, np.nan)
+    for seed in range(2):  # the second call reuses the scratch array
+        y = np.random.default_rng(seed).standard_normal(source.num_rows)
+        assert source.price(y, out=out) is not None
+        np.testing.assert_allclose(out, y @ matrix, rtol=0, atol=1e-13)
