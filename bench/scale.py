@@ -1,7 +1,8 @@
-"""Every rater on 3-player random games of 16, 32 and 64 strategies per player.
+"""Every rater on random games of P players x S strategies, beside polarix's maximum-entropy CE.
 
-    python -m bench.scale [--sizes 16 32 64] [--raters ...] [--game random|dominated|tied]
-                          [--limit 120] [--memory-limit 8]
+    python -m bench.scale [--shapes 3x64 4x32 5x16 4x64 3x128] [--raters ...]
+                          [--game random|dominated|tied] [--polarix] [--full]
+                          [--limit 120] [--memory-limit 8] [--json FILE]
 
 Each (rater, size) runs in its own subprocess, so the peak resident memory reported
 (``ru_maxrss`` of that process) belongs to one rater; the process is killed when it
@@ -10,7 +11,22 @@ greedy rater cannot hang the bench or the machine. Payoffs are uniform on [-1, 1
 seeded; ``--game dominated`` and ``--game tied`` change them so that the largest CCE
 support is a small part of the joints (see :func:`dominated_game`, :func:`tied_game`).
 Wall and CPU seconds are both printed: on a shared machine the CPU time
-(all threads of the process) is the steadier figure. The "before" column holds the figures quoted in issue 14 (16 and 32 per player).
+(all threads of the process) is the steadier figure. The "before" column holds the figures
+quoted in issue 14 (3 players, 16 and 32 per player). ``--sizes K ...`` is ``--shapes 3xK ...``.
+
+Each run also prints its accuracy figure (:data:`ACCURACY`): deviation's largest
+|delta(sigma*) - rating|, payoff's KKT residual and CCE violation, nash's max regret,
+alpha-Rank's stationary residual. ``--full`` adds, for deviation and payoff, a run of the
+full solver (deviation: the LPs over every joint of the reduced system; payoff: the dense
+CCE matrix and its support LP) with the same figures and the largest rating difference
+from the default path, where the full solver fits the limits.
+
+``--polarix`` adds polarix's ``ce_maxent`` (DeepMind's JAX library: a maximum-entropy
+*correlated* equilibrium by Adam on its dual, float32 as JAX defaults, default tolerance
+1e-5 and iteration cap, JIT compile included) on the same game under the same limits,
+with its CE and CCE gaps (relative to the payoff range), and every rater's time as a ratio
+to it. It solves a different problem from every rater here (a CE, not the MECCE of payoff
+ratings nor the strictest CCE of deviation ratings); it is the reference for speed.
 """
 
 from __future__ import annotations
@@ -25,7 +41,16 @@ import time
 import numpy as np
 
 RATERS = ("uniform", "elo", "nash", "alpharank", "deviation", "payoff")
-SIZES = (16, 32, 64)
+SHAPES = ("3x16", "3x32", "3x64")
+#: Diagnostics that say how accurate each rater's result is.
+ACCURACY = {
+    "deviation": ("max_violation",),
+    "payoff": ("kkt_residual", "cce_violation"),
+    "nash": ("max_regret",),
+    "alpharank": ("residual",),
+}
+#: Options of the full solver, for ``--full``.
+FULL = {"deviation": {"column_generation": False}, "payoff": {"implicit": False}}
 #: Seconds quoted in issue 14 for ``metaeval.rate`` on a random 3-player game.
 BEFORE = {
     "deviation": {16: 0.74, 24: 7.0, 32: 59.0},
@@ -36,11 +61,19 @@ BEFORE = {
 POLL_SECONDS = 0.2
 
 
-def random_game(size: int, seed: int):
+def parse_shape(text: str) -> tuple[int, int]:
+    """``"4x64"`` -> (4, 64): players and strategies per player."""
+    players, _, size = text.lower().partition("x")
+    if not (players.isdigit() and size.isdigit()) or int(players) < 2 or int(size) < 1:
+        raise argparse.ArgumentTypeError(f"a shape is PLAYERSxSTRATEGIES such as 4x64, got {text!r}")
+    return int(players), int(size)
+
+
+def random_game(size: int, seed: int, players: int = 3):
     import metaeval
 
     rng = np.random.default_rng(seed)
-    return metaeval.MetaGame(rng.uniform(-1.0, 1.0, size=(3, size, size, size)))
+    return metaeval.MetaGame(rng.uniform(-1.0, 1.0, size=(players, *[size] * players)))
 
 
 def dominated_game(size: int, seed: int, copies: int | None = None):
@@ -75,22 +108,61 @@ def tied_game(size: int, seed: int):
 GAMES = {"random": random_game, "dominated": dominated_game, "tied": tied_game}
 
 
-def child(rater: str, size: int, seed: int, family: str = "random") -> None:
-    """Rate one game in this process and print one JSON line."""
+def make_game(family: str, players: int, size: int, seed: int):
+    if family == "random":
+        return random_game(size, seed, players)
+    if players != 3:
+        raise SystemExit(f"--game {family} is a 3-player family; use shapes 3xS")
+    return GAMES[family](size, seed)
+
+
+def child(rater: str, players: int, size: int, seed: int, family: str = "random") -> None:
+    """Rate one game in this process and print one JSON line: times, memory, accuracy
+    figures and ratings. ``rater`` is a rater's name, NAME:full (:data:`FULL`) or polarix."""
     import metaeval
 
-    game = GAMES[family](size, seed)
+    game = make_game(family, players, size, seed)
+    name, _, variant = rater.partition(":")
+    if name == "polarix":
+        import polarix  # noqa: F401  (its JIT compile is timed, as the issue measured it)
+    else:  # imports out of the timing: a tiny game with the same rater
+        try:
+            metaeval.rate(random_game(2, seed, players), name)
+        except metaeval.MetaEvalError:
+            pass
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
-        metaeval.rate(game, rater)
+        if name == "polarix":
+            ratings, accuracy = polarix_ce(game)
+        else:
+            rating = metaeval.rate(game, name, **(FULL[name] if variant else {}))
+            ratings = rating.ratings
+            accuracy = {key: rating.diagnostics[key] for key in ACCURACY.get(name, ())}
     except metaeval.MetaEvalError as exc:
         print(json.dumps({"status": f"refused: {exc}"}))
         return
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"status": "ok", "seconds": seconds, "cpu_seconds": cpu, "peak_mib": peak,
-                      "baseline_mib": baseline}))
+                      "baseline_mib": baseline, "accuracy": accuracy,
+                      "ratings": [np.asarray(r, dtype=float).tolist() for r in ratings]}))
+
+
+def polarix_ce(game) -> tuple[list, dict]:
+    """polarix's maximum-entropy CE of ``game`` (defaults of ``polarix.solve`` and
+    ``ce_maxent``), its ratings, and its CE and CCE gaps relative to the payoff range."""
+    import polarix as plx
+
+    from bench.affinity import _polarix_game, ce_violation
+    from metaeval.solvers.equilibria import deviation_gains
+
+    result = plx.solve(_polarix_game(game), plx.ce_maxent, disable_progress_bar=True)
+    joint = np.asarray(result.joint, dtype=np.float64)
+    joint = np.maximum(joint, 0.0) / joint.sum()
+    spread = game.payoff_range() or 1.0
+    cce = max(0.0, max(float(g.max()) for g in deviation_gains(game, joint))) / spread
+    return result.ratings, {"ce_violation": ce_violation(game, joint) / spread, "cce_violation": cce}
 
 
 def _resident_mib(pid: int) -> float:
@@ -104,10 +176,10 @@ def _resident_mib(pid: int) -> float:
     return 0.0
 
 
-def measure(rater: str, size: int, seed: int, limit: float, memory_limit_gib: float,
+def measure(rater: str, players: int, size: int, seed: int, limit: float, memory_limit_gib: float,
             family: str = "random") -> dict:
     """Run :func:`child` in a subprocess under the time and memory limits."""
-    command = [sys.executable, "-m", "bench.scale", "--child", rater, str(size), str(seed), family]
+    command = [sys.executable, "-m", "bench.scale", "--child", rater, str(players), str(size), str(seed), family]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     start = time.monotonic()
     reason = None
@@ -129,37 +201,72 @@ def measure(rater: str, size: int, seed: int, limit: float, memory_limit_gib: fl
     return json.loads(lines[-1])
 
 
+def _figures(result: dict) -> str:
+    if result["status"] != "ok":
+        return f"{'-':>9} {'-':>9} {'-':>9}"
+    return f"{result['seconds']:9.3f} {result['cpu_seconds']:9.3f} {result['peak_mib']:9.0f}"
+
+
+def _ratio(result: dict, reference: dict | None) -> str:
+    if result["status"] != "ok" or not reference or reference["status"] != "ok":
+        return f"{'':>8}"
+    return f"{result['cpu_seconds'] / max(reference['cpu_seconds'], 1e-9):8.3g}"
+
+
+def _accuracy(result: dict, fast: dict | None = None) -> str:
+    figures = [f"{key} {value:.2g}" for key, value in result.get("accuracy", {}).items()]
+    if fast and fast.get("status") == "ok" and result["status"] == "ok":
+        difference = max(np.abs(np.asarray(a) - np.asarray(b)).max()
+                         for a, b in zip(result["ratings"], fast["ratings"]))
+        figures.append(f"|full - default| {difference:.2g}")
+    return ", ".join(figures)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
+    parser.add_argument("--shapes", type=parse_shape, nargs="+", default=[parse_shape(s) for s in SHAPES])
+    parser.add_argument("--sizes", type=int, nargs="+", help="3-player shapes 3xK")
     parser.add_argument("--raters", nargs="+", default=list(RATERS))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--game", choices=sorted(GAMES), default="random")
+    parser.add_argument("--polarix", action="store_true", help="run polarix's ce_maxent on every shape")
+    parser.add_argument("--full", action="store_true", help="also run deviation's and payoff's full solvers")
     parser.add_argument("--limit", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--memory-limit", type=float, default=8.0, help="GiB resident per run")
-    parser.add_argument("--child", nargs=4, metavar=("RATER", "SIZE", "SEED", "GAME"), help=argparse.SUPPRESS)
+    parser.add_argument("--json", help="append every result as a JSON line to this file")
+    parser.add_argument("--child", nargs=5, metavar=("RATER", "PLAYERS", "SIZE", "SEED", "GAME"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        rater, size, seed, family = args.child
-        child(rater, int(size), int(seed), family)
+        rater, players, size, seed, family = args.child
+        child(rater, int(players), int(size), int(seed), family)
         return
-    print(f"3-player {args.game} games, uniform payoffs on [-1, 1], seed {args.seed}; "
-          f"limits {args.limit:g} s and {args.memory_limit:g} GiB per run")
-    print(f"{'rater':<10} {'K':>3} {'joints':>7} {'seconds':>9} {'CPU s':>9} {'before (s)':>10} "
-          f"{'peak MiB':>9} {'of which rating':>15}  status")
-    for size in args.sizes:
+    shapes = [(3, k) for k in args.sizes] if args.sizes else args.shapes
+    print(f"{args.game} games, uniform payoffs on [-1, 1], seed {args.seed}; "
+          f"limits {args.limit:g} s and {args.memory_limit:g} GiB per run; ratio = CPU s / polarix's CPU s")
+    print(f"{'rater':<15} {'shape':>6} {'joints':>10} {'seconds':>9} {'CPU s':>9} {'peak MiB':>9} "
+          f"{'before s':>8} {'/polarix':>8}  status; accuracy")
+    for players, size in shapes:
+        runs = [("polarix", None)] if args.polarix else []
         for rater in args.raters:
-            result = measure(rater, size, args.seed, args.limit, args.memory_limit, args.game)
-            before = BEFORE.get(rater, {}).get(size) if args.game == "random" else None
-            if result["status"] == "ok":
-                seconds = f"{result['seconds']:9.3f} {result['cpu_seconds']:9.3f}"
-                peak = f"{result['peak_mib']:9.0f}"
-                share = f"{result['peak_mib'] - result['baseline_mib']:15.0f}"
-            else:
-                seconds, peak, share = f"{'-':>9} {'-':>9}", f"{'-':>9}", f"{'-':>15}"
-            before = f"{before:10.2f}" if before is not None else f"{'':>10}"
-            print(f"{rater:<10} {size:>3} {size**3:>7} {seconds} {before} {peak} {share}  "
-                  f"{result['status'][:100]}", flush=True)
+            runs.append((rater, None))
+            if args.full and rater in FULL:
+                runs.append((f"{rater}:full", rater))
+        results: dict = {}
+        for rater, default in runs:
+            result = measure(rater, players, size, args.seed, args.limit, args.memory_limit, args.game)
+            results[rater] = result
+            before = BEFORE.get(rater, {}).get(size) if args.game == "random" and players == 3 else None
+            before = f"{before:8.2f}" if before is not None else f"{'':>8}"
+            ratio = _ratio(result, results.get("polarix")) if rater != "polarix" else f"{'':>8}"
+            accuracy = _accuracy(result, results.get(default) if default else None)
+            print(f"{rater:<15} {players}x{size:<4} {size**players:>10,} {_figures(result)} {before} {ratio}  "
+                  f"{result['status'][:100]}; {accuracy}", flush=True)
+            if args.json:
+                record = {k: v for k, v in result.items() if k != "ratings"}
+                with open(args.json, "a") as out:
+                    out.write(json.dumps({"rater": rater, "shape": f"{players}x{size}", "game": args.game,
+                                          "seed": args.seed, **record}) + "\n")
 
 
 if __name__ == "__main__":

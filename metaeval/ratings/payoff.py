@@ -10,12 +10,14 @@ import numpy as np
 from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.solvers.mecce import FAILURE_TOLERANCE, max_entropy
+from metaeval.solvers.cce_columns import GameColumns
+from metaeval.solvers.mecce import FAILURE_TOLERANCE, NEWTON_FIRST_JOINTS, max_entropy, max_entropy_implicit
 from metaeval.ratings.base import Rating, homogeneous
 
 
 @homogeneous("cce_violation")
-def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
+def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None,
+           implicit: bool | None = None) -> Rating:
     """Rate every strategy by its CCE deviation gain against the MECCE.
 
     The Rating's ``distribution`` is the MECCE; diagnostics hold ``newton_steps``,
@@ -24,6 +26,12 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
     safeguard of :func:`metaeval.solvers.mecce.max_entropy` fired (``safeguard_*``).
     ``target="affinity"`` uses the CCE of maximum entropy relative to the clone-invariant
     affinity-entropy target instead (Liu et al. 2025; metaeval.ratings.affinity).
+
+    ``implicit``: True: the dual is solved through contractions of the payoffs, never
+    storing the CCE matrix (:func:`metaeval.solvers.mecce.max_entropy_implicit`; it falls
+    back to the stored matrix, ``safeguard_dense_fallbacks``, if some joint leaves the
+    support); False: on the stored matrix; None (default): implicit above
+    NEWTON_FIRST_JOINTS joints. Both give the same MECCE to the accepted KKT residual.
     """
     if target != "uniform":
         from metaeval.ratings.affinity import payoff_with_target
@@ -31,7 +39,12 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
         return payoff_with_target(game, target, kernel_variance)
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"payoff ratings need a MetaGame, got {type(game).__name__}")
-    solution = max_entropy(cce_constraints(game))
+    if implicit is None:
+        implicit = game.num_joints > NEWTON_FIRST_JOINTS
+    if implicit:
+        solution = max_entropy_implicit(GameColumns(game), lambda: cce_constraints(game))
+    else:
+        solution = max_entropy(cce_constraints(game))
     sigma = solution.distribution.reshape(game.shape)
     ratings = deviation_gains(game, sigma)
     support = sigma[sigma > 0]
@@ -40,7 +53,7 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
         "entropy": float(-(support * np.log(support)).sum()),
         "cce_violation": max(0.0, float(max(r.max() for r in ratings))),
         "kkt_residual": solution.kkt_residual,
-        **{f"safeguard_{name}": count for name, count in solution.safeguards.items()},
+        **{f"safeguard_{name}": count for name, count in {"dense_fallbacks": 0, **solution.safeguards}.items()},
     }
     # Ratings are accurate to the accepted KKT residual: closer ratings are tied.
     return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics,

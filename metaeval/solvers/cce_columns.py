@@ -8,6 +8,16 @@ follow without forming A, which has sum_p K_p x prod_p K_p entries (400 MB at 3 
     (A^T y)(a) = sum_p [ sum_{a'} y_{p,a'} G_p(a', a_-p)  -  (sum_{a'} y_{p,a'}) G_p(a) ],
 
 one contraction of y_p with G_p along player p's axis per player, O(N prod_p K_p) work.
+The maximum-entropy dual (metaeval.solvers.mecce) needs, besides A^T y, the gains A sigma
+(through the opponents' marginals, O(N prod_p K_p)) and the second moments
+A diag(sigma) A^T, whose blocks are contractions of G_p, G_q and sigma: with
+D_p(a', a) = U_p(a', a_-p) - G_p(a), U_p(a', a_-p) = G_p(a', a_-p),
+
+    E[D_p(a') D_q(b')] = E[U_p(a') U_q(b')] - E[U_p(a') G_q] - E[G_p U_q(b')] + E[G_p G_q].
+
+E[U_p U_q] is a weighted Gram matrix of player p's slices for p == q and, for p != q,
+sum_r U_p[r] sigma[r] U_q[r] over the joints r of the other players (a batch of K x K
+products): O(N^2 K prod_p K_p) work in all, never the sum_p K_p x prod_p K_p matrix.
 """
 
 from __future__ import annotations
@@ -15,7 +25,12 @@ from __future__ import annotations
 import numpy as np
 
 from metaeval.game import MetaGame
+from metaeval.runs import budget
 from metaeval.solvers.reduction import quantise
+
+CHUNK_BYTES = 256 << 20
+"""Largest temporary of one block of :meth:`GameColumns.second_moments` (smaller if the
+memory budget is): big enough for long BLAS calls, small beside the payoffs."""
 
 
 class StoredColumns:
@@ -28,9 +43,9 @@ class StoredColumns:
     def columns(self, joints: np.ndarray) -> np.ndarray:
         return self.matrix[:, joints]
 
-    def price(self, y: np.ndarray) -> np.ndarray:
-        """A^T y over every column."""
-        return y @ self.matrix
+    def price(self, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """A^T y over every column (into ``out`` if given)."""
+        return np.matmul(y, self.matrix, out=out)
 
 
 class GameColumns:
@@ -38,14 +53,19 @@ class GameColumns:
 
     ``scale`` is the largest |A| entry, the largest payoff difference any player can make
     by deviating; payoffs are divided by it and quantised as in metaeval.solvers.reduction, so
-    the LPs see entries of size at most 1 whatever the user's units.
+    the LPs see entries of size at most 1 whatever the user's units. Each G_p is first
+    centred along its own axis (minus its mean over a_p, a function of a_-p, which leaves A
+    unchanged): then |G_p| <= 1 too, and the products of :meth:`second_moments` do not
+    cancel whatever the payoffs' offset (a player's payoffs 1e9 times another's spread
+    would otherwise leave nothing of them in float32, and little in float64).
     """
 
     def __init__(self, game: MetaGame):
         payoffs = game.payoffs
         spreads = [np.ptp(payoffs[p], axis=p).max() for p in range(game.num_players)]
         self.scale = float(max(spreads)) or 1.0
-        self.payoffs = quantise(payoffs / self.scale)
+        self.payoffs = np.stack([quantise((payoff - payoff.mean(axis=p, keepdims=True)) / self.scale)
+                                 for p, payoff in enumerate(payoffs)])
         self.shape = game.shape
         self.starts = np.concatenate([[0], np.cumsum(self.shape)])
         self.num_rows, self.num_columns = int(self.starts[-1]), game.num_joints
@@ -60,14 +80,36 @@ class GameColumns:
             blocks.append(deviated - payoff[index][None])
         return np.concatenate(blocks)
 
-    def price(self, y: np.ndarray) -> np.ndarray:
-        """A^T y over every joint (C order), by the contraction in the module docstring."""
-        total = np.zeros(self.shape)
+    def price(self, y: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """A^T y over every joint (C order, into ``out`` if given), by the contraction in
+        the module docstring.
+
+        Each contraction is a matrix-vector product on G_p as stored ([before, K_p, after]),
+        never a transposed copy (2 to 3 times faster than np.tensordot, which copies); the
+        other terms accumulate in place. In float64: reduced costs are compared with
+        PRICING_TOLERANCE (1e-9) and the maximum-entropy logits set the dual's value; a
+        float32 pass, measured at 4 x 32 and 3 x 128, saved little once the copies had gone.
+        The scratch array is kept between calls: fresh 134 MB arrays at 4 x 64 cost as much
+        system time in page faults as the arithmetic."""
+        total = (np.empty(self.num_columns) if out is None else out).reshape(self.shape)
+        if getattr(self, "_scratch", None) is None:
+            self._scratch = np.empty(self.shape)
+        scratch = self._scratch
         for p, payoff in enumerate(self.payoffs):
             weights = y[self.starts[p] : self.starts[p + 1]]
-            deviated = np.tensordot(weights, payoff, axes=([0], [p]))
-            total += np.expand_dims(deviated, p) - weights.sum() * payoff
-        return total.ravel()
+            before, size = int(np.prod(self.shape[:p])), self.shape[p]
+            stacked = payoff.reshape(before, size, -1)
+            if before == 1:
+                deviated = weights @ stacked[0]
+            elif stacked.shape[2] == 1:
+                deviated = stacked[:, :, 0] @ weights
+            else:
+                deviated = weights @ stacked  # [before, after]: one product per slice
+            np.multiply(payoff, -weights.sum(), out=scratch if p else total)  # -Y_p G_p(a)
+            if p:
+                total += scratch
+            total += deviated.reshape(self.shape[:p] + (1,) + self.shape[p + 1:])
+        return total.reshape(-1)
 
     def least_tempted_joint(self) -> int:
         """The joint whose largest deviation gain is smallest: a pure joint nearest a CCE."""
@@ -75,3 +117,87 @@ class GameColumns:
         for p, payoff in enumerate(self.payoffs):
             largest = np.maximum(largest, payoff.max(axis=p, keepdims=True) - payoff)
         return int(np.argmin(largest))
+
+    def gains(self, masses: np.ndarray) -> np.ndarray:
+        """A sigma: every deviation gain under ``masses`` (C order), from the opponents'
+        marginals (float64: the dual's KKT residual is judged on them, to 1e-13)."""
+        sigma = masses.reshape(self.shape)
+        blocks = []
+        for p, payoff in enumerate(self.payoffs):
+            others = [q for q in range(len(self.shape)) if q != p]
+            deviating = np.tensordot(payoff, sigma.sum(axis=p), axes=(others, list(range(len(others)))))
+            blocks.append(deviating - float(np.vdot(sigma, payoff)))
+        return np.concatenate(blocks)
+
+    def second_moments(self, masses: np.ndarray, free: np.ndarray | None = None,
+                       dtype=np.float32) -> np.ndarray:
+        """A diag(sigma) A^T by the contractions of the module docstring, rows ``free``.
+
+        In float32 by default: there it only shapes the Newton step of the maximum-entropy
+        dual, whose fixed point is set by the float64 gains; a step from a Hessian accurate
+        to about 1e-5 (four terms of size at most 1, sums over many joints) still contracts
+        the error ten-thousandfold, and float32 halves the memory traffic of these O(N^2 K prod K) contractions. float64
+        where small eigenvalues matter (:meth:`covariance`, :meth:`gram`)."""
+        sigma = masses.reshape(self.shape).astype(dtype)
+        payoffs = self.payoffs if dtype == np.float64 else self._payoffs32()
+        n = len(self.shape)
+        moments = np.zeros((self.num_rows, self.num_rows))
+        weighted = [sigma * payoff for payoff in payoffs]  # sigma G_q
+        for p in range(n):
+            rows = slice(self.starts[p], self.starts[p + 1])
+            slices = np.moveaxis(payoffs[p], p, 0).reshape(self.shape[p], -1)  # U_p
+            for q in range(n):
+                cols = slice(self.starts[q], self.starts[q + 1])
+                # E[U_p(a') G_q]: U_p against the marginal of sigma G_q over a_p.
+                cross = slices @ weighted[q].sum(axis=p).ravel()
+                moments[rows, cols] -= cross[:, None]
+                moments[cols, rows] -= cross[None, :]
+                moments[rows, cols] += float(np.vdot(weighted[q], payoffs[p]))
+                if q == p:
+                    moments[rows, rows] += (slices * sigma.sum(axis=p).ravel()) @ slices.T
+                elif q > p:
+                    block = self._opponent_block(payoffs, sigma, p, q)
+                    moments[rows, cols] += block
+                    moments[cols, rows] += block.T
+        return moments if free is None else moments[np.ix_(free, free)]
+
+    def covariance(self, masses: np.ndarray, free: np.ndarray | None = None) -> np.ndarray:
+        """A diag(sigma) A^T - (A sigma)(A sigma)^T, rows ``free``, in float64: the damped
+        Newton of the maximum-entropy dual works on its smallest eigenvalues."""
+        gains = self.gains(masses)
+        moments = self.second_moments(masses, dtype=np.float64) - np.outer(gains, gains)
+        return moments if free is None else moments[np.ix_(free, free)]
+
+    def gram(self) -> np.ndarray:
+        """C C^T of the row-centred A: the number of joints times the covariance under the
+        uniform distribution (float64: its null space, the dual's flat directions, is cut
+        at 1e-12 of its scale)."""
+        uniform = np.full(self.num_columns, 1.0 / self.num_columns)
+        return self.num_columns * self.covariance(uniform)
+
+    def _payoffs32(self) -> list[np.ndarray]:
+        """The payoffs in float32, made once (half the float64 payoffs' memory)."""
+        if not hasattr(self, "_float32"):
+            budget.check_joints(self.shape, len(self.shape) / 2, "the float32 payoffs of the CCE second moments")
+            self._float32 = [payoff.astype(np.float32) for payoff in self.payoffs]
+        return self._float32
+
+    def _opponent_block(self, payoffs, sigma, p: int, q: int) -> np.ndarray:
+        """E[U_p(a') U_q(b')] = sum_{a_p, a_q, r} U_p(a'; a_q, r) sigma(a_p, a_q, r)
+        U_q(b'; a_p, r): batched K x K products over the other players' joints r, in chunks
+        along the first other player's axis of at most CHUNK_BYTES (or the budget's 1/16)."""
+        deviated_p = np.moveaxis(payoffs[p], (p, q), (-2, -1))  # [r..., a', a_q]
+        mixed = np.moveaxis(sigma, (q, p), (-2, -1))  # [r..., a_q, a_p]
+        deviated_q = np.moveaxis(payoffs[q], (p, q), (-2, -1))  # [r..., a_p, b']
+        kp, kq = self.shape[p], self.shape[q]
+        if deviated_p.ndim == 2:
+            return deviated_p @ mixed @ deviated_q
+        per_slice = 4 * sigma.itemsize * sigma.size // deviated_p.shape[0]  # four temporaries
+        step = max(1, min(CHUNK_BYTES, budget.max_memory() // 16) // per_slice)
+        block = np.zeros((kp, kq))
+        for start in range(0, deviated_p.shape[0], step):
+            part = slice(start, start + step)
+            left = (deviated_p[part].reshape(-1, kp, kq) @ mixed[part].reshape(-1, kq, kp))  # [r, a', a_p]
+            right = deviated_q[part].reshape(-1, kq)  # [(r, a_p), b']
+            block += np.moveaxis(left, 1, 0).reshape(kp, -1) @ right
+        return block

@@ -101,22 +101,51 @@ class _Point:
         return float(np.abs(projected).max(initial=0.0))
 
 
-def _evaluate(matrix: np.ndarray, lam: np.ndarray) -> _Point:
+class _Dense:
+    """The constraint matrix M as Newton uses it, stored. The same methods without M in
+    memory: :class:`metaeval.solvers.cce_columns.GameColumns` (M the CCE matrix of a game)."""
+
+    def __init__(self, matrix: np.ndarray):
+        self.matrix = matrix
+        self.num_rows = matrix.shape[0]
+
+    def price(self, lam: np.ndarray) -> np.ndarray:
+        """M^T lambda."""
+        return lam @ self.matrix
+
+    def gains(self, sigma: np.ndarray) -> np.ndarray:
+        """M sigma."""
+        return self.matrix @ sigma
+
+    def second_moments(self, sigma: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """sum_a sigma_a m_a m_a^T over the rows ``free``."""
+        rows = self.matrix[free]
+        return (rows * sigma) @ rows.T
+
+    def covariance(self, sigma: np.ndarray, free: np.ndarray) -> np.ndarray:
+        """The centred sum_a sigma_a (m_a - mean)(m_a - mean)^T, free of the cancellation
+        of E[m m^T] - mean mean^T."""
+        centred = self.matrix[free] - (self.matrix[free] @ sigma)[:, None]
+        return (centred * sigma) @ centred.T
+
+    def gram(self) -> np.ndarray:
+        """C C^T for the row-centred C = M - row means; the Gram matrix of any set F of rows
+        is its [F, F] block. A product of R x R size, unlike a QR of the long C^T, whose
+        threaded LAPACK call is erratic on small, busy machines."""
+        centred = self.matrix - self.matrix.mean(axis=1, keepdims=True)
+        return centred @ centred.T
+
+
+def _evaluate(system, lam: np.ndarray) -> _Point:
     """f, sigma and the gradient at lambda, with the log-sum-exp shifted by its maximum."""
-    logits = -(lam @ matrix)
+    logits = system.price(lam)
+    np.negative(logits, out=logits)
     top = logits.max()
-    weights = np.exp(logits - top)
-    total = weights.sum()
-    sigma = weights / total
-    return _Point(lam, float(top + np.log(total)), sigma, -(matrix @ sigma))
-
-
-def _centred_gram(matrix: np.ndarray) -> np.ndarray:
-    """C C^T for the row-centred C = M - row means; the Gram matrix of any set F of rows
-    is its [F, F] block. A product of R x R size, unlike a QR of the long C^T, whose
-    threaded LAPACK call is erratic on small, busy machines."""
-    centred = matrix - matrix.mean(axis=1, keepdims=True)
-    return centred @ centred.T
+    logits -= top
+    sigma = np.exp(logits, out=logits)
+    total = sigma.sum()
+    sigma /= total
+    return _Point(lam, float(top + np.log(total)), sigma, -system.gains(sigma))
 
 
 def _linear_directions(gram: np.ndarray, free: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -143,7 +172,7 @@ def _to_first_bound(lam: np.ndarray, step: np.ndarray, near_zero: np.ndarray) ->
     return float(np.min(lam[blocking] / -step[blocking])) if blocking.any() else 1.0
 
 
-def _newton_direction(matrix: np.ndarray, gram: np.ndarray, point: _Point, bases: dict) -> np.ndarray:
+def _newton_direction(system, gram: np.ndarray, point: _Point, bases: dict) -> np.ndarray:
     """Projected Newton direction (Bertsekas 1982) on the free multipliers;
     those near zero whose gradient pushes them there go straight to zero. Along directions
     where f is linear it is steepest descent, scaled to reach the first multiplier bound.
@@ -152,13 +181,12 @@ def _newton_direction(matrix: np.ndarray, gram: np.ndarray, point: _Point, bases
     lam, gradient = point.lam, point.gradient
     near_zero, free = _free_multipliers(point)
     direction = -lam * ~free
-    rows = matrix[free]
     key = free.tobytes()
     if key not in bases:
         bases[key] = _linear_directions(gram, free)
     curved, linear = bases[key]
     mean = -gradient[free]
-    hessian = (rows * point.sigma) @ rows.T - np.outer(mean, mean)
+    hessian = system.second_moments(point.sigma, free) - np.outer(mean, mean)
     reduced = curved.T @ hessian @ curved
     newton = np.linalg.lstsq(reduced, -(curved.T @ gradient[free]), rcond=None)[0]
     direction[free] = curved @ newton
@@ -175,7 +203,7 @@ def _newton_direction(matrix: np.ndarray, gram: np.ndarray, point: _Point, bases
     return direction * (limit / longest) if longest > limit else direction
 
 
-def _line_search(matrix: np.ndarray, point: _Point, direction: np.ndarray) -> _Point | None:
+def _line_search(system, point: _Point, direction: np.ndarray) -> _Point | None:
     """Backtrack along the projected arc max(lambda + s d, 0) until f drops (Armijo), or,
     once f is flat to rounding, until the KKT residual at least halves.
 
@@ -184,7 +212,7 @@ def _line_search(matrix: np.ndarray, point: _Point, direction: np.ndarray) -> _P
     noise = 16 * np.finfo(float).eps * (1.0 + abs(point.value) + float(point.lam.sum()))
     step = 1.0
     for _ in range(_MAX_HALVINGS):
-        candidate = _evaluate(matrix, np.maximum(point.lam + step * direction, 0.0))
+        candidate = _evaluate(system, np.maximum(point.lam + step * direction, 0.0))
         decrease = point.gradient @ (candidate.lam - point.lam)
         if decrease < 0 and candidate.value <= point.value + _ARMIJO * decrease:
             return candidate
@@ -256,16 +284,17 @@ def _priced_support(cone: np.ndarray, slacks: np.ndarray, candidates: np.ndarray
     return everywhere
 
 
-def _newton(matrix: np.ndarray, start: np.ndarray, max_iterations: int = MAX_ITERATIONS) -> tuple[_Point, int]:
-    """Projected Newton on the dual from ``start`` until the KKT residual is below
-    GRADIENT_TOLERANCE, ``max_iterations`` pass, or no step improves (the rounding floor)."""
-    point = _evaluate(matrix, start)
+def _newton(system, start: np.ndarray, max_iterations: int = MAX_ITERATIONS) -> tuple[_Point, int]:
+    """Projected Newton on the dual of ``system`` (a :class:`_Dense` or its implicit twin)
+    from ``start`` until the KKT residual is below GRADIENT_TOLERANCE, ``max_iterations``
+    pass, or no step improves (the rounding floor)."""
+    point = _evaluate(system, start)
     iterations = 0
-    gram = _centred_gram(matrix)
+    gram = system.gram()
     bases: dict = {}
     while point.residual > GRADIENT_TOLERANCE and iterations < max_iterations:
         iterations += 1
-        better = _line_search(matrix, point, _newton_direction(matrix, gram, point, bases))
+        better = _line_search(system, point, _newton_direction(system, gram, point, bases))
         if better is None:
             break
         point = better
@@ -280,7 +309,7 @@ def _free_multipliers(point: _Point) -> tuple[np.ndarray, np.ndarray]:
     return near_zero, ~(near_zero & (gradient > 0))
 
 
-def _damped_newton(matrix: np.ndarray, point: _Point) -> tuple[_Point, int]:
+def _damped_newton(system, point: _Point) -> tuple[_Point, int]:
     """Levenberg-Marquardt from ``point``: d = -(H + mu I)^-1 g on the free multipliers
     (held ones go to zero), mu divided by 10 after a step that lowers f (or, with f flat to
     rounding, the KKT residual) and multiplied by 10 after one that does not. The Hessian is
@@ -290,8 +319,7 @@ def _damped_newton(matrix: np.ndarray, point: _Point) -> tuple[_Point, int]:
     while point.residual > GRADIENT_TOLERANCE and iterations < MAX_ITERATIONS:
         iterations += 1
         free = _free_multipliers(point)[1]
-        centred = matrix[free] - (matrix[free] @ point.sigma)[:, None]
-        curvature, basis = np.linalg.eigh((centred * point.sigma) @ centred.T)
+        curvature, basis = np.linalg.eigh(system.covariance(point.sigma, free))
         curvature = np.maximum(curvature, 0.0)
         scale = float(curvature.max(initial=0.0)) or 1.0
         if damping is None:
@@ -301,7 +329,7 @@ def _damped_newton(matrix: np.ndarray, point: _Point) -> tuple[_Point, int]:
         while True:
             direction = -point.lam * ~free
             direction[free] = -basis @ (along / (curvature + damping))
-            candidate = _evaluate(matrix, np.maximum(point.lam + direction, 0.0))
+            candidate = _evaluate(system, np.maximum(point.lam + direction, 0.0))
             lower = candidate.value < point.value - noise
             if lower or (candidate.value <= point.value + noise and candidate.residual < point.residual):
                 point, damping = candidate, max(damping / 10, _DAMPING_RANGE[0] * scale)
@@ -347,6 +375,35 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
         return _max_entropy(matrix)
 
 
+def max_entropy_implicit(system, dense) -> MaxEntropy:
+    """:func:`max_entropy` of the constraint matrix M that ``system`` computes with
+    (:class:`metaeval.solvers.cce_columns.GameColumns`: the CCE matrix of a game, entries
+    at most 1), without storing M.
+
+    Newton, then damped Newton, run on every joint through the system's contractions
+    (memory O(prod K), not O(sum K prod K)). sigma(lambda) is positive everywhere, so a
+    KKT point to FAILURE_TOLERANCE at which every joint keeps at least
+    _FULL_SUPPORT_MASS / joints is the maximum itself, as in :func:`_newton_first`.
+    Otherwise the largest support is needed, which only the LPs over the stored matrix
+    find: the result is ``max_entropy(dense())`` (``dense_fallbacks`` counts it), which the
+    memory budget refuses for games beyond reach.
+    """
+    with one_blas_thread():
+        point, iterations = _newton(system, np.zeros(system.num_rows))
+        damped = point.residual > GRADIENT_TOLERANCE
+        if damped:
+            point, steps = _damped_newton(system, point)
+            iterations += steps
+    full = point.sigma.min() * len(point.sigma) >= _FULL_SUPPORT_MASS
+    if point.residual <= FAILURE_TOLERANCE and full:
+        safeguards = {"damped_newton_continuations": int(damped), "exponential_cone_starts": 0,
+                      "dense_fallbacks": 0}
+        return MaxEntropy(point.sigma, iterations, point.residual, point.value, safeguards)
+    solution = max_entropy(dense())
+    solution.safeguards["dense_fallbacks"] = 1
+    return solution
+
+
 def _max_entropy(matrix: np.ndarray) -> MaxEntropy:
     """:func:`max_entropy`."""
     matrix = np.asarray(matrix, dtype=np.float64)
@@ -366,16 +423,16 @@ def _max_entropy(matrix: np.ndarray) -> MaxEntropy:
         # whereas on all joints they would run to infinity to drive excluded joints' mass to
         # zero.
         restricted = _constraint_rows(matrix if support.all() else matrix[:, support])
-        point, iterations = _newton(restricted, np.zeros(restricted.shape[0]))
+        point, iterations = _newton(_Dense(restricted), np.zeros(restricted.shape[0]))
     if point.residual > GRADIENT_TOLERANCE:
         safeguards["damped_newton_continuations"] += 1
-        point, steps = _damped_newton(restricted, point)
+        point, steps = _damped_newton(_Dense(restricted), point)
         iterations += steps
     if point.residual > FAILURE_TOLERANCE:
         safeguards["exponential_cone_starts"] += 1
         start = _exponential_cone_multipliers(restricted)
         if start is not None:
-            retry, steps = _newton(restricted, start)
+            retry, steps = _newton(_Dense(restricted), start)
             iterations += steps
             if retry.residual < point.residual:
                 point = retry
@@ -405,7 +462,7 @@ def _newton_first(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Point, i
     """
     def newton_on(joints):
         rows = _constraint_rows(matrix if joints.all() else matrix[:, joints])
-        point, iterations = _newton(rows, np.zeros(rows.shape[0]), _NEWTON_FIRST_ITERATIONS)
+        point, iterations = _newton(_Dense(rows), np.zeros(rows.shape[0]), _NEWTON_FIRST_ITERATIONS)
         full = point.sigma.min() * len(point.sigma) >= _FULL_SUPPORT_MASS
         return rows, point, iterations, point.residual <= GRADIENT_TOLERANCE and full
 
@@ -426,7 +483,7 @@ def _newton_first(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Point, i
     if converged and np.array_equal(support, guess):
         return guess, rows, point, iterations
     rows = _constraint_rows(matrix if support.all() else matrix[:, support])
-    return (support, rows, *_newton(rows, np.zeros(rows.shape[0])))
+    return (support, rows, *_newton(_Dense(rows), np.zeros(rows.shape[0])))
 
 
 def _support_beyond(matrix: np.ndarray, inside: np.ndarray) -> np.ndarray:
