@@ -255,6 +255,8 @@ def main(argv=None) -> pd.DataFrame:
     parser.add_argument("--sims", type=int, default=1000, help="psro_v2's episodes per meta-game entry")
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated: metaeval, openspiel")
     parser.add_argument("--parallel", type=int, default=1, help="runs at a time (each in its own process)")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: tabulate and plot the rows in --out's per_run/ (of an interrupted bench too)")
     parser.add_argument("--out", type=Path, default=Path("docs/results/rl_oracle"))
     args = parser.parse_args(argv)
     sides = args.sides.split(",")
@@ -263,7 +265,12 @@ def main(argv=None) -> pd.DataFrame:
               "running metaeval's side only")
         sides = [side for side in sides if side != "openspiel"]
     args.out.mkdir(parents=True, exist_ok=True)
-    runs = run_sides([(side, seed) for seed in range(args.seeds) for side in sides], args)
+    if args.report:
+        runs = pd.concat([pd.read_csv(path).assign(side=path.stem.rsplit("-", 1)[0], seed=int(path.stem.rsplit("-", 1)[1]))
+                          for path in sorted((args.out / "per_run").glob("*.csv"))], ignore_index=True)
+        args.seeds = runs.seed.nunique()
+    else:
+        runs = run_sides([(side, seed) for seed in range(args.seeds) for side in sides], args)
     runs.to_csv(args.out / "runs.csv", index=False)
     table = summary(runs)
     table.to_csv(args.out / "summary.csv", index=False)
