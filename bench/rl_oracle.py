@@ -205,10 +205,12 @@ def summary(runs: pd.DataFrame) -> pd.DataFrame:
 
 def goal_met(table: pd.DataFrame) -> bool | None:
     """Lower mean exploitability than psro_v2's at every iteration from FROM_ITERATION on, in
-    less mean wall time; None when one side is missing."""
+    less mean wall time; None when a side is missing or stopped short."""
     if "openspiel exploitability" not in table or "metaeval exploitability" not in table:
         return None
     later = table[table.iteration >= FROM_ITERATION]
+    if later.empty or later.isna().any(axis=None):
+        return None  # a side stopped short (an interrupted run): nothing to decide
     lower = bool((later["metaeval exploitability"] < later["openspiel exploitability"]).all())
     faster = bool(table["metaeval wall"].iloc[-1] < table["openspiel wall"].iloc[-1])
     return lower and faster
@@ -279,7 +281,9 @@ def main(argv=None) -> pd.DataFrame:
     print(f"\n{title}")
     print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
     met = goal_met(table)
-    if met is not None:
+    if met is None:
+        print(f"goal undecided: a side has no rows for some iterations from {FROM_ITERATION} on")
+    else:
         print(f"metaeval lower at every iteration from {FROM_ITERATION} on and faster: {met}; total wall "
               f"{table['metaeval wall'].iloc[-1]:.1f} s against {table['openspiel wall'].iloc[-1]:.1f} s "
               f"({table['openspiel wall'].iloc[-1] / table['metaeval wall'].iloc[-1]:.1f}x), CPU "
