@@ -7,17 +7,18 @@ seed, on leduc_poker with 2 players, with the Nash meta-solver and a DQN oracle 
 fresh weights for ``--episodes`` episodes per player per iteration (the shared budget):
 
 - metaeval: ``metaeval psro --game leduc_2p --solver nash --oracle dqn --oracle-episodes E
-  --oracle-target psro --seed S`` (``--learning-rate`` etc. as below): one uniform policy per
-  player to start; the exact meta-game (tree walk); the meta-Nash by linear programming; the
-  oracle is :class:`metaeval.training.learners.DQN` at its defaults, trained against
-  opponents drawn from the other player's meta-Nash marginal, 32 episodes in lock-step, and
-  it returns the greedy policy of its Q-network.
+  --oracle-target psro --seed S``: one uniform policy per player to start; the exact
+  meta-game (tree walk); the meta-Nash by linear programming; the oracle is
+  :class:`metaeval.training.learners.DQN` at its defaults, trained against opponents drawn
+  from the other player's meta-Nash marginal, 32 episodes in lock-step, and it returns the
+  greedy policy of its Q-network.
 - OpenSpiel: ``psro_v2.PSROSolver`` with ``rl_oracle.RLOracle`` and ``rl_policy.DQNPolicy``
   (``open_spiel.python.jax.dqn``), set up as ``examples/psro_v2_example.py`` with
   ``--game_name leduc_poker --n_players 2 --oracle_type DQN --meta_strategy_method nash
   --number_training_episodes E --sims_per_entry SIMS --seed S`` and every other flag at its
   default: Q-network 4 x 256, batch 32, learning rate 1e-2, Adam, a gradient step every 10
-  steps, target network every 1000 steps (the DQN's own defaults otherwise), the
+  steps, target network every 1000 steps (the DQN's own defaults otherwise: learning
+  starts at 1000 stored transitions, epsilon decays from 1 over a million steps), the
   probabilistic training-strategy selector, one new policy per player per iteration, an
   untrained DQN per player to start, and each new meta-game entry estimated from SIMS
   episodes.
@@ -25,12 +26,13 @@ fresh weights for ``--episodes`` episodes per player per iteration (the shared b
 Measured per iteration i (the population holding i + 1 policies per player), identically for
 both sides and outside their timed loops: the exploitability (NashConv / 2) of the meta-Nash
 mixture in the full game, by :class:`Exploitability` (an exact tree walk; the test checks it
-against OpenSpiel's ``PolicyAggregator`` + ``exploitability.exploitability``). The clocks (wall and
-process CPU seconds, cumulative) run over each loop only. metaeval's loop records an
-iteration and then trains its oracles, so its clock at row i includes iteration i's oracle
-calls: it is one oracle round ahead of psro_v2's. Each (side, seed) runs in a fresh process
-(``--parallel`` of them at a time), so each pays its own JIT compilation; each run's rows
-are written as they come (``per_run/``).
+against OpenSpiel's ``PolicyAggregator`` + ``exploitability.exploitability``). The clocks
+(wall and process CPU seconds, cumulative) run over each loop only. metaeval's loop records
+an iteration and then trains its oracles, so its clock at row i includes iteration i's
+oracle calls (and its own exact CCE gap and NashConv): it is one oracle round ahead of
+psro_v2's. Each (side, seed) runs in a fresh process (``--parallel`` of them at a time),
+so each pays its own JIT compilation; each run's rows are written as they come
+(``per_run/``).
 
 A table of the means over seeds is printed; the per-seed CSV and the figure (exploitability
 against iteration and against wall seconds) go to ``--out``. Timings are whatever the
@@ -257,8 +259,8 @@ def main(argv=None) -> pd.DataFrame:
     parser.add_argument("--sims", type=int, default=1000, help="psro_v2's episodes per meta-game entry")
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated: metaeval, openspiel")
     parser.add_argument("--parallel", type=int, default=1, help="runs at a time (each in its own process)")
-    parser.add_argument("--report", action="store_true",
-                        help="run nothing: tabulate and plot the rows in --out's per_run/ (of an interrupted bench too)")
+    parser.add_argument("--report", action="store_true", help="run nothing: tabulate and plot the rows in "
+                        "--out's per_run/ (of an interrupted bench too; give its --episodes and --sims)")
     parser.add_argument("--out", type=Path, default=Path("docs/results/rl_oracle"))
     args = parser.parse_args(argv)
     sides = args.sides.split(",")
@@ -268,8 +270,9 @@ def main(argv=None) -> pd.DataFrame:
         sides = [side for side in sides if side != "openspiel"]
     args.out.mkdir(parents=True, exist_ok=True)
     if args.report:
-        runs = pd.concat([pd.read_csv(path).assign(side=path.stem.rsplit("-", 1)[0], seed=int(path.stem.rsplit("-", 1)[1]))
-                          for path in sorted((args.out / "per_run").glob("*.csv"))], ignore_index=True)
+        names = [(path, *path.stem.rsplit("-", 1)) for path in sorted((args.out / "per_run").glob("*.csv"))]
+        runs = pd.concat([pd.read_csv(path).assign(side=side, seed=int(seed)) for path, side, seed in names],
+                         ignore_index=True)
         args.seeds = runs.seed.nunique()
     else:
         runs = run_sides([(side, seed) for seed in range(args.seeds) for side in sides], args)
