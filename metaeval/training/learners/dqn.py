@@ -39,14 +39,18 @@ from metaeval.training.learners.opponents import Opponents
 @dataclass(frozen=True)
 class DQN:
     """Deep Q-learning with the hyper-parameters below (OpenSpiel's DQN's where they apply,
-    with Adam and a smaller replay for games of a few thousand episodes)."""
+    with Adam and a smaller replay for games of a few thousand episodes). Learning starts
+    once the replay holds one batch and takes a step every 2 transitions: with 500 and 8,
+    an oracle of 300 Leduc episodes (500 to 700 transitions) took at most 25 steps and PSRO
+    with it stalled near the uniform policy's exploitability (2.11 after 20 iterations,
+    mean of 3 seeds, against 1.47; ``python -m bench.rl_oracle``)."""
 
     hidden: tuple = HIDDEN
     learning_rate: float = 1e-3
     batch_size: int = 128
     replay_capacity: int = 20_000
-    min_replay: int = 500
-    transitions_per_update: int = 8
+    min_replay: int = 128
+    transitions_per_update: int = 2
     target_every: int = 100
     epsilon_start: float = 1.0
     epsilon_end: float = 0.05
