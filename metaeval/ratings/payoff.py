@@ -10,7 +10,9 @@ import numpy as np
 from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.solvers import king_of_the_hill
 from metaeval.solvers.mecce import FAILURE_TOLERANCE, max_entropy
+from metaeval.solvers.mecce_rows import max_entropy_cce
 from metaeval.ratings.base import Rating, homogeneous
 
 
@@ -24,6 +26,9 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
     safeguard of :func:`metaeval.solvers.mecce.max_entropy` fired (``safeguard_*``).
     ``target="affinity"`` uses the CCE of maximum entropy relative to the clone-invariant
     affinity-entropy target instead (Liu et al. 2025; metaeval.ratings.affinity).
+    Large king-of-the-hill games (metaeval.solvers.king_of_the_hill) are solved by
+    constraint generation on the dual (metaeval.solvers.mecce_rows; the same CCE, with
+    ``solver``, ``constraint_rounds``, ``working_rows`` and ``active_rows`` diagnostics).
     """
     if target != "uniform":
         from metaeval.ratings.affinity import payoff_with_target
@@ -31,7 +36,18 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
         return payoff_with_target(game, target, kernel_variance)
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"payoff ratings need a MetaGame, got {type(game).__name__}")
-    solution = max_entropy(cce_constraints(game))
+    solution, extra = None, {}
+    if king_of_the_hill.structured(game):
+        try:
+            solution = max_entropy_cce(game)
+            extra = dict(solution.rows, solver="constraint generation on the dual (king of the hill)")
+        except MetaEvalError:
+            # Its multipliers diverge where the largest CCE support leaves joints out (a
+            # model that dominates on few prompts): the full solver finds that support,
+            # if its constraint matrix fits the memory budget.
+            extra = {"safeguard_full_solver_fallbacks": 1}
+    if solution is None:
+        solution = max_entropy(cce_constraints(game))
     sigma = solution.distribution.reshape(game.shape)
     ratings = deviation_gains(game, sigma)
     support = sigma[sigma > 0]
@@ -41,6 +57,7 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
         "cce_violation": max(0.0, float(max(r.max() for r in ratings))),
         "kkt_residual": solution.kkt_residual,
         **{f"safeguard_{name}": count for name, count in solution.safeguards.items()},
+        **extra,
     }
     # Ratings are accurate to the accepted KKT residual: closer ratings are tied.
     return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics,

@@ -21,9 +21,11 @@ exceeds GRADIENT_TOLERANCE (lambda_i = 0 is then not optimal), at most _ENTERING
 When no row outside S has a positive gain and S is at a KKT point, so is the full dual:
 sigma is the maximum-entropy CCE, exactly as metaeval.solvers.mecce would find it.
 
-sigma = softmax(...) is positive on every joint, so this assumes the largest CCE support
-is every joint (true of the king-of-the-hill games here, where every joint keeps mass);
-otherwise the multipliers diverge and the solver stops with a clear error.
+sigma = softmax(...) is positive on every joint, so this suits games whose largest CCE
+support is every joint (the king-of-the-hill games here: every joint keeps mass). Where
+some joints are in no CCE's support the multipliers grow until those joints' mass no
+longer shows in the KKT residual (1e-13 of the prisoner's dilemma's (defect, defect) in
+30 steps); should they not get there, the solver stops with a clear error.
 """
 
 from __future__ import annotations
@@ -34,12 +36,23 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.runs import budget
 from metaeval.solvers.cce_columns import GameColumns
+from dataclasses import dataclass
+
 from metaeval.solvers.mecce import FAILURE_TOLERANCE, GRADIENT_TOLERANCE, MaxEntropy
 
 MAX_ITERATIONS = 200
 _ENTERING = 32
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 60
+
+
+@dataclass
+class RowsMaxEntropy(MaxEntropy):
+    """:class:`metaeval.solvers.mecce.MaxEntropy` (no safeguards here) and the working set:
+    ``rows`` holds ``constraint_rounds`` (rounds that added deviations), ``working_rows``
+    and ``active_rows`` (positive multipliers) out of ``deviations``."""
+
+    rows: dict
 
 
 class _Dual:
@@ -149,6 +162,6 @@ def max_entropy_cce(game: MetaGame) -> MaxEntropy:
             f"Newton steps on {working.size} of {lam.size} deviations; if some joints carry no mass in any CCE "
             "the multipliers diverge: rate a smaller game with the full solver"
         )
-    return MaxEntropy(sigma, iterations, residual, value,
-                      {"constraint_rounds": rounds, "working_rows": int(working.size),
-                       "active_rows": int((lam > 0).sum())})
+    return RowsMaxEntropy(sigma, iterations, residual, value, {},
+                          {"constraint_rounds": rounds, "working_rows": int(working.size),
+                           "active_rows": int((lam > 0).sum()), "deviations": int(lam.size)})
