@@ -60,8 +60,8 @@ def _equations(payoffs, v, offsets, jacobian=True):
         return residual, None
     g0, g1, _ = payoffs
     b0 = np.matmul(x1, payoffs[2])  # [K0, K2]: dg/dx_0, transposed
-    spread = lambda c: c * x2 - np.outer(c @ x2, x2)  # c (diag x_2 - x_2 x_2^T)
-    through = [spread(c02), spread(c12)]  # d V_p / d (lambda g), via x_2
+    # d V_p / d(lambda g) through x_2: C (diag x_2 - x_2 x_2^T), C = dV_p/dx_2.
+    through = [c * x2 - np.outer(c @ x2, x2) for c in (c02, c12)]
     direct = [(g0 @ x2), (g1 @ x2).T]  # dV_0/dx_1 [K0, K1], dV_1/dx_0 [K1, K0]
     derivatives = np.zeros((n + 1, n + 1))
     for p, x in enumerate((x0, x1)):
