@@ -72,7 +72,7 @@ def child(rater: str, models: int, prompts: int, copies: float, seed: int) -> No
         attacked = copy_prompts(game, top, int(round(copies * prompts)), SHARPNESS, seed)
         after, attacked_seconds, attacked_cpu = _rate(attacked, method)
     except metaeval.MetaEvalError as exc:
-        print(json.dumps({"status": f"refused: {exc}"}))
+        print(json.dumps({"status": f"error: {exc}"}))  # a budget refusal or a solver failure
         return
     diagnostics = rating.diagnostics
     scale = rating.game.payoff_range()
