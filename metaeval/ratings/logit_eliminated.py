@@ -30,14 +30,21 @@ from metaeval.ratings import logit
 from metaeval.runs.threads import one_blas_thread
 
 
+def _last(payoffs, x0, x1, lam):
+    """(g, x_2, dg/dx_1 transposed [K1, K2]): the last player's payoffs against x_0, x_1
+    and its logit response."""
+    g2 = payoffs[2]
+    b1 = (x0 @ g2.reshape(len(x0), -1)).reshape(g2.shape[1:])
+    g = x1 @ b1
+    x2 = np.exp(lam * (g - g.max()))
+    return g, x2 / x2.sum(), b1
+
+
 def _values(payoffs, x0, x1, lam):
     """The contractions of one point: g, x_2, each model player's payoffs and their
     partial derivatives (module docstring)."""
-    g0, g1, g2 = payoffs
-    b1 = (x0 @ g2.reshape(len(x0), -1)).reshape(g2.shape[1:])  # [K1, K2]: dg/dx_1, transposed
-    g = x1 @ b1
-    x2 = np.exp(lam * (g - g.max()))
-    x2 /= x2.sum()
+    g0, g1, _ = payoffs
+    g, x2, b1 = _last(payoffs, x0, x1, lam)
     c02 = np.matmul(x1, g0)  # [K0, K2]: dV_0/dx_2
     c12 = (x0 @ g1.reshape(len(x0), -1)).reshape(g1.shape[1:])  # [K1, K2]: dV_1/dx_2
     return g, x2, b1, c02, c12
@@ -82,7 +89,7 @@ def _equations(payoffs, v, offsets, jacobian=True):
 def _profile(payoffs, v, offsets):
     n = offsets[-1]
     x0, x1 = np.exp(v[: offsets[1]]), np.exp(v[offsets[1] : n])
-    return [x0, x1, _values(payoffs, x0, x1, v[n])[1]]
+    return [x0, x1, _last(payoffs, x0, x1, v[n])[1]]  # one contraction, not _values' three
 
 
 def trace_eliminated_branch(payoffs: np.ndarray, target: float) -> list[np.ndarray]:
