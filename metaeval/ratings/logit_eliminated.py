@@ -16,9 +16,10 @@ detected as before.
 Why: in the king-of-the-hill game of 64 models and 2,000 prompts the full tracer solves a
 dense 2,129-unknown system at every step (an LU of 6 GFLOP); eliminated, the system has
 129 unknowns and a step costs a few contractions of the payoff tensors, O(joints). At
-64 x 64 x 500 the full tracer took 6.5 CPU seconds, at 64 x 64 x 2,000 over 15 CPU
-minutes (bench.scale_koth). The end point is refined and checked exactly as the full
-tracer's (:func:`metaeval.ratings.logit._refined`).
+64 x 64 x 500 a rating took 5.4 CPU seconds this way and 8.2 with the full tracer
+(bench.scale_koth); at 2,000 prompts the contractions (about 15 passes over the payoff
+tensors a step) dominate and neither way rates in a minute. The end point is refined and
+checked exactly as the full tracer's (:func:`metaeval.ratings.logit._refined`).
 """
 
 from __future__ import annotations
