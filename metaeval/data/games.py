@@ -137,7 +137,21 @@ def king_of_the_hill(judgements: pd.DataFrame) -> MetaGame:
     if np.isnan(u).any():
         p, k, r = np.argwhere(np.isnan(u))[0]
         raise MetaEvalError(f"no judgement of {models[k]!r} against {models[r]!r} on prompt {prompts[p]!r}")
-    king = np.moveaxis(u, 0, -1)  # [king, rebel, prompt]
-    rebel = np.where(diagonal[:, :, None], -1.0, -king)
+    return king_of_the_hill_game(np.moveaxis(u, 0, -1), models, prompts)
+
+
+def king_of_the_hill_game(preferences: np.ndarray, models=None, prompts=None) -> MetaGame:
+    """The king-of-the-hill game from the judge's preferences ``[king, rebel, prompt]``
+    (antisymmetric in king and rebel, 0 when they are the same model; Liu et al. 2025,
+    section 3): u_king = preferences, u_rebel = -u_king except -1 on the diagonal,
+    u_prompt = |u_king|. Names default to ``m0, m1, ...`` and ``p0, p1, ...``."""
+    king = np.asarray(preferences, dtype=np.float64)
+    if king.ndim != 3 or king.shape[0] != king.shape[1]:
+        raise MetaEvalError(f"preferences must have shape [models, models, prompts], got {king.shape}")
+    budget.check_joints(king.shape, 5, "the king-of-the-hill game", "models x models x prompts")
+    diagonal = np.eye(king.shape[0], dtype=bool)[:, :, None]
+    rebel = np.where(diagonal, -1.0, -king)
+    models = [f"m{i}" for i in range(king.shape[0])] if models is None else models
+    prompts = [f"p{i}" for i in range(king.shape[2])] if prompts is None else prompts
     return MetaGame(np.stack([king, rebel, np.abs(king)]), strategy_names=[models, models, prompts],
                     player_names=["king", "rebel", "prompt"])

@@ -310,10 +310,10 @@ def _branch_regret(v, offsets) -> float:
     return float(max(gaps)) / lam
 
 
-def _tangent(payoffs, v, previous, offsets):
+def _tangent(payoffs, v, previous, offsets, equations=None):
     """(t, sign of det [J; t], the LU factors of [J; previous], H(v)): t is the unit
     tangent at v with t . previous > 0."""
-    residual, jacobian = _branch_equations(payoffs, v, offsets)
+    residual, jacobian = (equations or _branch_equations)(payoffs, v, offsets)
     jacobian[-1] = previous
     factors = scipy.linalg.lu_factor(jacobian)
     t = scipy.linalg.lu_solve(factors, np.eye(len(v))[-1])
@@ -325,11 +325,11 @@ def _tangent(payoffs, v, previous, offsets):
     return t / np.linalg.norm(t), sign, factors, residual
 
 
-def _step(payoffs, v, tangent, orientation, offsets):
+def _step(payoffs, v, tangent, orientation, offsets, equations=None):
     """Chord-Newton from the predicted point v to the curve, moving orthogonally to
     ``tangent``: (point, its tangent, how much to shrink the next step), or (None, None, _)
     when the step is rejected."""
-    new_tangent, sign, factors, residual = _tangent(payoffs, v, tangent, offsets)
+    new_tangent, sign, factors, residual = _tangent(payoffs, v, tangent, offsets, equations)
     slow_down, previous = 1.0 / _MAX_ACCELERATION, None
     if sign != orientation:
         return None, None, slow_down
@@ -347,7 +347,7 @@ def _step(payoffs, v, tangent, orientation, offsets):
         v, previous = v + delta, distance
         if distance <= _CORRECTOR_TOLERANCE:
             return v, new_tangent, slow_down
-        residual = _branch_equations(payoffs, v, offsets, jacobian=False)[0]
+        residual = (equations or _branch_equations)(payoffs, v, offsets, jacobian=False)[0]
     return None, None, slow_down
 
 

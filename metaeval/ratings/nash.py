@@ -8,7 +8,9 @@ ratings are clone invariant.  Every other game uses the limiting logit equilibri
 (Marris et al. 2022); in a symmetric game (players identical up to relabelling, within
 SYMMETRY_TOLERANCE of the payoff range) that of the symmetric branch, a symmetric
 equilibrium, so identical players get identical ratings
-(:func:`metaeval.ratings.logit.limiting_logit_equilibrium`).  Every rating is <= 0 up
+(:func:`metaeval.ratings.logit.limiting_logit_equilibrium`); in a large king-of-the-hill
+game the branch is traced with the prompt player eliminated
+(:mod:`metaeval.ratings.logit_eliminated`).  Every rating is <= 0 up
 to the equilibrium's max regret, which the diagnostics report.
 """
 
@@ -21,7 +23,9 @@ import numpy as np
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating, homogeneous, product_distribution
+from metaeval.ratings import logit_eliminated
 from metaeval.ratings.logit import limiting_logit_equilibrium, max_regret, payoff_against
+from metaeval.solvers import king_of_the_hill
 from metaeval.ratings.nash_zero_sum import max_entropy_nash
 
 
@@ -78,6 +82,9 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
         strategies = [row, column]
         diagnostics.update(equilibrium="maximum-entropy Nash (zero-sum)",
                            value=value * spread + float(game.payoffs[0].mean()))
+    elif king_of_the_hill.structured(game):
+        strategies = logit_eliminated.limiting_logit_equilibrium(payoffs)
+        diagnostics["equilibrium"] = "limiting logit equilibrium (traced with the prompt player eliminated)"
     elif MetaGame(payoffs).is_symmetric(rtol=SYMMETRY_TOLERANCE):
         strategies = limiting_logit_equilibrium(payoffs, symmetric=True)
         diagnostics["equilibrium"] = "limiting logit equilibrium (symmetric branch)"

@@ -10,8 +10,10 @@ import numpy as np
 from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.solvers import king_of_the_hill
 from metaeval.solvers.cce_columns import GameColumns
 from metaeval.solvers.mecce import FAILURE_TOLERANCE, NEWTON_FIRST_JOINTS, max_entropy, max_entropy_implicit
+from metaeval.solvers.mecce_rows import max_entropy_cce
 from metaeval.ratings.base import Rating, homogeneous
 
 
@@ -32,6 +34,9 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
     back to the stored matrix, ``safeguard_dense_fallbacks``, if some joint leaves the
     support); False: on the stored matrix; None (default): implicit above
     NEWTON_FIRST_JOINTS joints. Both give the same MECCE to the accepted KKT residual.
+    Large king-of-the-hill games (metaeval.solvers.king_of_the_hill) are solved by
+    constraint generation on the dual (metaeval.solvers.mecce_rows; the same CCE, with
+    ``solver``, ``constraint_rounds``, ``working_rows`` and ``active_rows`` diagnostics).
     """
     if target != "uniform":
         from metaeval.ratings.affinity import payoff_with_target
@@ -39,11 +44,20 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
         return payoff_with_target(game, target, kernel_variance)
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"payoff ratings need a MetaGame, got {type(game).__name__}")
+    solution, extra = None, {}
+    if king_of_the_hill.structured(game):
+        try:
+            solution = max_entropy_cce(game)
+            extra = dict(solution.rows, solver="constraint generation on the dual (king of the hill)")
+        except MetaEvalError:
+            # Its multipliers diverge where the largest CCE support leaves joints out (a
+            # model that dominates on few prompts): the general solvers find that support.
+            extra = {"safeguard_full_solver_fallbacks": 1}
     if implicit is None:
         implicit = game.num_joints > NEWTON_FIRST_JOINTS
-    if implicit:
+    if solution is None and implicit:
         solution = max_entropy_implicit(GameColumns(game), lambda: cce_constraints(game))
-    else:
+    elif solution is None:
         solution = max_entropy(cce_constraints(game))
     sigma = solution.distribution.reshape(game.shape)
     ratings = deviation_gains(game, sigma)
@@ -54,6 +68,7 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
         "cce_violation": max(0.0, float(max(r.max() for r in ratings))),
         "kkt_residual": solution.kkt_residual,
         **{f"safeguard_{name}": count for name, count in {"dense_fallbacks": 0, **solution.safeguards}.items()},
+        **extra,
     }
     # Ratings are accurate to the accepted KKT residual: closer ratings are tied.
     return Rating("payoff", game, ratings, distribution=sigma, diagnostics=diagnostics,
