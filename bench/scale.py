@@ -176,10 +176,8 @@ def _resident_mib(pid: int) -> float:
     return 0.0
 
 
-def measure(rater: str, players: int, size: int, seed: int, limit: float, memory_limit_gib: float,
-            family: str = "random") -> dict:
-    """Run :func:`child` in a subprocess under the time and memory limits."""
-    command = [sys.executable, "-m", "bench.scale", "--child", rater, str(players), str(size), str(seed), family]
+def run_limited(command: list[str], limit: float, memory_limit_gib: float) -> dict:
+    """Run ``command`` (a child printing one JSON line last) under the time and memory limits."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     start = time.monotonic()
     reason = None
@@ -199,6 +197,13 @@ def measure(rater: str, players: int, size: int, seed: int, limit: float, memory
         last = (err.strip().splitlines() or ["no output"])[-1]
         return {"status": f"failed: {last}"}
     return json.loads(lines[-1])
+
+
+def measure(rater: str, players: int, size: int, seed: int, limit: float, memory_limit_gib: float,
+            family: str = "random") -> dict:
+    """Run :func:`child` in a subprocess under the time and memory limits."""
+    command = [sys.executable, "-m", "bench.scale", "--child", rater, str(players), str(size), str(seed), family]
+    return run_limited(command, limit, memory_limit_gib)
 
 
 def _figures(result: dict) -> str:

@@ -30,13 +30,12 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import subprocess
 import sys
 import time
 
 import numpy as np
 
-from bench.scale import POLL_SECONDS, _resident_mib
+from bench.scale import run_limited
 
 RATERS = ("deviation", "payoff", "nash", "payoff-full", "nash-full")
 OPTIONS = {"deviation": {}, "payoff": {"target": "affinity"}, "nash": {"target": "affinity"}}
@@ -95,25 +94,7 @@ def measure(rater: str, models: int, prompts: int, copies: float, seed: int, lim
     """Run :func:`child` in a subprocess under the time and memory limits."""
     command = [sys.executable, "-m", "bench.scale_koth", "--child", rater, str(models), str(prompts),
                str(copies), str(seed)]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    start = time.monotonic()
-    while process.poll() is None:
-        reason = None
-        if time.monotonic() - start > limit:
-            reason = f"over {limit:g} s"
-        elif _resident_mib(process.pid) > memory_limit_gib * 1024:
-            reason = f"over {memory_limit_gib:g} GiB"
-        if reason:
-            process.kill()
-            process.wait()
-            return {"status": f"killed ({reason})"}
-        time.sleep(POLL_SECONDS)
-    out, err = process.communicate()
-    lines = out.strip().splitlines()
-    if process.returncode != 0 or not lines:
-        last = (err.strip().splitlines() or ["no output"])[-1]
-        return {"status": f"failed: {last}"}
-    return json.loads(lines[-1])
+    return run_limited(command, limit, memory_limit_gib)
 
 
 def _accuracy(result: dict) -> str:
