@@ -1,3 +1,5 @@
+import importlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -6,7 +8,10 @@ from hypothesis import given, settings, strategies as st
 import metaeval
 from metaeval import MetaGame, data
 from metaeval.data.simulated import copy_prompts, simulated_judge
+from metaeval.errors import MetaEvalError
 from metaeval.solvers import king_of_the_hill
+
+payoff_module = importlib.import_module("metaeval.ratings.payoff")  # the package exports the function under that name
 
 
 def test_recognises_king_of_the_hill_games():
@@ -43,13 +48,17 @@ def test_structured_paths_agree_with_the_full_solvers(models, prompts, seed):
 
 
 def test_where_constraint_generation_fails_the_full_solver_rates(monkeypatch):
-    # One prompt: the MECCE is a pure joint, its multipliers diverge.
-    game = simulated_judge(5, 1, seed=0)
+    game = simulated_judge(5, 3, seed=0)
+    reference = metaeval.rate(game, "payoff")  # below STRUCTURED_JOINTS: the general solver
+
+    def diverges(_game):
+        raise MetaEvalError("the dual's multipliers diverge")
+
     monkeypatch.setattr(king_of_the_hill, "STRUCTURED_JOINTS", 0)
+    monkeypatch.setattr(payoff_module, "max_entropy_cce", diverges)
     rating = metaeval.rate(game, "payoff")
     assert rating.diagnostics["safeguard_full_solver_fallbacks"] == 1 and "solver" not in rating.diagnostics
-    monkeypatch.setattr(king_of_the_hill, "STRUCTURED_JOINTS", float("inf"))
-    for a, b in zip(rating.ratings, metaeval.rate(game, "payoff").ratings):
+    for a, b in zip(rating.ratings, reference.ratings):
         np.testing.assert_array_equal(a, b)
 
 
