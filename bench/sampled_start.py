@@ -66,6 +66,7 @@ def measure(path: str, game: str, episodes: int, workers: int) -> dict:
 def actor_memory(game_string: str, episodes: int) -> None:
     from metaeval import games, spiel
     from metaeval.distributed import build_metagame, current_pool, shutdown
+    from metaeval.runs.memory import resident_memory
 
     game = games.load(game_string)
     print(f"{game_string}: peak resident memory of 2 Ray actors (MiB) as the population grows, "
@@ -76,16 +77,10 @@ def actor_memory(game_string: str, episodes: int) -> None:
             population = spiel.Population.random(game, (size, 2, 2), seed=0, lazy=True)
             previous = build_metagame(game, population, mode="sampled", episodes=episodes, workers=2,
                                       seed=0, previous=previous, progress=False)
-            peaks = [_peak_mib(pid) for pid in current_pool().pids()]
+            peaks = [resident_memory(pid)["peak_mib"] for pid in current_pool().pids()]
             print(f"{size:>3} policies for player 0: " + ", ".join(f"{peak:.0f}" for peak in peaks))
     finally:
         shutdown()
-
-
-def _peak_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as handle:
-        line = next(line for line in handle if line.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024
 
 
 def main(argv=None) -> None:

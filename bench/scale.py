@@ -40,6 +40,8 @@ import time
 
 import numpy as np
 
+from metaeval.runs.memory import resident_memory
+
 RATERS = ("uniform", "elo", "nash", "alpharank", "deviation", "payoff")
 SHAPES = ("3x16", "3x32", "3x64")
 #: Diagnostics that say how accurate each rater's result is.
@@ -165,17 +167,6 @@ def polarix_ce(game) -> tuple[list, dict]:
     return result.ratings, {"ce_violation": ce_violation(game, joint) / spread, "cce_violation": cce}
 
 
-def _resident_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
 def run_limited(command: list[str], limit: float, memory_limit_gib: float) -> dict:
     """Run ``command`` (a child printing one JSON line last) under the time and memory limits."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -184,7 +175,7 @@ def run_limited(command: list[str], limit: float, memory_limit_gib: float) -> di
     while process.poll() is None:
         if time.monotonic() - start > limit:
             reason = f"over {limit:g} s"
-        elif _resident_mib(process.pid) > memory_limit_gib * 1024:
+        elif (resident_memory(process.pid)["rss_mib"] or 0.0) > memory_limit_gib * 1024:
             reason = f"over {memory_limit_gib:g} GiB"
         if reason:
             process.kill()

@@ -20,14 +20,17 @@ MEMORY = "memory"
 """The record field of the memory measurements."""
 
 
-def resident_memory() -> dict:
-    """This process's current and peak resident memory in MiB (``rss_mib`` is None where
-    ``/proc`` is missing; the peak then comes from ``getrusage``)."""
+def resident_memory(pid: int | str = "self") -> dict:
+    """A process's current and peak resident memory in MiB (this process's by default).
+    Where ``/proc`` is missing or the process is gone, ``rss_mib`` is None and the peak
+    comes from ``getrusage`` for this process, None for another."""
     try:
-        with open("/proc/self/status") as status:
+        with open(f"/proc/{pid}/status") as status:
             fields = dict(line.split(":", 1) for line in status if ":" in line)
         return {"rss_mib": _mib(fields["VmRSS"]), "peak_mib": _mib(fields["VmHWM"])}
     except (OSError, KeyError):
+        if pid != "self":
+            return {"rss_mib": None, "peak_mib": None}
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # bytes on macOS, KiB elsewhere
         return {"rss_mib": None, "peak_mib": peak / 2**20 if sys.platform == "darwin" else peak / 1024}
 

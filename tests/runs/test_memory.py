@@ -33,3 +33,19 @@ def test_the_summary_and_the_figure_take_lost_actors_missing_measures_and_old_re
         {"rss_mib": None, "peak_rss_mib": 11.0, "actors_peak_rss_mib": None}, {}]
     assert plots.plot_memory(tmp_path, records).stat().st_size > 0
     assert plots.plot_memory(tmp_path / "none", records[2:]) is None
+
+
+def test_another_process_is_read_by_its_pid_and_a_gone_one_gives_none():
+    import os
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        other = memory.resident_memory(child.pid)
+        assert other["rss_mib"] > 0 and other["peak_mib"] >= other["rss_mib"]
+    finally:
+        child.kill()
+        child.wait()
+    assert memory.resident_memory(child.pid) == {"rss_mib": None, "peak_mib": None}
+    assert memory.resident_memory(os.getpid())["rss_mib"] > 0
