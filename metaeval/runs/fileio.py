@@ -18,7 +18,7 @@ def atomic_write(path, write, mode: str = "wb") -> Path:
     untouched and the temporary file removed.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    tmp = temporary_path(path)
     try:
         with open(tmp, mode) as handle:
             write(handle)
@@ -29,6 +29,13 @@ def atomic_write(path, write, mode: str = "wb") -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def temporary_path(path) -> Path:
+    """Where :func:`atomic_write` writes ``path`` before the rename; a process killed
+    between the two (SIGKILL, power loss) leaves this file behind."""
+    path = Path(path)
+    return path.with_name(f".{path.name}.tmp")
 
 
 def atomic_savez(path, **arrays) -> Path:

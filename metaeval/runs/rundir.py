@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from metaeval.errors import MetaEvalError
-from metaeval.runs.fileio import atomic_write, check_writable
+from metaeval.runs.fileio import atomic_write, check_writable, temporary_path
 
 CONFIG = "config.json"
 LOG = "iterations.jsonl"
@@ -51,6 +51,9 @@ DAMAGED = "iterations.damaged.jsonl"
 STATE = "state.json"
 RAY_LOGS = "ray"
 """Where an embedded Ray keeps its logs in a run directory (possibly before its first record)."""
+UNFINISHED_CONFIG = temporary_path(CONFIG).name
+"""What a process killed while writing the first ``config.json`` leaves behind: the directory
+holds no run yet, and :meth:`RunDirectory.begin` removes it."""
 MEASUREMENTS = ("seconds", "memory")
 """The record fields of wall-clock timings and resident memory, which vary between identical runs."""
 
@@ -243,7 +246,7 @@ def _stored_run(path: Path, kind: str, result_settings: Mapping[str, object]) ->
             )
     elif (path / LOG).exists() or (path / STATE).exists():
         raise MetaEvalError(f"{path} holds run files but no {CONFIG}; use another --out")
-    elif path.is_dir() and any(p.name != RAY_LOGS for p in path.iterdir()):
+    elif path.is_dir() and any(p.name not in (RAY_LOGS, UNFINISHED_CONFIG) for p in path.iterdir()):
         raise MetaEvalError(f"{path} is not empty and holds no metaeval run; use a new or empty --out")
     return stored
 
@@ -327,6 +330,7 @@ class RunDirectory:
             if self._stored is None and any(p.name in (CONFIG, LOG, STATE) for p in self.path.iterdir()):
                 raise MetaEvalError(f"another metaeval process began a run in {self.path} meanwhile; "
                                     "run the command again to resume it")
+        (self.path / UNFINISHED_CONFIG).unlink(missing_ok=True)
         damaged = self._reading.damaged
         if damaged:
             aside = self.path / DAMAGED

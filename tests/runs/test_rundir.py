@@ -138,3 +138,22 @@ def test_a_recomputed_record_is_checked_but_for_its_timings_and_memory(tmp_path)
     assert run.commit(measured(0, 1.0, 2.0, 150.0), {}) == measured(0, 1.0, 1.0, 100.0)  # the one on disk
     with pytest.raises(MetaEvalError, match="iteration 1 recomputed differs"):
         run.commit(measured(1, 2.0, 1.0, 100.0), {})
+
+
+def test_a_config_left_half_written_by_a_killed_process_is_no_one_elses_file(tmp_path):
+    """A SIGKILL between writing ``config.json``'s temporary file and renaming it leaves only
+    that file: the directory holds no run, so it is begun afresh, not refused as someone's."""
+    tmp_path.joinpath(rundir.UNFINISHED_CONFIG).write_text('{"kind": "te')
+    run = open_run(tmp_path)
+    run.begin()
+    assert not tmp_path.joinpath(rundir.UNFINISHED_CONFIG).exists()
+    run.write_config({})
+    run.append(json.loads(record(0)))
+    run.close()
+    assert [r["iteration"] for r in open_run(tmp_path).records] == [0]
+    other = tmp_path / "other"
+    other.mkdir()
+    other.joinpath(rundir.UNFINISHED_CONFIG).write_text("{")
+    other.joinpath("notes.txt").write_text("precious")
+    with pytest.raises(MetaEvalError, match="is not empty and holds no metaeval run"):
+        open_run(other)
