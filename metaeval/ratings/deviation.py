@@ -46,6 +46,7 @@ import scipy.sparse as sp
 from metaeval.runs import budget
 from metaeval.solvers import lp
 from metaeval.solvers.cce_columns import GameColumns, StoredColumns
+from metaeval.solvers.cce_face import face_rounds
 from metaeval.solvers.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -71,6 +72,9 @@ ENTERING_PER_PRICING = 256
 COLUMN_GENERATION_JOINTS = 2048
 """Games with more joints than this are rated by column generation over the game's
 payoffs (by default); smaller ones by the reduced system with every joint in the LP."""
+FACE_JOINTS = 2048
+"""Largest optimal face (joints of zero reduced cost) on which the later rounds are
+solved (metaeval.solvers.cce_face: a dense SVD of up to rows x FACE_JOINTS a round)."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest accepted unscaled residual of a warm optimum (simplex sum, sign, gain rows)."""
 
@@ -87,7 +91,9 @@ class StrictestCCE:
     safeguards: dict  # how often each safeguard fired
     max_violation: float  # max |A masses - values|, relative to the largest payoff difference
     priced_joints: int = 0  # joints added by pricing
-    lp_joints: int = 0  # joints in the final LP
+    lp_joints: int = 0  # joints in the warm LP
+    face_rounds: int = 0  # rounds solved on an optimal face (metaeval.solvers.cce_face)
+    read_off: int = 0  # constraints rated by being constant on that face
 
 
 @dataclass
@@ -321,6 +327,7 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     values = np.zeros(rows)
     unfrozen = np.ones(rows, dtype=bool)
     rounds = priced = 0
+    face = None
     while unfrozen.any():
         rounds += 1
         what = f"round {rounds} of the deviation-rating LPs"
@@ -341,17 +348,39 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
         # round starts primal feasible.
         values[chosen] = result.t
         unfrozen[chosen] = False
+        if not unfrozen.any():
+            break
+        on_face = pricer.face(model, result)
+        if on_face is not None:
+            face = face_rounds(source.columns(on_face), on_face, _masses_on(model, result, on_face),
+                               np.flatnonzero(np.abs(result.gain_duals) > DUAL_TOLERANCE), values, unfrozen,
+                               guard.freeze, DUAL_TOLERANCE, f"round {rounds + 1} of the deviation-rating LPs")
+            guard.matrix, guard.lp_solves = face.matrix, guard.lp_solves + face.lp_solves
+            break
         model.freeze(chosen, result.t)
-    masses, miss = guard.checked_masses(result.masses, values)
+    kept = model.joints if face is None else face.joints
+    masses, miss = guard.checked_masses(result.masses if face is None else face.masses, values)
     everywhere = np.zeros(source.num_columns)
-    everywhere[model.joints] = masses
+    everywhere[kept] = masses
     return StrictestCCE(values, everywhere, rounds, guard.lp_solves, model.iterations, guard.counts,
-                        miss, priced_joints=priced, lp_joints=len(model.joints))
+                        miss, priced_joints=priced, lp_joints=len(model.joints),
+                        face_rounds=0 if face is None else face.rounds,
+                        read_off=0 if face is None else face.read_off)
+
+
+def _masses_on(model: _WarmModel, result: _Round, joints: np.ndarray) -> np.ndarray:
+    """The round's sigma on ``joints`` (sorted; every joint carrying mass is among them)."""
+    masses = np.zeros(len(joints))
+    at = np.searchsorted(joints, model.joints)
+    inside = at < len(joints)
+    inside[inside] = joints[at[inside]] == model.joints[inside]
+    masses[at[inside]] = result.masses[inside]
+    return masses
 
 
 class _Pricer:
-    """Reduced costs -(s + A_j^T y) of the joints outside the model, every joint priced
-    by one contraction (:meth:`GameColumns.price`) into an array kept between pricings.
+    """Reduced costs -(s + A_j^T y) of every joint, priced by one contraction
+    (:meth:`GameColumns.price`) into an array kept between pricings.
 
     Each round needs at least one pricing to prove its LP optimal over every joint: at
     4 x 64 (16.7M joints) pricing is most of the time. Bounding the change of reduced
@@ -363,20 +392,33 @@ class _Pricer:
     def __init__(self, source):
         self.source = source
         self.reduced = None
+        self.priced = None  # the round whose duals priced ``reduced``
+
+    def _price(self, result: _Round) -> np.ndarray:
+        if self.priced is not result:
+            reduced = self.reduced = self.source.price(result.gain_duals, out=self.reduced)
+            reduced += result.simplex_dual
+            np.negative(reduced, out=reduced)
+            self.priced = result
+        return self.reduced
 
     def entering(self, model: _WarmModel, result: _Round) -> np.ndarray:
         """Joints outside the model with reduced cost below -PRICING_TOLERANCE: the most
         negative, at most ENTERING_PER_PRICING of them."""
         if len(model.joints) == self.source.num_columns:
             return np.empty(0, dtype=np.int64)
-        reduced = self.reduced = self.source.price(result.gain_duals, out=self.reduced)
-        reduced += result.simplex_dual
-        np.negative(reduced, out=reduced)
-        reduced[model.joints] = np.inf
-        entering = np.flatnonzero(reduced < -PRICING_TOLERANCE)
+        reduced = self._price(result)
+        entering = np.setdiff1d(np.flatnonzero(reduced < -PRICING_TOLERANCE), model.joints, assume_unique=True)
         if entering.size > ENTERING_PER_PRICING:
             entering = entering[np.argpartition(reduced[entering], ENTERING_PER_PRICING)[:ENTERING_PER_PRICING]]
         return np.sort(entering)
+
+    def face(self, model: _WarmModel, result: _Round) -> np.ndarray | None:
+        """The joints of the round's optimal face (reduced cost at most PRICING_TOLERANCE: a
+        superset of those of zero reduced cost, so the face is exact), or None if more
+        than FACE_JOINTS (the later rounds then stay in the warm model)."""
+        joints = np.flatnonzero(self._price(result) <= PRICING_TOLERANCE)
+        return joints if len(joints) <= FACE_JOINTS else None
 
 
 @homogeneous("max_violation")
@@ -444,6 +486,8 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         "lp_rows": len(result.values),
         "lp_columns": result.lp_joints,
         "priced_joints": result.priced_joints,
+        "face_rounds": result.face_rounds,
+        "read_off": result.read_off,
         "max_violation": float(np.abs(gains - flat).max()),
     })
     # Ratings are accurate to CHECK_TOLERANCE of the payoff range: closer ratings are tied.
