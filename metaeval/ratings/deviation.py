@@ -47,6 +47,7 @@ from metaeval.runs import budget
 from metaeval.solvers import lp
 from metaeval.solvers.cce_columns import GameColumns, StoredColumns
 from metaeval.solvers.cce_face import face_rounds
+from metaeval.solvers.cce_first_round import FirstRoundModel
 from metaeval.solvers.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
@@ -91,7 +92,8 @@ class StrictestCCE:
     safeguards: dict  # how often each safeguard fired
     max_violation: float  # max |A masses - values|, relative to the largest payoff difference
     priced_joints: int = 0  # joints added by pricing
-    lp_joints: int = 0  # joints in the warm LP
+    lp_joints: int = 0  # joints in the first LP (and in the warm LP, if the later rounds ran there)
+    first_rows: int = 0  # rows in the first LP
     face_rounds: int = 0  # rounds solved on an optimal face (metaeval.solvers.cce_face)
     read_off: int = 0  # constraints rated by being constant on that face
 
@@ -107,6 +109,7 @@ class _Round:
     masses: np.ndarray
     simplex_dual: float
     gain_duals: np.ndarray  # y of the reduced cost -(simplex_dual + A_j^T y) of a joint j
+    lp_solves: int = 1
 
 
 def constraints_to_freeze(
@@ -311,23 +314,78 @@ class _Safeguards:
 
 def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     """Algorithm 1 on the CCE system of ``source`` (a column source of
-    metaeval.solvers.cce_columns; entries at most 1), warm-started HiGHS with the safeguards of
-    :class:`_Safeguards`.
+    metaeval.solvers.cce_columns; entries at most 1).
 
-    The LPs start with the columns of ``joints`` (default: all). Before a round's
-    constraints are frozen, every joint is priced with that round's duals and those with
-    negative reduced cost enter (column generation); the round is re-solved until none
-    does, so its optimum, t and duals are those of the LP over all joints, and the
-    freezing rule sees exactly what it would on the full LP. Joints never leave.
+    The first LP is solved over working sets of rows and joints, grown from ``joints``
+    (default: all) until no row is violated and no joint has negative reduced cost
+    (metaeval.solvers.cce_first_round), so its optimum, t and duals are those of the LP
+    over every joint. The later rounds run on its optimal face (metaeval.solvers.cce_face)
+    if that has at most FACE_JOINTS joints, else from the first round again in one
+    warm-started HiGHS model with the safeguards of :class:`_Safeguards`
+    (:func:`_warm_rounds`).
     """
     rows = source.num_rows
-    model = _WarmModel(source, np.arange(source.num_columns) if joints is None else np.asarray(joints))
     pricer = _Pricer(source)
+    first, model, priced = _first_round(source, np.arange(source.num_columns) if joints is None
+                                        else np.asarray(joints), pricer)
+    on_face = pricer.face(model, first)
+    if on_face is None:
+        return _warm_rounds(source, model.joints, pricer, priced, model.iterations)
+    guard = _Safeguards(model.matrix)
+    values, unfrozen = np.zeros(rows), np.ones(rows, dtype=bool)
+    chosen = guard.freeze(first.cap_duals, first.gains, unfrozen)
+    values[chosen] = first.t
+    unfrozen &= ~chosen
+    face = face_rounds(source.columns(on_face), on_face, _masses_on(model, first, on_face),
+                       np.flatnonzero(np.abs(first.gain_duals) > DUAL_TOLERANCE), values, unfrozen,
+                       guard.freeze, DUAL_TOLERANCE, "the deviation-rating LPs")
+    guard.matrix = face.matrix
+    guard.lp_solves = first.lp_solves + face.lp_solves
+    masses, miss = guard.checked_masses(face.masses, values)
+    everywhere = np.zeros(source.num_columns)
+    everywhere[face.joints] = masses
+    return StrictestCCE(values, everywhere, 1 + face.rounds, guard.lp_solves, model.iterations, guard.counts,
+                        miss, priced_joints=priced, lp_joints=len(model.joints), first_rows=len(model.rows),
+                        face_rounds=face.rounds, read_off=face.read_off)
+
+
+def _first_round(source, joints: np.ndarray, pricer: "_Pricer") -> tuple[_Round, FirstRoundModel, int]:
+    """The first LP's optimum over every row and joint (metaeval.solvers.cce_first_round),
+    the model that holds it, and the number of joints priced in."""
+    model = FirstRoundModel(source, joints)
+    priced = solves = 0
+    while True:
+        t, masses, duals, simplex_dual, runs = model.solve("the first deviation-rating LP")
+        solves += runs
+        gains = model.matrix @ masses
+        violated = model.violated(gains, t, PRICING_TOLERANCE)
+        if violated.size:
+            model.add_rows(violated)
+            continue
+        result = _Round(t, duals, gains, masses, simplex_dual, duals, lp_solves=solves)
+        entering = pricer.entering(model, result)
+        if entering.size == 0:
+            return result, model, priced
+        priced += entering.size
+        model.add_joints(entering)
+
+
+def _warm_rounds(source, joints: np.ndarray, pricer: "_Pricer", priced: int, iterations: int) -> StrictestCCE:
+    """Algorithm 1 from its first round in one warm-started HiGHS model (:class:`_WarmModel`)
+    over ``joints``, with the safeguards of :class:`_Safeguards`.
+
+    Before a round's constraints are frozen, every joint is priced with that round's
+    duals and those with negative reduced cost enter (column generation); the round is
+    re-solved until none does, so its optimum, t and duals are those of the LP over all
+    joints, and the freezing rule sees exactly what it would on the full LP. Joints never
+    leave.
+    """
+    rows = source.num_rows
+    model = _WarmModel(source, joints)
     guard = _Safeguards(model.matrix)
     values = np.zeros(rows)
     unfrozen = np.ones(rows, dtype=bool)
-    rounds = priced = 0
-    face = None
+    rounds = 0
     while unfrozen.any():
         rounds += 1
         what = f"round {rounds} of the deviation-rating LPs"
@@ -348,27 +406,15 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
         # round starts primal feasible.
         values[chosen] = result.t
         unfrozen[chosen] = False
-        if not unfrozen.any():
-            break
-        on_face = pricer.face(model, result)
-        if on_face is not None:
-            face = face_rounds(source.columns(on_face), on_face, _masses_on(model, result, on_face),
-                               np.flatnonzero(np.abs(result.gain_duals) > DUAL_TOLERANCE), values, unfrozen,
-                               guard.freeze, DUAL_TOLERANCE, f"round {rounds + 1} of the deviation-rating LPs")
-            guard.matrix, guard.lp_solves = face.matrix, guard.lp_solves + face.lp_solves
-            break
         model.freeze(chosen, result.t)
-    kept = model.joints if face is None else face.joints
-    masses, miss = guard.checked_masses(result.masses if face is None else face.masses, values)
+    masses, miss = guard.checked_masses(result.masses, values)
     everywhere = np.zeros(source.num_columns)
-    everywhere[kept] = masses
-    return StrictestCCE(values, everywhere, rounds, guard.lp_solves, model.iterations, guard.counts,
-                        miss, priced_joints=priced, lp_joints=len(model.joints),
-                        face_rounds=0 if face is None else face.rounds,
-                        read_off=0 if face is None else face.read_off)
+    everywhere[model.joints] = masses
+    return StrictestCCE(values, everywhere, rounds, guard.lp_solves, iterations + model.iterations, guard.counts,
+                        miss, priced_joints=priced, lp_joints=len(model.joints), first_rows=rows)
 
 
-def _masses_on(model: _WarmModel, result: _Round, joints: np.ndarray) -> np.ndarray:
+def _masses_on(model: FirstRoundModel, result: _Round, joints: np.ndarray) -> np.ndarray:
     """The round's sigma on ``joints`` (sorted; every joint carrying mass is among them)."""
     masses = np.zeros(len(joints))
     at = np.searchsorted(joints, model.joints)
@@ -402,7 +448,7 @@ class _Pricer:
             self.priced = result
         return self.reduced
 
-    def entering(self, model: _WarmModel, result: _Round) -> np.ndarray:
+    def entering(self, model: _WarmModel | FirstRoundModel, result: _Round) -> np.ndarray:
         """Joints outside the model with reduced cost below -PRICING_TOLERANCE: the most
         negative, at most ENTERING_PER_PRICING of them."""
         if len(model.joints) == self.source.num_columns:
@@ -413,10 +459,10 @@ class _Pricer:
             entering = entering[np.argpartition(reduced[entering], ENTERING_PER_PRICING)[:ENTERING_PER_PRICING]]
         return np.sort(entering)
 
-    def face(self, model: _WarmModel, result: _Round) -> np.ndarray | None:
-        """The joints of the round's optimal face (reduced cost at most PRICING_TOLERANCE: a
-        superset of those of zero reduced cost, so the face is exact), or None if more
-        than FACE_JOINTS (the later rounds then stay in the warm model)."""
+    def face(self, model: FirstRoundModel, result: _Round) -> np.ndarray | None:
+        """The joints of the first round's optimal face (reduced cost at most
+        PRICING_TOLERANCE: a superset of those of zero reduced cost, so the face is exact),
+        or None if more than FACE_JOINTS (the later rounds then run in the warm model)."""
         joints = np.flatnonzero(self._price(result) <= PRICING_TOLERANCE)
         return joints if len(joints) <= FACE_JOINTS else None
 
@@ -486,6 +532,7 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         "lp_rows": len(result.values),
         "lp_columns": result.lp_joints,
         "priced_joints": result.priced_joints,
+        "first_rows": result.first_rows,
         "face_rounds": result.face_rounds,
         "read_off": result.read_off,
         "max_violation": float(np.abs(gains - flat).max()),
