@@ -7,6 +7,13 @@ Marris, Liu, Gemp, Piliouras, Lanctot (2025), "Deviation Ratings". Each round so
 
 and freezes, at value t, every unfrozen constraint with a non-zero dual.
 
+The first LP is solved over working sets of rows and joints
+(metaeval.solvers.cce_first_round); every later optimum lies in its optimal face, and
+when that face has at most FACE_JOINTS joints the later rounds run there, as small LPs
+whose equalities are kept exactly and whose constant gains are read off
+(metaeval.solvers.cce_face). Otherwise the rounds run in one warm-started model
+(:func:`_warm_rounds`), as described next.
+
 One HiGHS model serves every round. Each deviation gain has its own column
 ``g_i = (A sigma)_i`` (an equality row) and a cap row ``g_i - t <= 0``. Freezing i sets
 the upper bound of g_i to t and makes its cap row free: bound changes only, so the
@@ -482,12 +489,15 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
             generation above COLUMN_GENERATION_JOINTS joints. Both give the same ratings.
 
     Returns a Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
-    diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one warm re-solve per round
-    and per pricing that added joints, plus any safeguard's), ``simplex_iterations`` (of
-    the warm model), one count per safeguard (``safeguard_cold_resolves``,
-    ``safeguard_looser_tolerances``, ``safeguard_largest_gain_freezes``,
-    ``safeguard_final_resolves``), the LP size (``lp_rows``, ``lp_columns``: joints in the
-    final LP), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
+    diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
+    round and per pricing or row generation that added joints or rows, plus any
+    safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
+    safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
+    ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size
+    (``lp_rows``: deviations, ``first_rows``: those in the first LP, ``lp_columns``: joints
+    in the first LP, and in the warm one if the later rounds ran there), ``face_rounds``
+    (rounds on the first LP's optimal face), ``read_off`` (ratings read there as gains
+    constant on the face), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
     |delta(sigma*) - rating| over all constraints in payoff units (at most
     CHECK_TOLERANCE times the largest payoff difference).
     """

@@ -97,7 +97,7 @@ def face_rounds(columns: np.ndarray, joints: np.ndarray, masses: np.ndarray, equ
     """
     masses = np.clip(masses, 0.0, None)
     masses /= masses.sum()
-    equal = np.zeros(len(values), dtype=bool) | np.isin(np.arange(len(values)), equal)
+    equal = np.isin(np.arange(len(values)), equal)
     keep = np.ones(len(joints), dtype=bool)
     rounds = lp_solves = read_off = 0
     while True:
