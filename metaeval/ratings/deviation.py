@@ -59,7 +59,7 @@ from metaeval.solvers.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating, homogeneous
-from metaeval.solvers.reduction import reduce_cce
+from metaeval.solvers.reduction import copied_strategies, reduce_cce
 
 # A cap row counts as active when |dual| > DUAL_TOLERANCE. The cap duals of a round are
 # convex weights (dual feasibility of the free column t makes them sum to 1), so their
@@ -520,7 +520,13 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
             diagnostics["safeguard_column_generation_retries"] = 1
             column_generation = True
     if column_generation:
-        source = GameColumns(game)
+        # Copies of a strategy merged first (exact): else every joint with a copy is a
+        # duplicate column, and an attacked king-of-the-hill game's optimal face is some
+        # fifty times too large.
+        labels = copied_strategies(game) if merge_duplicates else [np.arange(k) for k in game.shape]
+        firsts = [np.unique(label, return_index=True)[1] for label in labels]
+        merged = MetaGame(game.payoffs[(slice(None), *np.ix_(*firsts))])
+        source = GameColumns(merged)
         try:
             result = strictest_cce(source, joints=[source.least_tempted_joint()])
         except MetaEvalError as exc:
@@ -529,8 +535,11 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
                 "than the LP solver reaches: rate fewer strategies (e.g. a subset chosen by another rater) "
                 "or use another rater, such as nash"
             ) from None
-        sigma = result.masses.reshape(game.shape)
-        flat = source.scale * result.values
+        sigma = np.zeros(game.shape)
+        sigma[np.ix_(*firsts)] = result.masses.reshape(merged.shape)
+        starts = np.cumsum([0, *merged.shape[:-1]])
+        flat = source.scale * result.values[np.concatenate([start + label for start, label in zip(starts, labels)])]
+        diagnostics["merged_copies"] = sum(game.shape) - sum(merged.shape)
     diagnostics["column_generation"] = bool(column_generation)
     ratings = np.split(flat, np.cumsum(game.shape)[:-1])
     gains = np.concatenate(deviation_gains(game, sigma))

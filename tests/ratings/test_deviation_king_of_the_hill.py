@@ -71,9 +71,22 @@ def test_prompt_copying_attack_changes_nothing(models, prompts, seed):
     game = simulated_judge(models, prompts, seed=seed)
     top = int(np.argmax(metaeval.rate(game, "uniform").ratings[0]))
     attacked = copy_prompts(game, top, prompts // 2, 10.0, seed)
-    before, after = checked(game).ratings, checked(attacked).ratings
+    before, rating = checked(game).ratings, checked(attacked)
+    after = rating.ratings
+    if rating.diagnostics["column_generation"]:  # smaller games merge duplicate joints instead
+        assert rating.diagnostics["merged_copies"] == prompts // 2
     assert_ratings_close(after[:2], before[:2], atol=1e-9)
     np.testing.assert_allclose(after[2][:prompts], before[2], rtol=0, atol=1e-9)
     names = attacked.strategy_names[2]
     originals = [names.index(name.split(" (copy")[0]) for name in names[prompts:]]
     np.testing.assert_allclose(after[2][prompts:], after[2][originals], rtol=0, atol=1e-9)
+
+
+def test_copies_left_unmerged_change_nothing_either():
+    """Without merging copies, the attacked game's duplicate joints all sit on the optimal
+    face; the ratings are the same."""
+    game = copy_prompts(simulated_judge(16, 30, seed=2), 0, 15, 10.0, 2)
+    merged = checked(game)
+    unmerged = metaeval.rate(game, "deviation", merge_duplicates=False)
+    assert unmerged.diagnostics["merged_copies"] == 0
+    assert_ratings_close(unmerged.ratings, merged.ratings, atol=1e-9)
