@@ -525,7 +525,8 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         # fifty times too large.
         labels = copied_strategies(game) if merge_duplicates else [np.arange(k) for k in game.shape]
         firsts = [np.unique(label, return_index=True)[1] for label in labels]
-        merged = MetaGame(game.payoffs[(slice(None), *np.ix_(*firsts))])
+        copies = sum(game.shape) - sum(len(first) for first in firsts)
+        merged = MetaGame(game.payoffs[(slice(None), *np.ix_(*firsts))]) if copies else game
         source = GameColumns(merged)
         try:
             result = strictest_cce(source, joints=[source.least_tempted_joint()])
@@ -539,7 +540,7 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         sigma[np.ix_(*firsts)] = result.masses.reshape(merged.shape)
         starts = np.cumsum([0, *merged.shape[:-1]])
         flat = source.scale * result.values[np.concatenate([start + label for start, label in zip(starts, labels)])]
-        diagnostics["merged_copies"] = sum(game.shape) - sum(merged.shape)
+        diagnostics["merged_copies"] = copies
     diagnostics["column_generation"] = bool(column_generation)
     ratings = np.split(flat, np.cumsum(game.shape)[:-1])
     gains = np.concatenate(deviation_gains(game, sigma))
