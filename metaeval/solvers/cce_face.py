@@ -9,7 +9,8 @@ round's optimal face
          A_i sigma = A_i sigma_r where y_i != 0, the other constraints},
 
 and so does every later optimum. On F the later rounds are small: the joints J with
-d_j = 0 (tens to hundreds, whatever the game's size), the affine set
+d_j = 0 (tens to hundreds, whatever the game's size), the rows E with y_i != 0, the
+affine set
 {sigma_J: 1^T sigma = 1, A_E sigma = A_E sigma_r} written sigma = sigma_r + N z with N an
 orthonormal basis of the null space of [1; A_E[:, J]]. Each round is an LP in z and t
 (sigma_r + N z >= 0), after which the new tight rows and zero joints join E, and the
@@ -20,7 +21,7 @@ point, or a set on which most gains are constant (king-of-the-hill games: from t
 round on). Solved as LPs over the simplex with frozen rows g_i <= v_i, the later rounds
 then have a feasible set of no interior, pinned by bounds that carry the earlier LPs'
 rounding; the rounding grew with every frozen row until HiGHS reported them infeasible
-(64 x 64 x 100: round 144, even afresh at a tolerance of 1e-7). Here the equalities are
+(64 x 64 x 100: round 76, even afresh at a tolerance of 1e-7). Here the equalities are
 kept exactly, by construction of N, with values read at an actual point sigma_r, and
 z = 0 is feasible in every round. A gain constant on the affine set (A_i N = 0) keeps
 its value A_i sigma_r in every later round: its rating is that value, read off at once

@@ -10,9 +10,9 @@ product with the stored columns A[:, J]), then joints of negative reduced cost p
 with the duals of R, zero elsewhere (column generation). When neither enters, the duals
 are feasible for the whole LP and the optimum is the full LP's. HiGHS keeps its basis:
 new rows enter with basic slacks (dual simplex continues), new joints nonbasic at zero
-(primal simplex continues). The LP has |R| + 1 rows instead of the 2 x 2,128 + 1 of
-the warm model of the later rounds, which is what made the first round slow (seconds a
-re-solve at 64 x 64 x 2,000).
+(primal simplex continues). At 64 x 64 x 2,000 the LP ends with 389 rows and 1,684
+joints; in the warm model of metaeval.ratings.deviation, which holds every row twice
+(2 x 2,128 + 1 rows), the same round took 14 CPU s against 3.5 for the whole rating now.
 """
 
 from __future__ import annotations
