@@ -8,7 +8,11 @@ judged with noise; Liu et al. 2025): M models x M x P prompts joints. Raters, ea
 its own subprocess (killed past ``--limit`` wall seconds or ``--memory-limit`` GiB
 resident, as in bench.scale):
 
-- ``deviation``: deviation ratings (the strictest CCE), no target;
+- ``deviation``: deviation ratings (the strictest CCE), no target: the first LP over
+  working sets of rows and joints, the later rounds on its optimal face
+  (metaeval.solvers.cce_first_round, metaeval.solvers.cce_face);
+- ``deviation-full``: every round in the one warm-started model over all deviations,
+  grown by column generation (FACE_JOINTS = 0: Algorithm 1 as it ran before the face);
 - ``payoff``, ``nash``: with the affinity target (``target="affinity"``): the prompt
   copies are de-cloned exactly, then the game takes the structured paths of
   metaeval.solvers.king_of_the_hill (constraint generation on the MECCE's dual, the
@@ -16,6 +20,8 @@ resident, as in bench.scale):
   default they start above STRUCTURED_JOINTS joints);
 - ``payoff-full``, ``nash-full``: the same raters forced onto the full solvers
   (the structured paths switched off), for the accuracy check where they still run.
+
+``-full`` rows print the largest difference of their ratings from the default rater's.
 
 Each child rates the game, then the attacked game: ``--copies`` x P prompt copies drawn
 from softmax(-10 u_bar) against the model with the best uniform rating (the paper adds
@@ -28,6 +34,7 @@ shared machine the CPU time is the steadier figure.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import resource
 import sys
@@ -37,7 +44,7 @@ import numpy as np
 
 from bench.scale import run_limited
 
-RATERS = ("deviation", "payoff", "nash", "payoff-full", "nash-full")
+RATERS = ("deviation", "payoff", "nash", "deviation-full", "payoff-full", "nash-full")
 OPTIONS = {"deviation": {}, "payoff": {"target": "affinity"}, "nash": {"target": "affinity"}}
 #: The accuracy figure each rater reports (diagnostics keys), relative to the payoff range.
 ACCURACY = {"deviation": ("max_violation",), "payoff": ("cce_violation", "kkt_residual"), "nash": ("max_regret",)}
@@ -60,8 +67,10 @@ def child(rater: str, models: int, prompts: int, copies: float, seed: int) -> No
 
     method = rater.removesuffix("-full")
     # "payoff" and "nash" take the structured paths at every size (by default only above
-    # STRUCTURED_JOINTS joints), "-full" never.
+    # STRUCTURED_JOINTS joints), "-full" never; "deviation-full" has no optimal face.
     king_of_the_hill.STRUCTURED_JOINTS = float("inf") if rater.endswith("-full") else 0
+    if rater == "deviation-full":
+        importlib.import_module("metaeval.ratings.deviation").FACE_JOINTS = 0
     game = simulated_judge(models, prompts, seed=seed)
     baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     try:
@@ -77,8 +86,7 @@ def child(rater: str, models: int, prompts: int, copies: float, seed: int) -> No
     scale = rating.game.payoff_range()
     print(json.dumps({
         "status": "ok", "seconds": seconds, "cpu_seconds": cpu, "peak_mib": peak, "baseline_mib": baseline,
-        "path": diagnostics.get("solver") or diagnostics.get("equilibrium") or
-        ("column generation" if diagnostics.get("column_generation") else "LP"),
+        "path": diagnostics.get("solver") or diagnostics.get("equilibrium") or _deviation_path(diagnostics),
         "accuracy": {key: diagnostics[key] / (1 if key == "kkt_residual" else scale)
                      for key in ACCURACY[method] if key in diagnostics},
         "attacked_seconds": attacked_seconds, "attacked_cpu_seconds": attacked_cpu,
@@ -87,6 +95,14 @@ def child(rater: str, models: int, prompts: int, copies: float, seed: int) -> No
         "prompt_change": float(np.abs(after.ratings[2][:prompts] - rating.ratings[2]).max()),
         "ratings": [r.tolist() for r in rating.ratings],
     }))
+
+
+def _deviation_path(diagnostics: dict) -> str:
+    """How the deviation rater got there: the first LP's size, and rounds on the face or warm."""
+    first = f"first LP {diagnostics['first_rows']} rows x {diagnostics['lp_columns']} joints"
+    if diagnostics["read_off"] or diagnostics["face_rounds"]:
+        return f"{first}, {diagnostics['face_rounds']} rounds on the face, {diagnostics['read_off']} gains read off"
+    return f"{diagnostics['rounds']} warm rounds over {diagnostics['lp_columns']} joints"
 
 
 def measure(rater: str, models: int, prompts: int, copies: float, seed: int, limit: float,
@@ -119,7 +135,7 @@ def main(argv=None) -> None:
         return
     print(f"king of the hill, simulated judge, {args.models} models, seed {args.seed}; attack: "
           f"{args.copies:g} x prompts copies; limits {args.limit:g} s and {args.memory_limit:g} GiB per run")
-    print(f"{'rater':<12} {'prompts':>7} {'joints':>9} {'wall s':>8} {'CPU s':>8} {'peak MiB':>8} "
+    print(f"{'rater':<14} {'prompts':>7} {'joints':>9} {'wall s':>8} {'CPU s':>8} {'peak MiB':>8} "
           f"{'attacked CPU s':>14} {'king change':>11} {'prompt change':>13}  accuracy / status")
     for prompts in args.prompts:
         rated = {}
@@ -127,7 +143,7 @@ def main(argv=None) -> None:
             result = measure(rater, args.models, prompts, args.copies, args.seed, args.limit, args.memory_limit)
             joints = args.models**2 * prompts
             if result["status"] != "ok":
-                print(f"{rater:<12} {prompts:>7} {joints:>9} {'-':>8} {'-':>8} {'-':>8} {'-':>14} {'-':>11} "
+                print(f"{rater:<14} {prompts:>7} {joints:>9} {'-':>8} {'-':>8} {'-':>8} {'-':>14} {'-':>11} "
                       f"{'-':>13}  {result['status'][:160]}", flush=True)
                 continue
             rated[rater] = [np.asarray(r) for r in result["ratings"]]
@@ -136,7 +152,7 @@ def main(argv=None) -> None:
             if rater.endswith("-full") and full in rated:
                 difference = max(float(np.abs(a - b).max()) for a, b in zip(rated[full], rated[rater]))
                 note += f", max |rating - structured| {difference:.1e}"
-            print(f"{rater:<12} {prompts:>7} {joints:>9} {result['seconds']:8.1f} {result['cpu_seconds']:8.1f} "
+            print(f"{rater:<14} {prompts:>7} {joints:>9} {result['seconds']:8.1f} {result['cpu_seconds']:8.1f} "
                   f"{result['peak_mib']:8.0f} {result['attacked_cpu_seconds']:14.1f} {result['king_change']:11.1e} "
                   f"{result['prompt_change']:13.1e}  {note}; {result['path']}", flush=True)
 

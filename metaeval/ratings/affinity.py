@@ -34,6 +34,7 @@ from metaeval.solvers.equilibria import cce_constraints, deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.solvers.mecce import FAILURE_TOLERANCE
+from metaeval.solvers.reduction import identical
 from metaeval.ratings.base import Rating, marginals, product_distribution
 
 TARGETS = ("uniform", "affinity")
@@ -51,21 +52,7 @@ def clone_sets(game: MetaGame, player: int) -> np.ndarray:
     rows = _payoff_rows(game, player)
     scale = max(float(np.abs(game.payoffs).max()), np.finfo(float).tiny)
     rows = np.round(rows / scale / CLONE_TOLERANCE) + 0.0  # -0.0 made 0.0
-    # Rows are grouped by a hash of their bytes and compared exactly within a group:
-    # np.unique(axis=0) on rows of 192,000 entries (a king against 64 x 3,000 prompts) was
-    # most of the 8.4 CPU s of de-cloning a 64 x 64 x 3,000 game; with hashing it takes 2.4.
-    labels = np.empty(len(rows), dtype=np.int64)
-    groups: dict[int, list[int]] = {}
-    found = 0
-    for i, row in enumerate(rows):
-        group = groups.setdefault(hash(row.tobytes()), [])
-        same = next((j for j in group if np.array_equal(rows[j], row)), None)
-        if same is None:
-            group.append(i)
-            labels[i], found = found, found + 1
-        else:
-            labels[i] = labels[same]
-    return labels
+    return identical(len(rows), rows.__getitem__)
 
 
 def affinity_kernel(game: MetaGame, player: int, variance: float | None = None) -> np.ndarray:

@@ -7,6 +7,13 @@ Marris, Liu, Gemp, Piliouras, Lanctot (2025), "Deviation Ratings". Each round so
 
 and freezes, at value t, every unfrozen constraint with a non-zero dual.
 
+The first LP is solved over working sets of rows and joints
+(metaeval.solvers.cce_first_round); every later optimum lies in its optimal face, and
+when that face has at most FACE_JOINTS joints the later rounds run there, as small LPs
+whose equalities are kept exactly and whose constant gains are read off
+(metaeval.solvers.cce_face). Otherwise the rounds run in one warm-started model
+(:func:`_warm_rounds`), as described next.
+
 One HiGHS model serves every round. Each deviation gain has its own column
 ``g_i = (A sigma)_i`` (an equality row) and a cap row ``g_i - t <= 0``. Freezing i sets
 the upper bound of g_i to t and makes its cap row free: bound changes only, so the
@@ -46,11 +53,13 @@ import scipy.sparse as sp
 from metaeval.runs import budget
 from metaeval.solvers import lp
 from metaeval.solvers.cce_columns import GameColumns, StoredColumns
+from metaeval.solvers.cce_face import face_rounds
+from metaeval.solvers.cce_first_round import FirstRoundModel
 from metaeval.solvers.equilibria import deviation_gains
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating, homogeneous
-from metaeval.solvers.reduction import reduce_cce
+from metaeval.solvers.reduction import copied_strategies, reduce_cce
 
 # A cap row counts as active when |dual| > DUAL_TOLERANCE. The cap duals of a round are
 # convex weights (dual feasibility of the free column t makes them sum to 1), so their
@@ -71,6 +80,9 @@ ENTERING_PER_PRICING = 256
 COLUMN_GENERATION_JOINTS = 2048
 """Games with more joints than this are rated by column generation over the game's
 payoffs (by default); smaller ones by the reduced system with every joint in the LP."""
+FACE_JOINTS = 2048
+"""Largest optimal face (joints of zero reduced cost) on which the later rounds are
+solved (metaeval.solvers.cce_face: a dense SVD of up to rows x FACE_JOINTS a round)."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest accepted unscaled residual of a warm optimum (simplex sum, sign, gain rows)."""
 
@@ -87,7 +99,10 @@ class StrictestCCE:
     safeguards: dict  # how often each safeguard fired
     max_violation: float  # max |A masses - values|, relative to the largest payoff difference
     priced_joints: int = 0  # joints added by pricing
-    lp_joints: int = 0  # joints in the final LP
+    lp_joints: int = 0  # joints in the first LP (and in the warm LP, if the later rounds ran there)
+    first_rows: int = 0  # rows in the first LP
+    face_rounds: int = 0  # rounds solved on an optimal face (metaeval.solvers.cce_face)
+    read_off: int = 0  # constraints rated by being constant on that face
 
 
 @dataclass
@@ -101,6 +116,7 @@ class _Round:
     masses: np.ndarray
     simplex_dual: float
     gain_duals: np.ndarray  # y of the reduced cost -(simplex_dual + A_j^T y) of a joint j
+    lp_solves: int = 1
 
 
 def constraints_to_freeze(
@@ -305,22 +321,78 @@ class _Safeguards:
 
 def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     """Algorithm 1 on the CCE system of ``source`` (a column source of
-    metaeval.solvers.cce_columns; entries at most 1), warm-started HiGHS with the safeguards of
-    :class:`_Safeguards`.
+    metaeval.solvers.cce_columns; entries at most 1).
 
-    The LPs start with the columns of ``joints`` (default: all). Before a round's
-    constraints are frozen, every joint is priced with that round's duals and those with
-    negative reduced cost enter (column generation); the round is re-solved until none
-    does, so its optimum, t and duals are those of the LP over all joints, and the
-    freezing rule sees exactly what it would on the full LP. Joints never leave.
+    The first LP is solved over working sets of rows and joints, grown from ``joints``
+    (default: all) until no row is violated and no joint has negative reduced cost
+    (metaeval.solvers.cce_first_round), so its optimum, t and duals are those of the LP
+    over every joint. The later rounds run on its optimal face (metaeval.solvers.cce_face)
+    if that has at most FACE_JOINTS joints, else from the first round again in one
+    warm-started HiGHS model with the safeguards of :class:`_Safeguards`
+    (:func:`_warm_rounds`).
     """
     rows = source.num_rows
-    model = _WarmModel(source, np.arange(source.num_columns) if joints is None else np.asarray(joints))
     pricer = _Pricer(source)
+    first, model, priced = _first_round(source, np.arange(source.num_columns) if joints is None
+                                        else np.asarray(joints), pricer)
+    on_face = pricer.face(model, first)
+    if on_face is None:
+        return _warm_rounds(source, model.joints, pricer, priced, model.iterations)
+    guard = _Safeguards(model.matrix)
+    values, unfrozen = np.zeros(rows), np.ones(rows, dtype=bool)
+    chosen = guard.freeze(first.cap_duals, first.gains, unfrozen)
+    values[chosen] = first.t
+    unfrozen &= ~chosen
+    face = face_rounds(source.columns(on_face), on_face, _masses_on(model, first, on_face),
+                       np.flatnonzero(np.abs(first.gain_duals) > DUAL_TOLERANCE), values, unfrozen,
+                       guard.freeze, DUAL_TOLERANCE, "the deviation-rating LPs")
+    guard.matrix = face.matrix
+    guard.lp_solves = first.lp_solves + face.lp_solves
+    masses, miss = guard.checked_masses(face.masses, values)
+    everywhere = np.zeros(source.num_columns)
+    everywhere[face.joints] = masses
+    return StrictestCCE(values, everywhere, 1 + face.rounds, guard.lp_solves, model.iterations, guard.counts,
+                        miss, priced_joints=priced, lp_joints=len(model.joints), first_rows=len(model.rows),
+                        face_rounds=face.rounds, read_off=face.read_off)
+
+
+def _first_round(source, joints: np.ndarray, pricer: "_Pricer") -> tuple[_Round, FirstRoundModel, int]:
+    """The first LP's optimum over every row and joint (metaeval.solvers.cce_first_round),
+    the model that holds it, and the number of joints priced in."""
+    model = FirstRoundModel(source, joints)
+    priced = solves = 0
+    while True:
+        t, masses, duals, simplex_dual, runs = model.solve("the first deviation-rating LP")
+        solves += runs
+        gains = model.matrix @ masses
+        violated = model.violated(gains, t, PRICING_TOLERANCE)
+        if violated.size:
+            model.add_rows(violated)
+            continue
+        result = _Round(t, duals, gains, masses, simplex_dual, duals, lp_solves=solves)
+        entering = pricer.entering(model, result)
+        if entering.size == 0:
+            return result, model, priced
+        priced += entering.size
+        model.add_joints(entering)
+
+
+def _warm_rounds(source, joints: np.ndarray, pricer: "_Pricer", priced: int, iterations: int) -> StrictestCCE:
+    """Algorithm 1 from its first round in one warm-started HiGHS model (:class:`_WarmModel`)
+    over ``joints``, with the safeguards of :class:`_Safeguards`.
+
+    Before a round's constraints are frozen, every joint is priced with that round's
+    duals and those with negative reduced cost enter (column generation); the round is
+    re-solved until none does, so its optimum, t and duals are those of the LP over all
+    joints, and the freezing rule sees exactly what it would on the full LP. Joints never
+    leave.
+    """
+    rows = source.num_rows
+    model = _WarmModel(source, joints)
     guard = _Safeguards(model.matrix)
     values = np.zeros(rows)
     unfrozen = np.ones(rows, dtype=bool)
-    rounds = priced = 0
+    rounds = 0
     while unfrozen.any():
         rounds += 1
         what = f"round {rounds} of the deviation-rating LPs"
@@ -345,13 +417,23 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     masses, miss = guard.checked_masses(result.masses, values)
     everywhere = np.zeros(source.num_columns)
     everywhere[model.joints] = masses
-    return StrictestCCE(values, everywhere, rounds, guard.lp_solves, model.iterations, guard.counts,
-                        miss, priced_joints=priced, lp_joints=len(model.joints))
+    return StrictestCCE(values, everywhere, rounds, guard.lp_solves, iterations + model.iterations, guard.counts,
+                        miss, priced_joints=priced, lp_joints=len(model.joints), first_rows=rows)
+
+
+def _masses_on(model: FirstRoundModel, result: _Round, joints: np.ndarray) -> np.ndarray:
+    """The round's sigma on ``joints`` (sorted; every joint carrying mass is among them)."""
+    masses = np.zeros(len(joints))
+    at = np.searchsorted(joints, model.joints)
+    inside = at < len(joints)
+    inside[inside] = joints[at[inside]] == model.joints[inside]
+    masses[at[inside]] = result.masses[inside]
+    return masses
 
 
 class _Pricer:
-    """Reduced costs -(s + A_j^T y) of the joints outside the model, every joint priced
-    by one contraction (:meth:`GameColumns.price`) into an array kept between pricings.
+    """Reduced costs -(s + A_j^T y) of every joint, priced by one contraction
+    (:meth:`GameColumns.price`) into an array kept between pricings.
 
     Each round needs at least one pricing to prove its LP optimal over every joint: at
     4 x 64 (16.7M joints) pricing is most of the time. Bounding the change of reduced
@@ -363,20 +445,33 @@ class _Pricer:
     def __init__(self, source):
         self.source = source
         self.reduced = None
+        self.priced = None  # the round whose duals priced ``reduced``
 
-    def entering(self, model: _WarmModel, result: _Round) -> np.ndarray:
+    def _price(self, result: _Round) -> np.ndarray:
+        if self.priced is not result:
+            reduced = self.reduced = self.source.price(result.gain_duals, out=self.reduced)
+            reduced += result.simplex_dual
+            np.negative(reduced, out=reduced)
+            self.priced = result
+        return self.reduced
+
+    def entering(self, model: _WarmModel | FirstRoundModel, result: _Round) -> np.ndarray:
         """Joints outside the model with reduced cost below -PRICING_TOLERANCE: the most
         negative, at most ENTERING_PER_PRICING of them."""
         if len(model.joints) == self.source.num_columns:
             return np.empty(0, dtype=np.int64)
-        reduced = self.reduced = self.source.price(result.gain_duals, out=self.reduced)
-        reduced += result.simplex_dual
-        np.negative(reduced, out=reduced)
-        reduced[model.joints] = np.inf
-        entering = np.flatnonzero(reduced < -PRICING_TOLERANCE)
+        reduced = self._price(result)
+        entering = np.setdiff1d(np.flatnonzero(reduced < -PRICING_TOLERANCE), model.joints, assume_unique=True)
         if entering.size > ENTERING_PER_PRICING:
             entering = entering[np.argpartition(reduced[entering], ENTERING_PER_PRICING)[:ENTERING_PER_PRICING]]
         return np.sort(entering)
+
+    def face(self, model: FirstRoundModel, result: _Round) -> np.ndarray | None:
+        """The joints of the first round's optimal face (reduced cost at most
+        PRICING_TOLERANCE: a superset of those of zero reduced cost, so the face is exact),
+        or None if more than FACE_JOINTS (the later rounds then run in the warm model)."""
+        joints = np.flatnonzero(self._price(result) <= PRICING_TOLERANCE)
+        return joints if len(joints) <= FACE_JOINTS else None
 
 
 @homogeneous("max_violation")
@@ -394,12 +489,15 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
             generation above COLUMN_GENERATION_JOINTS joints. Both give the same ratings.
 
     Returns a Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
-    diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one warm re-solve per round
-    and per pricing that added joints, plus any safeguard's), ``simplex_iterations`` (of
-    the warm model), one count per safeguard (``safeguard_cold_resolves``,
-    ``safeguard_looser_tolerances``, ``safeguard_largest_gain_freezes``,
-    ``safeguard_final_resolves``), the LP size (``lp_rows``, ``lp_columns``: joints in the
-    final LP), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
+    diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
+    round and per pricing or row generation that added joints or rows, plus any
+    safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
+    safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
+    ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size
+    (``lp_rows``: deviations, ``first_rows``: those in the first LP, ``lp_columns``: joints
+    in the first LP, and in the warm one if the later rounds ran there), ``face_rounds``
+    (rounds on the first LP's optimal face), ``read_off`` (ratings read there as gains
+    constant on the face), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
     |delta(sigma*) - rating| over all constraints in payoff units (at most
     CHECK_TOLERANCE times the largest payoff difference).
     """
@@ -422,7 +520,14 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
             diagnostics["safeguard_column_generation_retries"] = 1
             column_generation = True
     if column_generation:
-        source = GameColumns(game)
+        # Copies of a strategy merged first (exact): else every joint with a copy is a
+        # duplicate column, and an attacked king-of-the-hill game's optimal face is some
+        # fifty times too large.
+        labels = copied_strategies(game) if merge_duplicates else [np.arange(k) for k in game.shape]
+        firsts = [np.unique(label, return_index=True)[1] for label in labels]
+        copies = sum(game.shape) - sum(len(first) for first in firsts)
+        merged = MetaGame(game.payoffs[(slice(None), *np.ix_(*firsts))]) if copies else game
+        source = GameColumns(merged)
         try:
             result = strictest_cce(source, joints=[source.least_tempted_joint()])
         except MetaEvalError as exc:
@@ -431,8 +536,11 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
                 "than the LP solver reaches: rate fewer strategies (e.g. a subset chosen by another rater) "
                 "or use another rater, such as nash"
             ) from None
-        sigma = result.masses.reshape(game.shape)
-        flat = source.scale * result.values
+        sigma = np.zeros(game.shape)
+        sigma[np.ix_(*firsts)] = result.masses.reshape(merged.shape)
+        starts = np.cumsum([0, *merged.shape[:-1]])
+        flat = source.scale * result.values[np.concatenate([start + label for start, label in zip(starts, labels)])]
+        diagnostics["merged_copies"] = copies
     diagnostics["column_generation"] = bool(column_generation)
     ratings = np.split(flat, np.cumsum(game.shape)[:-1])
     gains = np.concatenate(deviation_gains(game, sigma))
@@ -444,6 +552,9 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         "lp_rows": len(result.values),
         "lp_columns": result.lp_joints,
         "priced_joints": result.priced_joints,
+        "first_rows": result.first_rows,
+        "face_rounds": result.face_rounds,
+        "read_off": result.read_off,
         "max_violation": float(np.abs(gains - flat).max()),
     })
     # Ratings are accurate to CHECK_TOLERANCE of the payoff range: closer ratings are tied.

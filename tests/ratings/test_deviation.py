@@ -1,3 +1,5 @@
+import importlib
+
 import cvxpy as cp
 import numpy as np
 import pyspiel
@@ -15,6 +17,8 @@ from metaeval.ratings.deviation import (
 )
 from tests import regression
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
+
+deviation_module = importlib.import_module("metaeval.ratings.deviation")  # the name is the rater's
 
 TOL = 1e-8
 
@@ -350,15 +354,21 @@ DEGENERATE_BITS = (
 )
 
 
-def test_degenerate_game_is_rated_through_a_safeguard():
+def test_degenerate_game_is_rated_through_a_safeguard(monkeypatch):
+    """With every round in the warm model (no optimal face: FACE_JOINTS 0), a safeguard
+    fires; on the optimal face (the default) none needs to, and the ratings agree."""
     bits = np.unpackbits(np.frombuffer(bytes.fromhex(DEGENERATE_BITS), dtype=np.uint8))
     game = MetaGame(bits.reshape(3, 8, 8, 8).astype(float))
+    on_face = metaeval.rate(game, "deviation")
+    assert safeguards_fired(on_face.diagnostics) == 0 and on_face.diagnostics["max_violation"] <= 1e-12
+    monkeypatch.setattr(deviation_module, "FACE_JOINTS", 0)
     rating = metaeval.rate(game, "deviation")
     d = rating.diagnostics
     assert safeguards_fired(d) > 0 and d["lp_solves"] > d["rounds"]
     assert d["max_violation"] <= 1e-8
     plain = rated(game, symmetry=False, merge_duplicates=False)
     assert_ratings_close(rating.ratings, plain, atol=1e-8)
+    assert_ratings_close(on_face.ratings, plain, atol=1e-8)
 
 
 def test_sheriff_seed_4_regression_game():
@@ -378,15 +388,20 @@ def test_sheriff_seed_4_regression_game():
         assert_ratings_close([r / scale for r in changed], ratings, atol=1e-8)
 
 
-def test_kuhn_seed_24_regression_game_is_rated_by_column_generation():
-    """The LPs over every joint fail on this evolved, nearly tied meta-game; the column
-    generation retry rates it, and the ratings are Algorithm 1's (dual-free reference)."""
+def test_kuhn_seed_24_regression_game_is_rated_by_column_generation(monkeypatch):
+    """With every round in the warm model, the LPs over every joint fail on this evolved,
+    nearly tied meta-game and the column generation retry rates it; on the optimal face
+    (the default) the LPs over every joint do. Both are Algorithm 1's (dual-free reference)."""
     game = regression.load("kuhn_3p_seed24_iteration209")
+    reference = reference_ratings(game)
+    on_face = metaeval.rate(game, "deviation")
+    assert on_face.diagnostics["safeguard_column_generation_retries"] == 0
+    assert_ratings_close(rated(game), reference, atol=1e-7)
+    monkeypatch.setattr(deviation_module, "FACE_JOINTS", 0)
     rating = metaeval.rate(game, "deviation")
     d = rating.diagnostics
     assert d["safeguard_column_generation_retries"] == 1 and d["column_generation"]
-    ratings = rated(game)
-    assert_ratings_close(ratings, reference_ratings(game), atol=1e-7)
+    assert_ratings_close(rated(game), reference, atol=1e-7)
 
 
 def test_diagnostics():

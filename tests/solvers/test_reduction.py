@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 import metaeval
 from metaeval import MetaGame
 from metaeval.solvers.equilibria import deviation_gains
-from metaeval.solvers.reduction import interchangeable_players, joint_orbits, quantise, reduce_cce
+from metaeval.solvers.reduction import copied_strategies, interchangeable_players, joint_orbits, quantise, reduce_cce
 from tests.conftest import dominant_strategy_game, rock_paper_scissors
 
 
@@ -122,3 +122,18 @@ def test_clones_merge_rows_and_columns():
     cloned = reduce_cce(rps.add_clone(0, 1).add_clone(1, 2), symmetry=False)
     np.testing.assert_array_equal(cloned.matrix, plain.matrix)
     assert cloned.row_of[3] == cloned.row_of[1]  # the clone's deviation row is paper's
+
+
+def test_copied_strategies_are_copies_for_every_player():
+    """A copy pays every player alike; a strategy paying only its own player alike is not one."""
+    rng = np.random.default_rng(4)
+    payoffs = rng.uniform(-1, 1, size=(3, 3, 2, 4))
+    payoffs = np.concatenate([payoffs, payoffs[:, [1]]], axis=1)  # player 0's strategy 3 copies 1
+    payoffs = np.concatenate([payoffs, payoffs[:, :, :, [0, 0]]], axis=3)  # player 2's 4 and 5 copy 0
+    payoffs[0, :, :, 2] = payoffs[0, :, :, 1]  # player 2's strategy 2 pays player 0 as 1 does, not player 1
+    labels = copied_strategies(MetaGame(payoffs))
+    assert [label.tolist() for label in labels] == [[0, 1, 2, 1], [0, 1], [0, 1, 2, 3, 0, 0]]
+    negative = payoffs.copy()
+    negative[:, 0] = 0.0
+    negative[:, 2] = -0.0
+    assert copied_strategies(MetaGame(negative))[0].tolist() == [0, 1, 0, 1]

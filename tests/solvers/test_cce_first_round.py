@@ -1,0 +1,46 @@
+"""The first LP of Algorithm 1 over working rows and joints equals the LP over all of them."""
+
+import importlib
+
+import numpy as np
+from hypothesis import given, settings
+from scipy.optimize import linprog
+
+from metaeval.data.simulated import simulated_judge
+from metaeval.solvers.cce_columns import GameColumns
+from tests.conftest import random_games
+
+deviation_module = importlib.import_module("metaeval.ratings.deviation")  # the name is the rater's
+
+
+def full_first_lp(source):
+    """min t s.t. A sigma <= t over every row and joint, by one dense LP (scipy's HiGHS)."""
+    a = source.columns(np.arange(source.num_columns))
+    rows, joints = a.shape
+    res = linprog(np.r_[np.zeros(joints), 1.0], A_ub=np.c_[a, -np.ones(rows)], b_ub=np.zeros(rows),
+                  A_eq=np.r_[np.ones(joints), 0.0][None], b_eq=[1.0],
+                  bounds=[(0, None)] * joints + [(None, None)], method="highs")
+    assert res.status == 0
+    return res.fun
+
+
+def first_round(game):
+    source = GameColumns(game)
+    pricer = deviation_module._Pricer(source)
+    return source, *deviation_module._first_round(source, np.array([source.least_tempted_joint()]), pricer)
+
+
+@settings(max_examples=30, deadline=None)
+@given(random_games(players=(2, 3), strategies=(2, 5)) | random_games(players=(2, 3), strategies=(2, 4), integer=True))
+def test_first_round_is_the_full_lp(game):
+    source, result, model, _ = first_round(game)
+    assert abs(result.t - full_first_lp(source)) <= 1e-9
+    assert np.all(model.matrix @ result.masses <= result.t + 1e-9)  # every row, not only R's
+
+
+def test_king_of_the_hill_needs_few_rows_and_joints():
+    game = simulated_judge(16, 60, seed=1)
+    source, result, model, priced = first_round(game)
+    assert abs(result.t - full_first_lp(source)) <= 1e-9
+    assert len(model.rows) < source.num_rows and len(model.joints) < source.num_columns / 10
+    assert priced == len(model.joints) - 1
