@@ -48,6 +48,7 @@ followed further where that refinement is not exact (:func:`limiting_logit_equil
 
 from __future__ import annotations
 
+from contextlib import closing
 from functools import partial
 
 import numpy as np
@@ -197,8 +198,7 @@ def _relive(logs, live):
         now = np.where(was, gap <= DEAD_GAP, gap <= REVIVED_GAP)
         changed |= bool((now != was).any())
         updated.append(_reference_first(y, now))
-    near = logs[2] >= logs[2].max() - DEAD_GAP
-    if len(live) == 2 and np.count_nonzero(near) <= LAST_UNKNOWNS:
+    if len(live) == 2 and np.count_nonzero(near := logs[2] >= logs[2].max() - DEAD_GAP) <= LAST_UNKNOWNS:
         changed = True
         updated.append(_reference_first(logs[2], near))
     return updated if changed else None
@@ -307,11 +307,12 @@ def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
     targets = logit.TRACE_REGRET * 0.1 ** np.arange(round(np.log10(logit.TRACE_REGRET / DEEPEST_REGRET)) + 1)
     found, reached = [], None
     try:
-        for reached in _branch_points(payoffs, targets):
-            with one_blas_thread():
-                found.append(logit._refined(payoffs, reached, False))
-            if logit.max_regret(payoffs, found[-1]) <= EXACT_REGRET * spread:
-                break
+        with closing(_branch_points(payoffs, targets)) as points:
+            for reached in points:
+                with one_blas_thread():
+                    found.append(logit._refined(payoffs, reached, False))
+                if logit.max_regret(payoffs, found[-1]) <= EXACT_REGRET * spread:
+                    break
     except logit.BranchStalled as stalled:
         reached = stalled.strategies
         if not found and logit.max_regret(payoffs, reached) > logit.STALLED_REGRET * spread:
