@@ -71,6 +71,25 @@ def test_a_64_model_2000_prompt_game_is_traced_in_few_steps_to_an_exact_equilibr
     assert [np.count_nonzero(x) for x in strategies] == [1, 2, 2]
 
 
+def test_strategies_leave_and_return_to_the_unknowns_with_hysteresis():
+    """Out below DEAD_GAP (60), back within REVIVED_GAP (50), in between unchanged; the
+    largest log mass first, as the equations' reference; a step bringing an excluded
+    strategy within RETURNING_GAP (40) is retried."""
+    king = np.array([-61.0, -55.0, 0.0, -45.0, -55.0])  # strategies 3 and 4 out before
+    rebel = np.array([0.0, -1.0])
+    prompts = np.log(np.full(300, 1 / 300))
+    live = [np.array([2, 0, 1]), np.array([0, 1])]
+    updated = logit_eliminated._relive([king, rebel, prompts], live)
+    assert [own.tolist() for own in updated] == [[2, 1, 3], [0, 1]]  # 300 prompts: still substituted
+    assert logit_eliminated._relive([king[[2, 1, 3]], rebel, prompts], [np.arange(3), np.arange(2)]) is None
+    few = np.log(np.full(4, 1 / 4))
+    assert [own.tolist() for own in logit_eliminated._relive([king[[2, 1]], rebel, few], [np.arange(2)] * 2)] == \
+        [[0, 1], [0, 1], [0, 1, 2, 3]]
+    assert not logit_eliminated._returning([king, rebel], live)
+    king[4] = -35.0
+    assert logit_eliminated._returning([king, rebel], live)
+
+
 def test_refuses_games_of_other_than_three_players():
     with pytest.raises(MetaEvalError, match="needs a 3-player game"):
         logit_eliminated.trace_eliminated_branch(np.zeros((2, 2, 2)), 1e-8)
