@@ -39,7 +39,7 @@ Two more things make the branch cheap to follow to its end (bench.scale_koth, 64
   those steps cheap; the three passes over the whole tensors a step that remain give the
   max regret and every dropped strategy's explicit y.
 
-So at 64 x 2,000 the branch ends in about 540 steps (154 of them substituted), 6.6 CPU s,
+So at 64 x 2,000 the branch ends in about 540 steps (130 of them substituted), 7 CPU s,
 where it did not end in 1,500 s; at 64 x 500 in 1.6 CPU s instead of 3.4, at the same
 equilibrium as the full tracer (to 1e-14 on the KOTH games of the tests). The end point
 is refined and checked exactly as the full tracer's (:func:`metaeval.ratings.logit._refined`),
@@ -62,7 +62,7 @@ from metaeval.runs.threads import one_blas_thread
 #: step that brings it within RETURNING_GAP is retried shorter (module docstring).
 DEAD_GAP, REVIVED_GAP, RETURNING_GAP = 60.0, 50.0, 40.0
 #: The last player's strategies become unknowns once at most this many are live.
-LAST_UNKNOWNS = 256
+LAST_UNKNOWNS = 512
 #: Refined points of at most EXACT_REGRET max regret (x payoff range) are exact equilibria;
 #: short of one, the branch is followed on down to DEEPEST_REGRET (limiting_logit_equilibrium).
 EXACT_REGRET = DEEPEST_REGRET = 1e-12

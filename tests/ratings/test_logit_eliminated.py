@@ -41,11 +41,11 @@ def test_ends_where_the_full_tracer_ends_on_random_games(sizes, seed):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("last_unknowns", [8, 256])
+@pytest.mark.parametrize("last_unknowns", [8, 512])
 @pytest.mark.parametrize("models, prompts, seed", [(4, 10, 0), (6, 25, 1), (9, 40, 2), (16, 200, 1)])
 def test_ends_where_the_full_tracer_ends_on_king_of_the_hill_games(models, prompts, seed, last_unknowns, monkeypatch):
     """With the prompts substituted until 8 are live (most of the branch), and as unknowns
-    from the start (256, where the full tracer's curve is followed with dead strategies out)."""
+    from the start (512, where the full tracer's curve is followed with dead strategies out)."""
     monkeypatch.setattr(logit_eliminated, "LAST_UNKNOWNS", last_unknowns)
     payoffs, _ = well_scaled(simulated_judge(models, prompts, seed=seed).payoffs)
     full = logit.limiting_logit_equilibrium(payoffs)
@@ -77,10 +77,10 @@ def test_strategies_leave_and_return_to_the_unknowns_with_hysteresis():
     strategy within RETURNING_GAP (40) is retried."""
     king = np.array([-61.0, -55.0, 0.0, -45.0, -55.0])  # strategies 3 and 4 out before
     rebel = np.array([0.0, -1.0])
-    prompts = np.log(np.full(300, 1 / 300))
+    prompts = np.log(np.full(600, 1 / 600))
     live = [np.array([2, 0, 1]), np.array([0, 1])]
     updated = logit_eliminated._relive([king, rebel, prompts], live)
-    assert [own.tolist() for own in updated] == [[2, 1, 3], [0, 1]]  # 300 prompts: still substituted
+    assert [own.tolist() for own in updated] == [[2, 1, 3], [0, 1]]  # 600 prompts: still substituted
     assert logit_eliminated._relive([king[[2, 1, 3]], rebel, prompts], [np.arange(3), np.arange(2)]) is None
     few = np.log(np.full(4, 1 / 4))
     assert [own.tolist() for own in logit_eliminated._relive([king[[2, 1]], rebel, few], [np.arange(2)] * 2)] == \

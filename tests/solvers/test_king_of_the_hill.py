@@ -70,10 +70,10 @@ def test_large_king_of_the_hill_games_take_the_structured_paths_by_default(monke
     assert metaeval.rate(game, "payoff").diagnostics["solver"].startswith("constraint generation")
 
 
-@pytest.mark.parametrize("models, prompts, copies", [(10, 60, 40), (12, 400, 200)])
+@pytest.mark.parametrize("models, prompts, copies", [(10, 60, 40), (12, 600, 300)])
 def test_the_prompt_copying_attack_leaves_the_affinity_ratings_unchanged(monkeypatch, models, prompts, copies):
     """Liu et al. (2025, section 5): copies of the prompts the top model does worst on
-    sink it under uniform averaging; the affinity-target ratings do not move. At 400
+    sink it under uniform averaging; the affinity-target ratings do not move. At 600
     prompts the nash rater's tracer starts with the prompts substituted (more than
     logit_eliminated.LAST_UNKNOWNS live)."""
     monkeypatch.setattr(king_of_the_hill, "STRUCTURED_JOINTS", 0)
