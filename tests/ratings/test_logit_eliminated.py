@@ -1,3 +1,5 @@
+from functools import partial
+
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -8,18 +10,22 @@ from metaeval.ratings import logit, logit_eliminated
 from metaeval.ratings.nash import well_scaled
 
 
-def test_the_reduced_jacobian_is_the_derivative_of_the_reduced_equations():
-    payoffs = np.random.default_rng(0).uniform(-1, 1, size=(3, 3, 4, 9))
-    offsets = np.cumsum([0, 3, 4])
+@pytest.mark.parametrize("live", [None, [np.array([2, 0, 4]), np.array([5, 1, 0, 3])]])
+def test_the_reduced_jacobian_is_the_derivative_of_the_reduced_equations(live):
+    """Over every strategy, and over live subsets whose reference is not strategy 0."""
+    payoffs = np.random.default_rng(0).uniform(-1, 1, size=(3, 5, 6, 9))
+    sizes = [5, 6] if live is None else [len(own) for own in live]
+    offsets = np.cumsum([0, *sizes])
     rng = np.random.default_rng(1)
-    v = np.concatenate([np.log(rng.dirichlet(np.ones(3))), np.log(rng.dirichlet(np.ones(4))), [2.5]])
-    jacobian = logit_eliminated._equations(payoffs, v, offsets)[1][:-1]
+    v = np.concatenate([np.log(rng.dirichlet(np.ones(k))) for k in sizes] + [[2.5]])
+    equations = partial(logit_eliminated._equations, live=live)
+    jacobian = equations(payoffs, v, offsets)[1][:-1]
     numeric = np.empty_like(jacobian)
     for i in range(len(v)):
         step = np.zeros_like(v)
         step[i] = 1e-6
-        ahead = logit_eliminated._equations(payoffs, v + step, offsets, jacobian=False)[0]
-        behind = logit_eliminated._equations(payoffs, v - step, offsets, jacobian=False)[0]
+        ahead = equations(payoffs, v + step, offsets, jacobian=False)[0]
+        behind = equations(payoffs, v - step, offsets, jacobian=False)[0]
         numeric[:, i] = (ahead - behind) / 2e-6
     np.testing.assert_allclose(jacobian, numeric, rtol=0, atol=1e-8)
 
@@ -35,14 +41,53 @@ def test_ends_where_the_full_tracer_ends_on_random_games(sizes, seed):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("models, prompts, seed", [(4, 10, 0), (6, 25, 1), (9, 40, 2)])
-def test_ends_where_the_full_tracer_ends_on_king_of_the_hill_games(models, prompts, seed):
+@pytest.mark.parametrize("last_unknowns", [8, 512])
+@pytest.mark.parametrize("models, prompts, seed", [(4, 10, 0), (6, 25, 1), (9, 40, 2), (16, 200, 1)])
+def test_ends_where_the_full_tracer_ends_on_king_of_the_hill_games(models, prompts, seed, last_unknowns, monkeypatch):
+    """With the prompts substituted until 8 are live (most of the branch), and as unknowns
+    from the start (512, where the full tracer's curve is followed with dead strategies out)."""
+    monkeypatch.setattr(logit_eliminated, "LAST_UNKNOWNS", last_unknowns)
     payoffs, _ = well_scaled(simulated_judge(models, prompts, seed=seed).payoffs)
     full = logit.limiting_logit_equilibrium(payoffs)
     eliminated = logit_eliminated.limiting_logit_equilibrium(payoffs)
     assert logit.max_regret(payoffs, eliminated) <= 1e-12
     for x, y in zip(full, eliminated):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-9)
+
+
+def test_a_64_model_2000_prompt_game_is_traced_in_few_steps_to_an_exact_equilibrium(monkeypatch):
+    """The game of bench.scale_koth. The king's dropped models (log masses falling like
+    -lambda x gap) bent the branch in its unknowns while the prompt mix still moved, so the
+    steps shrank to 0.05% of lambda: past 2,000 steps at lambda = 2e6, and at 1,000 prompts
+    5,305 steps to a stall. With them out of the unknowns it ends in about 540. Its point at
+    max regret 1e-8 refines to max regret 9.6e-9 only; the branch followed on to 1e-9
+    refines to an exact equilibrium."""
+    monkeypatch.setattr(logit, "_MAX_STEPS", 1000)
+    payoffs, _ = well_scaled(simulated_judge(64, 2000, seed=0).payoffs)
+    reached = logit_eliminated.trace_eliminated_branch(payoffs, logit.TRACE_REGRET)
+    assert logit.max_regret(payoffs, logit._refined(payoffs, reached, False)) > 1e-9
+    strategies = logit_eliminated.limiting_logit_equilibrium(payoffs)
+    assert logit.max_regret(payoffs, strategies) <= logit_eliminated.EXACT_REGRET
+    assert [np.count_nonzero(x) for x in strategies] == [1, 2, 2]
+
+
+def test_strategies_leave_and_return_to_the_unknowns_with_hysteresis():
+    """Out below DEAD_GAP (60), back within REVIVED_GAP (50), in between unchanged; the
+    largest log mass first, as the equations' reference; a step bringing an excluded
+    strategy within RETURNING_GAP (40) is retried."""
+    king = np.array([-61.0, -55.0, 0.0, -45.0, -55.0])  # strategies 3 and 4 out before
+    rebel = np.array([0.0, -1.0])
+    prompts = np.log(np.full(600, 1 / 600))
+    live = [np.array([2, 0, 1]), np.array([0, 1])]
+    updated = logit_eliminated._relive([king, rebel, prompts], live)
+    assert [own.tolist() for own in updated] == [[2, 1, 3], [0, 1]]  # 600 prompts: still substituted
+    assert logit_eliminated._relive([king[[2, 1, 3]], rebel, prompts], [np.arange(3), np.arange(2)]) is None
+    few = np.log(np.full(4, 1 / 4))
+    assert [own.tolist() for own in logit_eliminated._relive([king[[2, 1]], rebel, few], [np.arange(2)] * 2)] == \
+        [[0, 1], [0, 1], [0, 1, 2, 3]]
+    assert not logit_eliminated._returning([king, rebel], live)
+    king[4] = -35.0
+    assert logit_eliminated._returning([king, rebel], live)
 
 
 def test_refuses_games_of_other_than_three_players():

@@ -70,13 +70,16 @@ def test_large_king_of_the_hill_games_take_the_structured_paths_by_default(monke
     assert metaeval.rate(game, "payoff").diagnostics["solver"].startswith("constraint generation")
 
 
-def test_the_prompt_copying_attack_leaves_the_affinity_ratings_unchanged(monkeypatch):
+@pytest.mark.parametrize("models, prompts, copies", [(10, 60, 40), (12, 600, 300)])
+def test_the_prompt_copying_attack_leaves_the_affinity_ratings_unchanged(monkeypatch, models, prompts, copies):
     """Liu et al. (2025, section 5): copies of the prompts the top model does worst on
-    sink it under uniform averaging; the affinity-target ratings do not move."""
+    sink it under uniform averaging; the affinity-target ratings do not move. At 600
+    prompts the nash rater's tracer starts with the prompts substituted (more than
+    logit_eliminated.LAST_UNKNOWNS live)."""
     monkeypatch.setattr(king_of_the_hill, "STRUCTURED_JOINTS", 0)
-    game = simulated_judge(10, 60, seed=7)
+    game = simulated_judge(models, prompts, seed=7)
     top = int(np.argmax(metaeval.rate(game, "uniform").ratings[0]))
-    attacked = copy_prompts(game, top, 40, seed=7)
+    attacked = copy_prompts(game, top, copies, seed=7)
     uniform_change = metaeval.rate(attacked, "uniform").ratings[0] - metaeval.rate(game, "uniform").ratings[0]
     assert uniform_change[top] < -0.05
     for method, tolerance in (("payoff", 1e-9), ("nash", 1e-9)):
@@ -84,4 +87,4 @@ def test_the_prompt_copying_attack_leaves_the_affinity_ratings_unchanged(monkeyp
         after = metaeval.rate(attacked, method, target="affinity")
         assert "de-cloned" in after.diagnostics.get("solver", "") or after.diagnostics["decloned_shape"] == game.shape
         np.testing.assert_allclose(after.ratings[0], before.ratings[0], rtol=0, atol=tolerance, err_msg=method)
-        np.testing.assert_allclose(after.ratings[2][:60], before.ratings[2], rtol=0, atol=tolerance, err_msg=method)
+        np.testing.assert_allclose(after.ratings[2][:prompts], before.ratings[2], rtol=0, atol=tolerance, err_msg=method)
