@@ -113,14 +113,13 @@ def trace_eliminated_branch(payoffs: np.ndarray, target: float) -> list[np.ndarr
                 return x
             point, new_tangent, slow_down = logit._step(payoffs, v + step * tangent, tangent, orientation,
                                                         offsets, _equations)
+            step = logit.next_step(step, slow_down, point is not None)
             if point is None:
-                step /= logit._MAX_ACCELERATION
                 if step < logit._MIN_STEP:
                     raise logit.BranchStalled("the logit path of this game could not be followed (step below 1e-8)", x)
                 continue
             v, tangent = point, new_tangent
             x = _profile(payoffs, v, offsets)
-            step /= min(slow_down, logit._MAX_ACCELERATION)
     raise logit.BranchStalled(f"the logit path of this game did not end within {logit._MAX_STEPS} steps", x)
 
 
