@@ -257,11 +257,13 @@ def gambit_branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
 # hovering at the rejection bounds (45% of 1,180 steps rejected on a random 4 x 32 game,
 # 6,000 steps at 4 x 64); a factor of 2 halves the steps and rejects 30%. The corrector is
 # a chord method (the predicted point's Jacobian throughout) and stops once a step is
-# below _CORRECTOR_TOLERANCE. Stopping earlier, once the error estimate kappa d / (1 - kappa)
-# is below it, spared 17% of the passes but left points ~1e-4 off the branch, whose
-# regret at an interior equilibrium then never reaches 1e-8 (the steps doubled to
-# lambda = 1e308 on [[2, 0], [0, 1]], [[0, 1], [1, 0]]).
-_FIRST_STEP, _MAX_ACCELERATION = 0.03, 2.0
+# below _CORRECTOR_TOLERANCE. Near the end steps grow by at most _END_ACCELERATION, as
+# pygambit's: the regret of a point off the branch by d is of order d where the equilibrium
+# is interior, and only short steps leave the corrector's points far closer to the branch
+# than its tolerance; growing by 2 there, the regret of a 3 x 3 symmetric game stayed above
+# 1e-8 while lambda doubled to overflow. (Stopping the corrector on its error estimate
+# kappa d / (1 - kappa) spared 17% of the passes but failed that way on 2 x 2 games.)
+_FIRST_STEP, _MAX_ACCELERATION, _END_ACCELERATION = 0.03, 2.0, 1.1
 _MAX_DISTANCE, _MAX_CONTRACTION, _ETA = 0.4, 0.6, 0.1
 _NOMINAL_DISTANCE, _NOMINAL_CONTRACTION = _MAX_DISTANCE / 1.21, _MAX_CONTRACTION / 1.21
 _CORRECTOR_TOLERANCE, _MIN_STEP, _MAX_CORRECTOR_STEPS, _MAX_STEPS = 1e-4, 1e-8, 100, 100_000
@@ -296,10 +298,11 @@ def trace_logit_branch(payoffs: np.ndarray, target: float, symmetric: bool = Fal
         tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets)[:2]
         step = _FIRST_STEP
         for _ in range(_MAX_STEPS):
-            if _branch_regret(v, offsets) <= 2 * goal and max_regret(payoffs, x) <= goal:
+            near_end = _branch_regret(v, offsets) <= 2 * goal
+            if near_end and max_regret(payoffs, x) <= goal:
                 return x
             point, new_tangent, slow_down = _step(payoffs, v + step * tangent, tangent, orientation, offsets)
-            step = next_step(step, slow_down, point is not None)
+            step = next_step(step, slow_down, point is not None, near_end)
             if point is None:
                 if step < _MIN_STEP:
                     raise BranchStalled("the logit path of this game could not be followed (step below 1e-8)", x)
@@ -341,12 +344,15 @@ def _tangent(payoffs, v, previous, offsets, equations=None):
     return t / np.linalg.norm(t), sign, factors, residual
 
 
-def next_step(length: float, slow_down: float, accepted: bool) -> float:
+def next_step(length: float, slow_down: float, accepted: bool, near_end: bool = False) -> float:
     """The next step's length after one of ``length``: half of it when rejected, else
-    ``length / slow_down`` within a factor _MAX_ACCELERATION of it (step control above)."""
+    ``length / slow_down`` within a factor _MAX_ACCELERATION of it (step control above),
+    or within _END_ACCELERATION near the end (the regret read off the branch within twice
+    the target)."""
     if not accepted:
         return length / 2
-    return length / min(max(slow_down, 1 / _MAX_ACCELERATION), _MAX_ACCELERATION)
+    most = _END_ACCELERATION if near_end else _MAX_ACCELERATION
+    return length / min(max(slow_down, 1 / most), most)
 
 
 def _step(payoffs, v, tangent, orientation, offsets, equations=None):

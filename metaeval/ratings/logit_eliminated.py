@@ -113,7 +113,8 @@ def trace_eliminated_branch(payoffs: np.ndarray, target: float) -> list[np.ndarr
                 return x
             point, new_tangent, slow_down = logit._step(payoffs, v + step * tangent, tangent, orientation,
                                                         offsets, _equations)
-            step = logit.next_step(step, slow_down, point is not None)
+            near_end = logit._branch_regret(v, offsets) <= 2 * goal  # read off players 0 and 1
+            step = logit.next_step(step, slow_down, point is not None, near_end)
             if point is None:
                 if step < logit._MIN_STEP:
                     raise logit.BranchStalled("the logit path of this game could not be followed (step below 1e-8)", x)
