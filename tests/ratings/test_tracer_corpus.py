@@ -43,6 +43,7 @@ def test_steps_grow_by_at_most_the_acceleration_and_halve_on_rejection():
     assert logit.next_step(0.1, 100.0, True) == pytest.approx(0.1 / logit._MAX_ACCELERATION)
     assert logit.next_step(0.1, 0.8, True) == pytest.approx(0.125)
     assert logit.next_step(0.1, 0.01, False) == pytest.approx(0.05)
+    assert logit.next_step(0.1, 0.01, True, near_end=True) == pytest.approx(0.1 * logit._END_ACCELERATION)
 
 
 ROW = np.array([[0.38, 0.98, -0.82], [-0.67, 0.60, 0.27], [0.90, -0.27, -0.14]])
