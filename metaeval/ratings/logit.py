@@ -260,8 +260,9 @@ def gambit_branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
 # [1 / _MAX_ACCELERATION, _MAX_ACCELERATION]: the predictor's error grows as h^2 and the
 # contraction as h, so h / f aims at the nominal values. The bounds and nominal values are
 # pygambit's; its acceleration of at most 1.1 a step, also on rejection, kept the steps
-# hovering at the rejection bounds (45% of 1,180 steps rejected on a random 4 x 32 game,
-# 6,000 steps at 4 x 64); a factor of 2 halves the steps and rejects 30%. The corrector is
+# hovering at the rejection bounds (452 of 1,183 steps rejected on a random 4 x 32 game,
+# some 6,000 steps at 4 x 64); with a factor of 2 that game takes 425 steps, 136 rejected,
+# and a 4 x 64 one 174 CPU s instead of 429 (docs/benchmarks.md). The corrector is
 # a chord method (the predicted point's Jacobian throughout) and stops once a step is
 # below _CORRECTOR_TOLERANCE. Near the end steps grow by at most _END_ACCELERATION, as
 # pygambit's: the regret of a point off the branch by d is of order d where the equilibrium
