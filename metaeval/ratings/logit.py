@@ -36,10 +36,16 @@ On large games a step's cost is passes over the payoff tensors (134 MB a player 
 4 x 64), memory-bound. A step reads each tensor twice for its Jacobian
 (:func:`_all_cross_payoffs`) and about once more per corrector iteration; the max regret's
 pass is made only near the end (:func:`_branch_regret`). At 4 x 64 a Jacobian takes
-0.054 CPU s instead of 0.113, and a step 0.08 instead of 0.17. Payoffs stay float64: the
-residuals multiply payoff differences by lambda (up to ~1e8 at the end), so float32's
-1e-7 would exceed the corrector's 1e-4 tolerance from lambda ~1e3, and a float32 Jacobian
-alone would save at most a quarter of a step.
+0.054 CPU s instead of 0.113, and a step 0.08 instead of 0.17. The number of steps is set
+by the step control (comment above :func:`trace_logit_branch`): on a random 4 x 32 game
+the branch turns back in lambda 14 times between lambda = 100 and 1e4, where 1,024 of the
+1,184 Jacobians went with pygambit's growth of 1.1 a step and 391 of 426 go now.
+Payoffs stay float64, the Jacobian included: the residuals multiply payoff differences by
+lambda (up to ~1e8 at the end), so float32's 1e-7 would exceed the corrector's 1e-4
+tolerance from lambda ~1e3; and the corrector's first residual, at the predicted point,
+comes with the Jacobian from the same contractions, so a float32 Jacobian (two passes at
+half the bytes) would need a float64 pass for that residual besides: about the cost of the
+float64 Jacobian's two passes.
 """
 
 from __future__ import annotations
@@ -244,13 +250,29 @@ def gambit_branch_end(payoffs: np.ndarray) -> list[np.ndarray]:
     return [np.array([float(profile[s]) for s in player.strategies]) for player in game.players]
 
 
-# Step control of the predictor-corrector, as pygambit's (Allgower & Georg 1990, ch. 6): a
-# corrector step longer than _MAX_DISTANCE, or contracting by less than _MAX_CONTRACTION,
-# rejects the predictor step, which then shrinks by _MAX_ACCELERATION; accepted steps grow
-# by at most that factor. The corrector is a chord method (the predicted point's Jacobian
-# throughout), whose contraction test keeps steps short where the curve bends.
-_FIRST_STEP, _MAX_ACCELERATION = 0.03, 1.1
+# Step control of the predictor-corrector (Allgower & Georg 1990, sec. 6.1, steplength
+# adaptation by asymptotic estimates). A step is rejected when its first corrector step is
+# longer than _MAX_DISTANCE, the corrector contracts by less than _MAX_CONTRACTION, the
+# orientation flips or the corrector does not converge; it is then retried at half its
+# length. After an accepted step of length h the next is h / f, with the deceleration
+#     f = max(sqrt(d_1 / _NOMINAL_DISTANCE), sqrt(kappa / _NOMINAL_CONTRACTION))
+# (d_1 the first corrector step, kappa the largest contraction) clamped to
+# [1 / _MAX_ACCELERATION, _MAX_ACCELERATION]: the predictor's error grows as h^2 and the
+# contraction as h, so h / f aims at the nominal values. The bounds and nominal values are
+# pygambit's; its acceleration of at most 1.1 a step, also on rejection, kept the steps
+# hovering at the rejection bounds (452 of 1,183 steps rejected on a random 4 x 32 game,
+# some 6,000 steps at 4 x 64); with a factor of 2 that game takes 425 steps, 136 rejected,
+# and a 4 x 64 one 174 CPU s instead of 429 (docs/benchmarks.md). The corrector is
+# a chord method (the predicted point's Jacobian throughout) and stops once a step is
+# below _CORRECTOR_TOLERANCE. Near the end steps grow by at most _END_ACCELERATION, as
+# pygambit's: the regret of a point off the branch by d is of order d where the equilibrium
+# is interior, and only short steps leave the corrector's points far closer to the branch
+# than its tolerance; growing by 2 there, the regret of a 3 x 3 symmetric game stayed above
+# 1e-8 while lambda doubled to overflow. (Stopping the corrector on its error estimate
+# kappa d / (1 - kappa) spared 17% of the passes but failed that way on 2 x 2 games.)
+_FIRST_STEP, _MAX_ACCELERATION, _END_ACCELERATION = 0.03, 2.0, 1.1
 _MAX_DISTANCE, _MAX_CONTRACTION, _ETA = 0.4, 0.6, 0.1
+_NOMINAL_DISTANCE, _NOMINAL_CONTRACTION = _MAX_DISTANCE / 1.21, _MAX_CONTRACTION / 1.21
 _CORRECTOR_TOLERANCE, _MIN_STEP, _MAX_CORRECTOR_STEPS, _MAX_STEPS = 1e-4, 1e-8, 100, 100_000
 
 
@@ -283,17 +305,17 @@ def trace_logit_branch(payoffs: np.ndarray, target: float, symmetric: bool = Fal
         tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets)[:2]
         step = _FIRST_STEP
         for _ in range(_MAX_STEPS):
-            if _branch_regret(v, offsets) <= 2 * goal and max_regret(payoffs, x) <= goal:
+            near_end = _branch_regret(v, offsets) <= 2 * goal
+            if near_end and max_regret(payoffs, x) <= goal:
                 return x
             point, new_tangent, slow_down = _step(payoffs, v + step * tangent, tangent, orientation, offsets)
+            step = next_step(step, slow_down, point is not None, near_end)
             if point is None:
-                step /= _MAX_ACCELERATION
                 if step < _MIN_STEP:
                     raise BranchStalled("the logit path of this game could not be followed (step below 1e-8)", x)
                 continue
             v, tangent = point, new_tangent
             x = _profile(_strategies(v, offsets), len(payoffs))
-            step /= min(slow_down, _MAX_ACCELERATION)
     raise BranchStalled(f"the logit path of this game did not end within {_MAX_STEPS} steps", x)
 
 
@@ -312,8 +334,12 @@ def _branch_regret(v, offsets) -> float:
 
 def _tangent(payoffs, v, previous, offsets, equations=None):
     """(t, sign of det [J; t], the LU factors of [J; previous], H(v)): t is the unit
-    tangent at v with t . previous > 0."""
-    residual, jacobian = (equations or _branch_equations)(payoffs, v, offsets)
+    tangent at v with t . previous > 0. None where H or J is not finite (a point predicted
+    far off the branch, whose strategies exp(y) overflow)."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        residual, jacobian = (equations or _branch_equations)(payoffs, v, offsets)
+    if not (np.isfinite(residual).all() and np.isfinite(jacobian).all()):
+        return None
     jacobian[-1] = previous
     factors = scipy.linalg.lu_factor(jacobian)
     t = scipy.linalg.lu_solve(factors, np.eye(len(v))[-1])
@@ -325,25 +351,38 @@ def _tangent(payoffs, v, previous, offsets, equations=None):
     return t / np.linalg.norm(t), sign, factors, residual
 
 
+def next_step(length: float, slow_down: float, accepted: bool, near_end: bool = False) -> float:
+    """The next step's length after one of ``length``: half of it when rejected, else
+    ``length / slow_down`` within a factor _MAX_ACCELERATION of it (step control above),
+    or within _END_ACCELERATION near the end (the regret read off the branch within twice
+    the target)."""
+    if not accepted:
+        return length / 2
+    most = _END_ACCELERATION if near_end else _MAX_ACCELERATION
+    return length / min(max(slow_down, 1 / most), most)
+
+
 def _step(payoffs, v, tangent, orientation, offsets, equations=None):
     """Chord-Newton from the predicted point v to the curve, moving orthogonally to
-    ``tangent``: (point, its tangent, how much to shrink the next step), or (None, None, _)
-    when the step is rejected."""
-    new_tangent, sign, factors, residual = _tangent(payoffs, v, tangent, offsets, equations)
-    slow_down, previous = 1.0 / _MAX_ACCELERATION, None
-    if sign != orientation:
+    ``tangent``: (point, its tangent, the deceleration f of the step control above), or
+    (None, None, f) when the step is rejected."""
+    slow_down, previous = 0.0, None
+    found = _tangent(payoffs, v, tangent, offsets, equations)
+    if found is None or found[1] != orientation:
         return None, None, slow_down
+    new_tangent, _, factors, residual = found
     for _ in range(_MAX_CORRECTOR_STEPS):
         delta = scipy.linalg.lu_solve(factors, -np.append(residual, 0.0))
         distance = float(np.linalg.norm(delta))
         if not distance < _MAX_DISTANCE:
             return None, None, slow_down
-        slow_down = max(slow_down, np.sqrt(distance / _MAX_DISTANCE) * _MAX_ACCELERATION)
-        if previous is not None:
+        if previous is None:
+            slow_down = np.sqrt(distance / _NOMINAL_DISTANCE)
+        else:
             contraction = distance / (previous + _CORRECTOR_TOLERANCE * _ETA)
             if contraction > _MAX_CONTRACTION:
                 return None, None, slow_down
-            slow_down = max(slow_down, np.sqrt(contraction / _MAX_CONTRACTION) * _MAX_ACCELERATION)
+            slow_down = max(slow_down, np.sqrt(contraction / _NOMINAL_CONTRACTION))
         v, previous = v + delta, distance
         if distance <= _CORRECTOR_TOLERANCE:
             return v, new_tangent, slow_down

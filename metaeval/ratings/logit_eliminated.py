@@ -280,13 +280,12 @@ def _branch_points(payoffs, targets):
                 reached_values = [logit.payoff_against(payoffs, reached, p) for p in range(3)]
                 if _returning(_log_masses(point, offsets, live, reached_values), live):
                     point = None
+            step = logit.next_step(step, slow_down, point is not None, near_end=regret <= 2 * goal)
             if point is None:
-                step /= logit._MAX_ACCELERATION
                 if step < logit._MIN_STEP:
                     raise logit.BranchStalled("the logit path of this game could not be followed (step below 1e-8)", x)
                 continue
             v, tangent, x, values = point, new_tangent, reached, reached_values
-            step /= min(slow_down, logit._MAX_ACCELERATION)
     raise logit.BranchStalled(f"the logit path of this game did not end within {logit._MAX_STEPS} steps", x)
 
 

@@ -93,3 +93,13 @@ def test_strategies_leave_and_return_to_the_unknowns_with_hysteresis():
 def test_refuses_games_of_other_than_three_players():
     with pytest.raises(MetaEvalError, match="needs a 3-player game"):
         logit_eliminated.trace_eliminated_branch(np.zeros((2, 2, 2)), 1e-8)
+
+
+def test_a_step_predicted_where_the_strategies_overflow_is_rejected():
+    """Steps that double can predict a point so far off the branch that exp(y) overflows;
+    that step is retried shorter instead of reaching the LU factorisation with NaNs."""
+    payoffs, _ = well_scaled(np.random.default_rng(148).uniform(-1, 1, size=(3, 4, 4, 5)))
+    strategies = logit_eliminated.limiting_logit_equilibrium(payoffs)
+    assert logit.max_regret(payoffs, strategies) <= 1e-12
+    for x, y in zip(logit.limiting_logit_equilibrium(payoffs), strategies):
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-9)
