@@ -12,7 +12,7 @@ state by state, per player) and build the same sampled meta-game:
 - ``objects``: ``Evaluator(game, mode="sampled")``: the objects themselves are simulated.
 
 Each path runs in a fresh process, so that neither reuses the other's cached tree and the
-peak resident memory (``ru_maxrss`` of that process; Ray actors not included) is its own.
+peak resident memory (``VmHWM`` of that process; Ray actors not included) is its own.
 
 ``--actor-memory``: the peak resident memory of each of two Ray actors (``VmHWM``) after
 sampled builds of a population growing from 2 to 32 random policies per player (drawn
@@ -28,12 +28,13 @@ import subprocess
 import sys
 
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
 start = time.perf_counter()
 from open_spiel.python import policy as policy_lib
 import metaeval
 from metaeval import games, spiel
 from metaeval.distributed import build_metagame
+from metaeval.runs.memory import resident_memory
 
 path, game_string, episodes, workers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 game = games.load(game_string)
@@ -52,7 +53,7 @@ else:
     metagame = evaluator.metagame()
 built = time.perf_counter()
 print(json.dumps({"entry": entered - imported, "build": built - entered, "total": built - imported,
-                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "peak_mib": resident_memory()["peak_mib"],
                   "entries": int(metagame.counts.size), "episodes": int(metagame.counts.sum())}))
 """
 

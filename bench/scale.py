@@ -5,8 +5,8 @@
                           [--limit 120] [--memory-limit 8] [--json FILE]
 
 Each (rater, size) runs in its own subprocess, so the peak resident memory reported
-(``ru_maxrss`` of that process) belongs to one rater; the process is killed when it
-exceeds ``--limit`` seconds or ``--memory-limit`` GiB (resident, polled), so one slow or
+(``VmHWM`` of that process; its ``ru_maxrss`` would also count the parent's memory at the
+fork) belongs to one rater; the process is killed when it exceeds ``--limit`` seconds or ``--memory-limit`` GiB (resident, polled), so one slow or
 greedy rater cannot hang the bench or the machine. Payoffs are uniform on [-1, 1],
 seeded; ``--game dominated`` and ``--game tied`` change them so that the largest CCE
 support is a small part of the joints (see :func:`dominated_game`, :func:`tied_game`).
@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import time
@@ -132,7 +131,7 @@ def child(rater: str, players: int, size: int, seed: int, family: str = "random"
             metaeval.rate(random_game(2, seed, players), name)
         except metaeval.MetaEvalError:
             pass
-    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    baseline = resident_memory()["peak_mib"]
     start, cpu_start = time.perf_counter(), time.process_time()
     try:
         if name == "polarix":
@@ -145,7 +144,7 @@ def child(rater: str, players: int, size: int, seed: int, family: str = "random"
         print(json.dumps({"status": f"refused: {exc}"}))
         return
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = resident_memory()["peak_mib"]
     print(json.dumps({"status": "ok", "seconds": seconds, "cpu_seconds": cpu, "peak_mib": peak,
                       "baseline_mib": baseline, "accuracy": accuracy,
                       "ratings": [np.asarray(r, dtype=float).tolist() for r in ratings]}))

@@ -36,13 +36,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import resource
 import sys
 import time
 
 import numpy as np
 
 from bench.scale import run_limited
+from metaeval.runs.memory import resident_memory
 
 RATERS = ("deviation", "payoff", "nash", "deviation-full", "payoff-full", "nash-full")
 OPTIONS = {"deviation": {}, "payoff": {"target": "affinity"}, "nash": {"target": "affinity"}}
@@ -72,10 +72,10 @@ def child(rater: str, models: int, prompts: int, copies: float, seed: int) -> No
     if rater == "deviation-full":
         importlib.import_module("metaeval.ratings.deviation").FACE_JOINTS = 0
     game = simulated_judge(models, prompts, seed=seed)
-    baseline = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    baseline = resident_memory()["peak_mib"]
     try:
         rating, seconds, cpu = _rate(game, method)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        peak = resident_memory()["peak_mib"]
         top = int(np.argmax(metaeval.rate(game, "uniform").ratings[0]))
         attacked = copy_prompts(game, top, int(round(copies * prompts)), SHARPNESS, seed)
         after, attacked_seconds, attacked_cpu = _rate(attacked, method)
