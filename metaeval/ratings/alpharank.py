@@ -45,6 +45,7 @@ from scipy.special import logsumexp
 from metaeval.runs import budget
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.solvers.line_rates import LineRates
 from metaeval.solvers.markov import RESIDUAL_TOL, stationary_distribution
 from metaeval.ratings.base import Rating, marginals, product_distribution
 
@@ -239,3 +240,38 @@ def _single_population(game: MetaGame):
     s, r = np.nonzero(~np.eye(k, dtype=bool))
     row = game.payoffs[0]
     return k, s, r, row[r, s] - row[s, r]
+
+
+#: Far-field accuracy of the line expansion: exp(-FAR_EXPONENT) ~ 4e-18 relative.
+FAR_EXPONENT = 40.0
+#: Most terms of the fixation probability's series per direction (see :func:`line_rates`).
+MAX_SERIES_TERMS = 8
+
+
+def line_rates(game: MetaGame, alpha: float, population_size: int, inf_alpha_eps: float) -> LineRates:
+    """The multi-population chain of ``game`` as matrix-free :class:`LineRates`.
+
+    For u = alpha d > 0, rho = (1 - e^-u) / (1 - e^-mu) = sum_{k>=0} (e^-kmu - e^-(km+1)u),
+    and rho(-d) = e^-(m-1)u rho(d) = sum_k (e^-(km+m-1)u - e^-(km+m)u): T terms of each are
+    exact to e^-Tmu relative, so gains with T m alpha |d| >= FAR_EXPONENT use them and
+    closer ones (ties, and rho's removable singularity at 0) the exact log_fixation.  T is
+    the fewest terms (at most MAX_SERIES_TERMS) that leave 1/20 of the payoff range near.
+    Infinite alpha: 1 - eps up, eps down, exactly 1/2 within the tie tolerance.
+    """
+    payoffs = list(game.payoffs)
+    scale = float(np.ptp(game.payoffs))
+    if math.isinf(alpha):
+        tie = TIE_TOLERANCE * scale
+
+        def log_rate(d):
+            return np.where(np.abs(d) <= tie, np.log(0.5),
+                            np.where(d > 0, np.log1p(-inf_alpha_eps), np.log(inf_alpha_eps)))
+
+        return LineRates(payoffs, log_rate, [(1 - inf_alpha_eps, 0.0)], [(inf_alpha_eps, 0.0)], tie)
+    m = population_size
+    if alpha == 0 or scale == 0:  # rho = 1/m everywhere
+        return LineRates(payoffs, lambda d: np.full(np.shape(d), -np.log(m)), [(1 / m, 0.0)], [(1 / m, 0.0)], -1.0)
+    terms = min(MAX_SERIES_TERMS, max(1, math.ceil(FAR_EXPONENT / (m * alpha * scale / 20))))
+    up = [pair for k in range(terms) for pair in ((1.0, k * m * alpha), (-1.0, (k * m + 1) * alpha))]
+    down = [pair for k in range(terms) for pair in ((1.0, (k * m + m - 1) * alpha), (-1.0, (k * m + m) * alpha))]
+    return LineRates(payoffs, lambda d: log_fixation(d, alpha, m), up, down, FAR_EXPONENT / (terms * m * alpha))

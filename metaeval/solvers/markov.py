@@ -261,6 +261,8 @@ class _MMatrix:
         return _scale_rows(np.abs(self.diagonal()), x) + self.off_product(x)
 
     def toarray(self) -> np.ndarray:
+        if not sp.issparse(self.off):  # a matrix-free N: one product per column
+            return np.column_stack([self @ column for column in np.eye(self.shape[0])])
         off = self.off if self.keep is None else self.off[self.keep][:, self.keep]
         return np.diag(self.diagonal()) - off.toarray()
 
