@@ -53,8 +53,8 @@ class LineRates:
         budget.check(num_floats * budget.FLOAT * len(payoffs),
                      f"the line-sorted alpha-Rank rates of {self.n:,} profiles", "use fewer strategies per player")
         ids = np.arange(self.n, dtype=index).reshape(self.shape)
-        self.lines = []  # per player: sorted ids [K, L], sorted payoffs, factors exp(-l gap) per l
-        near = ([], [], [])
+        self.lines = []  # per player: sorted ids [K, L], factors exp(-l gap) per l, near pairs
+        near_bytes = 0
         for p, f in enumerate(self.payoffs):
             k = self.shape[p]
             values = np.moveaxis(f, p, 0).reshape(k, -1)
@@ -65,52 +65,55 @@ class LineRates:
             gap = np.diff(sorted_values, axis=0)
             factors = {lam: np.exp(-lam * gap) for lam in lambdas}
             del gap
-            self.lines.append((sorted_ids, factors))
-            if delta >= 0:
-                for part, found in zip(near, self._near_pairs(sorted_ids, sorted_values, delta)):
-                    part.append(found)
+            near = self._near_pairs(sorted_values, delta) if delta >= 0 else []
+            near_bytes += sum(3 * budget.FLOAT * len(position) for _, position, _, _ in near)
+            budget.check(near_bytes, "the alpha-Rank moves between nearly tied payoffs", "use a larger alpha")
+            self.lines.append((sorted_ids, factors, near))
             del sorted_values
-        self.near_source, self.near_target, self.near_rate = (
-            np.concatenate(part) if part else np.zeros(0) for part in near)
 
-    def _near_pairs(self, sorted_ids, sorted_values, delta):
-        """Corrections ``exact - far`` for moves between line neighbours within delta (both ways)."""
-        sources, targets, rates = [], [], []
-        for offset in range(1, len(sorted_ids)):
+    def _near_pairs(self, sorted_values, delta):
+        """Per offset o along the sorted lines: flat positions i of the lower profile of each
+        pair (i, i + o) within delta, and the corrections ``exact - far`` of its up and down moves."""
+        pairs = []
+        width = sorted_values.shape[1]
+        for offset in range(1, len(sorted_values)):
             gain = sorted_values[offset:] - sorted_values[:-offset]  # >= 0: from low to high
-            close = gain <= delta
-            if not close.any():
+            position = np.flatnonzero(gain <= delta)
+            if not len(position):
                 break
-            low, high, d = sorted_ids[:-offset][close], sorted_ids[offset:][close], gain[close]
-            exact_up = np.exp(self.log_rate(d) - self.log_scale)
-            exact_down = np.exp(self.log_rate(-d) - self.log_scale)
-            sources += [low, high]
-            targets += [high, low]
-            rates += [exact_up - _far(self.up, d), exact_down - _far(self.down, d)]
-        if not sources:
-            return np.zeros(0, dtype=sorted_ids.dtype), np.zeros(0, dtype=sorted_ids.dtype), np.zeros(0)
-        return np.concatenate(sources), np.concatenate(targets), np.concatenate(rates)
+            d = gain.reshape(-1)[position]
+            up = np.exp(self.log_rate(d) - self.log_scale) - _far(self.up, d)
+            down = np.exp(self.log_rate(-d) - self.log_scale) - _far(self.down, d)
+            pairs.append((offset * width, position, up, down))
+        return pairs
 
     def transpose_product(self, x: np.ndarray) -> np.ndarray:
         """``N^T x``: the flow into every profile, ``y(s') = sum_s x(s) r(s -> s')``."""
-        return self._apply(x, below=self.up, above=self.down, source=self.near_source, target=self.near_target)
+        return self._apply(x, transpose=True)
 
     def product(self, x: np.ndarray) -> np.ndarray:
         """``N x``: ``y(s) = sum_s' r(s -> s') x(s')`` (``N 1`` is the exit rate)."""
-        return self._apply(x, below=self.down, above=self.up, source=self.near_target, target=self.near_source)
+        return self._apply(x, transpose=False)
 
-    def _apply(self, x, below, above, source, target):
-        y = np.zeros(self.n)
-        for sorted_ids, factors in self.lines:
-            xs = x[sorted_ids]
+    def _apply(self, x, transpose):
+        # N^T x gathers up moves from lower payoffs and down moves from higher ones; N x the reverse.
+        below, above = (self.up, self.down) if transpose else (self.down, self.up)
+        y, spread = np.zeros(self.n), np.empty(self.n)
+        for sorted_ids, factors, near in self.lines:
+            xs = np.take(x, sorted_ids)
             ys = np.zeros_like(xs)
-            for c, lam in below:  # from lower payoffs on the line: sum_{i < j} x_i e^{-l (f_j - f_i)}
-                ys += c * _running_sum(xs, factors.get(lam))
-            for c, lam in above:  # from higher payoffs: sum_{i > j} x_i e^{-l (f_i - f_j)}
-                ys += c * _running_sum(xs[::-1], None if lam == 0 else factors[lam][::-1])[::-1]
-            y[sorted_ids] += ys
-        if len(source):
-            y += np.bincount(target, self.near_rate * x[source], self.n)
+            for c, lam in below:  # sum_{i < j} x_i e^{-l (f_j - f_i)}
+                _add_running_sum(ys, c, xs, factors.get(lam))
+            for c, lam in above:  # sum_{i > j} x_i e^{-l (f_i - f_j)}
+                _add_running_sum(ys[::-1], c, xs[::-1], factors[lam][::-1] if lam else None)
+            flat_x, flat_y = xs.reshape(-1), ys.reshape(-1)
+            for offset, low, up, down in near:
+                high = low + offset
+                into_high, into_low = (up, down) if transpose else (down, up)
+                flat_y[high] += into_high * flat_x[low]
+                flat_y[low] += into_low * flat_x[high]
+            spread[sorted_ids.reshape(-1)] = flat_y
+            y += spread
         return y
 
     def row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
@@ -134,14 +137,11 @@ def _far(terms, d):
     return sum(c * np.exp(-lam * d) for c, lam in terms)
 
 
-def _running_sum(xs, factors):
-    """``s_j = sum_{i < j} x_i prod_{i <= t < j} w_t`` down the rows of ``xs`` (w = factors, 1 if None)."""
-    out = np.empty_like(xs)
-    out[0] = 0.0
-    if factors is None:
-        np.cumsum(xs[:-1], axis=0, out=out[1:])
-        return out
+def _add_running_sum(out, c, xs, factors):
+    """``out_j += c sum_{i < j} x_i prod_{i <= t < j} w_t`` down the rows (w = factors, 1 if None)."""
+    running = np.zeros_like(xs[0])
     for j in range(1, len(xs)):
-        np.add(out[j - 1], xs[j - 1], out=out[j])
-        out[j] *= factors[j - 1]
-    return out
+        running += xs[j - 1]
+        if factors is not None:
+            running *= factors[j - 1]
+        out[j] += c * running

@@ -362,7 +362,10 @@ def _krylov(matrix, rhs):
     diagonal = matrix.diagonal()
     jacobi = spla.LinearOperator(matrix.shape, lambda v: v / diagonal, dtype=np.float64)
     operator = spla.LinearOperator(matrix.shape, matrix.__matmul__, dtype=np.float64)
-    x, info = spla.bicgstab(operator, rhs, M=jacobi, rtol=1e-13, atol=0.0, maxiter=1000)
+    # Started from the Jacobi guess: from zero, a right-hand side on a few states (the
+    # anchor's moves) broke BiCGSTAB down in its first step on alpha-Rank chains, which
+    # left GMRES, 100 vectors of the system's size, to do the solve.
+    x, info = spla.bicgstab(operator, rhs, x0=rhs / diagonal, M=jacobi, rtol=1e-13, atol=0.0, maxiter=1000)
     if info != 0 or not _backward_error_ok(matrix, x, rhs):
         x, info = spla.gmres(
             operator, rhs, M=jacobi, rtol=1e-13, atol=0.0, restart=100, maxiter=50,
