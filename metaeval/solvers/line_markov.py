@@ -142,31 +142,51 @@ def _neighbours(shape, mask_flat) -> np.ndarray:
 
 
 class _Off:
-    """N or N^T of a :class:`LineRates` as the off-diagonal part of an :class:`_MMatrix`."""
+    """N or N^T of a :class:`LineRates` as the off-diagonal part of an :class:`_MMatrix`,
+    restricted to the profiles of the mask ``free`` (zero rows and columns elsewhere).
 
-    def __init__(self, rates, transpose):
-        self.rates, self.transpose = rates, transpose
+    Systems are kept at full length, with identity rows off ``free`` (see :func:`_system`):
+    masking costs two multiplications a product where markov's index views cost a
+    gather and a scatter, and no index array of the chain's size is stored.
+    """
+
+    def __init__(self, rates, transpose, free=None):
+        self.rates, self.transpose, self.free = rates, transpose, free
         self.shape = (rates.n, rates.n)
 
     def __matmul__(self, x):
         if x.ndim == 2:  # the dense path's several right-hand sides
             return np.column_stack([self @ column for column in x.T])
-        return self.rates.transpose_product(x) if self.transpose else self.rates.product(x)
+        if self.free is not None:
+            x = x * self.free
+        y = self.rates.transpose_product(x) if self.transpose else self.rates.product(x)
+        if self.free is not None:
+            y *= self.free
+        return y
 
 
-def _tiered(diagonal, off, free, rhs, needed) -> np.ndarray:
-    """x >= 0 with ``(diag(d) - off)_FF x_F = rhs_F`` (x = 0 off F), re-solving in tiers the
-    unknowns below TIER of the largest while any of them is ``needed`` (markov's
-    ``_tiered_solve`` in linear space: flows from the fixed unknowns join the right-hand side)."""
-    x = np.zeros(off.shape[0])
+def _system(rates, transpose, diagonal, free) -> _MMatrix:
+    """``(diag(d) - N)_FF`` (N^T if ``transpose``) at full length: identity off F."""
+    return _MMatrix(np.where(free, diagonal, 1.0), _Off(rates, transpose, free))
+
+
+def _tiered(rates, transpose, diagonal, free, rhs, needed) -> np.ndarray:
+    """x >= 0 with ``(diag(d) - N)_FF x_F = rhs_F`` (N^T if ``transpose``; x = 0 off F),
+    re-solving in tiers the unknowns below TIER of the largest while any of them is
+    ``needed`` (markov's ``_tiered_solve`` in linear space: flows from the unknowns
+    already fixed join the right-hand side)."""
+    x = np.zeros(rates.n)
     for _ in range(MAX_TIERS):
-        b = rhs[free] + (off @ x)[free] if x.any() else rhs[free]
-        y = np.maximum(_solve(_MMatrix(diagonal, off, free), b), 0.0)
-        x[free] = y
+        b = rhs * free
+        if x.any():
+            b += _Off(rates, transpose) @ x * free
+        y = np.maximum(_solve(_system(rates, transpose, diagonal, free), b), 0.0)
+        del b
+        x = np.where(free, y, x)
         if needed is None or not y.any():
             return x
-        unreliable = free[y < TIER * y.max()]
-        if not needed[unreliable].any():
+        unreliable = free & (y < TIER * y.max())
+        if not (needed & unreliable).any():
             return x
         x[unreliable] = 0.0
         free = unreliable
@@ -176,24 +196,25 @@ def _tiered(diagonal, off, free, rhs, needed) -> np.ndarray:
 def _class_log_distribution(rates, members, candidates, needed) -> np.ndarray:
     """log pi (flat, -inf outside) of the chain restricted to ``members``, anchored at the
     candidate with the largest in-rate / out-rate ratio (markov's ``_anchored``)."""
-    inside = members.astype(np.float64)
     log_pi = np.full(rates.n, -np.inf)
-    size = int(members.sum())
-    if size == 1:
+    if members.sum() == 1:
         log_pi[members] = 0.0
         return log_pi
-    out_rate = rates.product(inside) * inside
-    in_rate = rates.transpose_product(inside)
-    ratio = np.where(candidates & (out_rate == 0), np.inf, -np.inf)
-    np.divide(in_rate, out_rate, out=ratio, where=candidates & (out_rate > 0))
+    out_rate = rates.product(members * 1.0) * members
+    ratio = rates.transpose_product(members * 1.0)  # in-rate, then in-rate / out-rate
+    np.divide(ratio, out_rate, out=ratio, where=out_rate > 0)
+    ratio[out_rate == 0] = np.inf  # a state with no exits holds all the mass
+    ratio[~candidates] = -np.inf
     anchor = int(np.argmax(ratio))
+    del ratio
     unit = np.zeros(rates.n)
     unit[anchor] = 1.0
-    free = np.flatnonzero(members)
-    free = free[free != anchor]
-    x = _tiered(out_rate, _Off(rates, transpose=True), free, rates.transpose_product(unit), needed)
+    free = members.copy()
+    free[anchor] = False
+    x = _tiered(rates, True, out_rate, free, rates.transpose_product(unit), needed)
+    del out_rate
     with np.errstate(divide="ignore"):
-        log_pi[free] = np.log(x[free])
+        np.log(x, out=log_pi, where=free)
     log_pi[anchor] = 0.0
     return log_pi - logsumexp(log_pi[members])
 
@@ -210,8 +231,7 @@ def _aggregate(rates, classes, num_classes) -> tuple[np.ndarray, int]:
         log_within = np.where(members, _class_log_distribution(rates, members, members, gateway), log_within)
     within = np.exp(log_within)
 
-    transient = np.flatnonzero(~in_class)
-    absorb = _Off(rates, transpose=False)
+    transient = ~in_class
     entered = ~in_class & _neighbours(rates.shape, in_class)
     macro_log = np.full((num_classes, num_classes), -np.inf)
     singletons = np.flatnonzero(sizes == 1)
@@ -220,8 +240,8 @@ def _aggregate(rates, classes, num_classes) -> tuple[np.ndarray, int]:
         target = (classes == j).astype(np.float64)
         # h_j: probability of entering class j first, 1 on it, 0 on the other classes.
         h = target.copy()
-        if len(transient):
-            h += _tiered(exits, absorb, transient, rates.product(target), entered)
+        if transient.any():
+            h += _tiered(rates, False, exits, transient, rates.product(target), entered)
         h = np.minimum(h, 1.0)
         with np.errstate(divide="ignore"):
             log_h = np.log(h)
@@ -240,8 +260,7 @@ def _aggregate(rates, classes, num_classes) -> tuple[np.ndarray, int]:
             "double-precision range; the chain cannot be resolved at these parameters"
         ) from None
     pi = np.where(in_class, within * macro_pi[np.maximum(classes, 0)], 0.0)
-    if len(transient):
-        inflow = rates.transpose_product(pi)
-        drain = _MMatrix(exits, _Off(rates, transpose=True), transient)
-        pi[transient] = np.maximum(_solve(drain, inflow[transient]), 0.0)
+    if transient.any():
+        inflow = rates.transpose_product(pi) * transient
+        pi += np.maximum(_solve(_system(rates, True, exits, transient), inflow), 0.0)
     return pi / pi.sum(), info["levels"] + 1

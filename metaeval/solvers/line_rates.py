@@ -22,6 +22,8 @@ correction.  Rates are divided by the largest one, as the sparse solver does.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from metaeval.runs import budget
@@ -63,7 +65,7 @@ class LineRates:
             sorted_values = np.take_along_axis(values, order, axis=0)
             del order, values
             gap = np.diff(sorted_values, axis=0)
-            factors = {lam: np.exp(-lam * gap) for lam in lambdas}
+            factors = _factors(gap, lambdas)
             del gap
             near = self._near_pairs(sorted_values, delta) if delta >= 0 else []
             near_bytes += sum(3 * budget.FLOAT * len(position) for _, position, _, _ in near)
@@ -79,6 +81,7 @@ class LineRates:
         for offset in range(1, len(sorted_values)):
             gain = sorted_values[offset:] - sorted_values[:-offset]  # >= 0: from low to high
             position = np.flatnonzero(gain <= delta)
+            position = position.astype(np.int32) if gain.size < 2**31 else position
             if not len(position):
                 break
             d = gain.reshape(-1)[position]
@@ -103,9 +106,9 @@ class LineRates:
             xs = np.take(x, sorted_ids)
             ys = np.zeros_like(xs)
             for c, lam in below:  # sum_{i < j} x_i e^{-l (f_j - f_i)}
-                _add_running_sum(ys, c, xs, factors.get(lam))
+                _add_running_sum(ys, c, xs, factors[lam])
             for c, lam in above:  # sum_{i > j} x_i e^{-l (f_i - f_j)}
-                _add_running_sum(ys[::-1], c, xs[::-1], factors[lam][::-1] if lam else None)
+                _add_running_sum(ys[::-1], c, xs[::-1], [factor[::-1] for factor in factors[lam]])
             flat_x, flat_y = xs.reshape(-1), ys.reshape(-1)
             for offset, low, up, down in near:
                 high = low + offset
@@ -137,11 +140,22 @@ def _far(terms, d):
     return sum(c * np.exp(-lam * d) for c, lam in terms)
 
 
+def _factors(gap, lambdas) -> dict:
+    """``exp(-l gap)`` for each l, as a list of stored arrays whose product it is: an l that is
+    the sum of two smaller ones (alpha-Rank's m alpha = (m - 1) alpha + alpha) reuses theirs."""
+    factors = {0.0: []}
+    for lam in sorted(lambdas):
+        parts = next(([*factors[a], *factors[b]] for a in factors for b in factors
+                      if a and b and len(factors[a]) == len(factors[b]) == 1 and math.isclose(a + b, lam)), None)
+        factors[lam] = parts or [np.exp(-lam * gap)]
+    return factors
+
+
 def _add_running_sum(out, c, xs, factors):
-    """``out_j += c sum_{i < j} x_i prod_{i <= t < j} w_t`` down the rows (w = factors, 1 if None)."""
+    """``out_j += c sum_{i < j} x_i prod_{i <= t < j} w_t`` down the rows, w the product of ``factors``."""
     running = np.zeros_like(xs[0])
     for j in range(1, len(xs)):
         running += xs[j - 1]
-        if factors is not None:
-            running *= factors[j - 1]
+        for factor in factors:
+            running *= factor[j - 1]
         out[j] += c * running
