@@ -29,6 +29,10 @@ import numpy as np
 from metaeval.runs import budget
 
 
+#: Bytes stored per pair of nearly tied profiles: a position and two corrections.
+_NEAR_BYTES = 4 + 2 * budget.FLOAT
+
+
 class LineRates:
     """The rate matrix N of a line-structured chain on the profiles of ``payoffs[0].shape``.
 
@@ -37,9 +41,10 @@ class LineRates:
         log_rate: vectorised gain d -> log r(d), exact for every d; r non-decreasing.
         up, down: ``(c, l)`` pairs of the far expansions above (rates not yet scaled).
         delta: gains with |d| <= delta are corrected to the exact rate (< 0: none).
+        name: what the memory budget's refusal calls the chain.
     """
 
-    def __init__(self, payoffs, log_rate, up, down, delta):
+    def __init__(self, payoffs, log_rate, up, down, delta, name="the chain"):
         self.shape = tuple(payoffs[0].shape)
         self.n = int(np.prod(self.shape))
         self.log_rate = log_rate
@@ -51,9 +56,11 @@ class LineRates:
         self.up = [(c * scale, lam) for c, lam in up]
         self.down = [(c * scale, lam) for c, lam in down]
         lambdas = sorted({lam for _, lam in (*up, *down) if lam > 0})
-        num_floats = self.n * (2 + len(lambdas)) + self.n * np.dtype(index).itemsize / budget.FLOAT
-        budget.check(num_floats * budget.FLOAT * len(payoffs),
-                     f"the line-sorted alpha-Rank rates of {self.n:,} profiles", "use fewer strategies per player")
+        self.name = name
+        # Per player and profile: its sorted id and a factor for each exponent (at most).
+        per_profile = len(payoffs) * (np.dtype(index).itemsize + budget.FLOAT * len(lambdas))
+        budget.check(per_profile * self.n, f"{name} ({self.n:,} profiles, rates along payoff lines)",
+                     "use fewer strategies per player")
         ids = np.arange(self.n, dtype=index).reshape(self.shape)
         self.lines = []  # per player: sorted ids [K, L], factors exp(-l gap) per l, near pairs
         near_bytes = 0
@@ -67,23 +74,27 @@ class LineRates:
             gap = np.diff(sorted_values, axis=0)
             factors = _factors(gap, lambdas)
             del gap
-            near = self._near_pairs(sorted_values, delta) if delta >= 0 else []
-            near_bytes += sum(3 * budget.FLOAT * len(position) for _, position, _, _ in near)
-            budget.check(near_bytes, "the alpha-Rank moves between nearly tied payoffs", "use a larger alpha")
+            near = self._near_pairs(sorted_values, delta, near_bytes) if delta >= 0 else []
+            near_bytes += sum(_NEAR_BYTES * len(position) for _, position, _, _ in near)
             self.lines.append((sorted_ids, factors, near))
             del sorted_values
 
-    def _near_pairs(self, sorted_values, delta):
+    def _near_pairs(self, sorted_values, delta, stored_bytes):
         """Per offset o along the sorted lines: flat positions i of the lower profile of each
         pair (i, i + o) within delta, and the corrections ``exact - far`` of its up and down moves."""
         pairs = []
         width = sorted_values.shape[1]
         for offset in range(1, len(sorted_values)):
             gain = sorted_values[offset:] - sorted_values[:-offset]  # >= 0: from low to high
-            position = np.flatnonzero(gain <= delta)
-            position = position.astype(np.int32) if gain.size < 2**31 else position
-            if not len(position):
+            close = gain <= delta
+            count = int(np.count_nonzero(close))
+            if not count:
                 break
+            stored_bytes += _NEAR_BYTES * count
+            budget.check(stored_bytes, f"{self.name}: its {stored_bytes // _NEAR_BYTES:,}+ moves between "
+                         "nearly tied payoffs", "use a larger alpha or break the ties")
+            position = np.flatnonzero(close)
+            position = position.astype(np.int32) if gain.size < 2**31 else position
             d = gain.reshape(-1)[position]
             up = np.exp(self.log_rate(d) - self.log_scale) - _far(self.up, d)
             down = np.exp(self.log_rate(-d) - self.log_scale) - _far(self.down, d)
