@@ -296,7 +296,8 @@ def line_rates(game: MetaGame, alpha: float, population_size: int, inf_alpha_eps
         return LineRates(payoffs, log_rate, [(1 - inf_alpha_eps, 0.0)], [(inf_alpha_eps, 0.0)], tie, name)
     m = population_size
     if alpha == 0 or scale == 0:  # rho = 1/m everywhere
-        return LineRates(payoffs, lambda d: np.full(np.shape(d), -np.log(m)), [(1 / m, 0.0)], [(1 / m, 0.0)], -1.0, name)
+        constant = [(1 / m, 0.0)]
+        return LineRates(payoffs, lambda d: np.full(np.shape(d), -np.log(m)), constant, constant, -1.0, name)
     terms = min(MAX_SERIES_TERMS, max(1, math.ceil(FAR_EXPONENT / (m * alpha * scale / 20))))
     up = [pair for k in range(terms) for pair in ((1.0, k * m * alpha), (-1.0, (k * m + 1) * alpha))]
     down = [pair for k in range(terms) for pair in ((1.0, (k * m + m - 1) * alpha), (-1.0, (k * m + m) * alpha))]
