@@ -62,6 +62,7 @@ class LineRates:
         budget.check(per_profile * self.n, f"{name} ({self.n:,} profiles, rates along payoff lines)",
                      "use fewer strategies per player")
         ids = np.arange(self.n, dtype=index).reshape(self.shape)
+        self._buffers = None
         self.lines = []  # per player: sorted ids [K, L], factors exp(-l gap) per l, near pairs
         near_bytes = 0
         for p, f in enumerate(self.payoffs):
@@ -112,10 +113,14 @@ class LineRates:
     def _apply(self, x, transpose):
         # N^T x gathers up moves from lower payoffs and down moves from higher ones; N x the reverse.
         below, above = (self.up, self.down) if transpose else (self.down, self.up)
-        y, spread = np.zeros(self.n), np.empty(self.n)
+        if self._buffers is None:  # kept between products: fresh ones cost page faults each time
+            self._buffers = tuple(np.empty(self.n) for _ in range(3))
+        gathered, summed, spread = self._buffers
+        y = np.zeros(self.n)
         for sorted_ids, factors, near in self.lines:
-            xs = np.take(x, sorted_ids)
-            ys = np.zeros_like(xs)
+            xs = np.take(x, sorted_ids, out=gathered.reshape(sorted_ids.shape))
+            ys = summed.reshape(sorted_ids.shape)
+            ys[...] = 0.0
             for c, lam in below:  # sum_{i < j} x_i e^{-l (f_j - f_i)}
                 _add_running_sum(ys, c, xs, factors[lam])
             for c, lam in above:  # sum_{i > j} x_i e^{-l (f_i - f_j)}
