@@ -227,9 +227,14 @@ def _aggregate(rates, classes, num_classes) -> tuple[np.ndarray, int]:
     log_within = np.full(n, -np.inf)
     for c in range(num_classes):
         members = classes == c
+        if sizes[c] == 1:
+            log_within[members] = 0.0
+            continue
         gateway = members & _neighbours(rates.shape, ~members)
         log_within = np.where(members, _class_log_distribution(rates, members, members, gateway), log_within)
     within = np.exp(log_within)
+    del log_within
+    members_of = np.flatnonzero(in_class)  # the classes' profiles
 
     transient = ~in_class
     entered = ~in_class & _neighbours(rates.shape, in_class)
@@ -237,19 +242,18 @@ def _aggregate(rates, classes, num_classes) -> tuple[np.ndarray, int]:
     singletons = np.flatnonzero(sizes == 1)
     rows = {int(c): rates.row(int(np.flatnonzero(classes == c)[0])) for c in singletons}
     for j in range(num_classes):
-        target = (classes == j).astype(np.float64)
         # h_j: probability of entering class j first, 1 on it, 0 on the other classes.
-        h = target.copy()
+        h = (classes == j).astype(np.float64)
         if transient.any():
-            h += _tiered(rates, False, exits, transient, rates.product(target), entered)
-        h = np.minimum(h, 1.0)
+            h += _tiered(rates, False, exits, transient, rates.product(h), entered)
+        np.minimum(h, 1.0, out=h)
+        # sum_t q(s, t) h_j(t), weighted by pi_i(s), summed over each class i
+        flow = rates.product(h)[members_of] * within[members_of]
         with np.errstate(divide="ignore"):
-            log_h = np.log(h)
-        flow = rates.product(h) * within  # sum_t q(s, t) h_j(t), weighted by pi_i(s)
-        with np.errstate(divide="ignore"):
-            macro_log[:, j] = np.log(np.bincount(classes[in_class], flow[in_class], num_classes))
-        for c, (targets, log_rate) in rows.items():  # single profiles: in log space
-            macro_log[c, j] = logsumexp(log_rate + log_h[targets])
+            macro_log[:, j] = np.log(np.bincount(classes[members_of], flow, num_classes))
+            for c, (targets, log_rate) in rows.items():  # single profiles: in log space
+                macro_log[c, j] = logsumexp(log_rate + np.log(h[targets]))
+        del h
     np.fill_diagonal(macro_log, -np.inf)
     i, j = np.nonzero(np.isfinite(macro_log))
     try:
