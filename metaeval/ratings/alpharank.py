@@ -34,7 +34,8 @@ Both agree with ``open_spiel.python.egt.alpharank.compute``; the chain is built 
 ``LINE_MIN_SWITCHES`` transitions on, the multi-population chain is never stored: its
 rates are applied along sorted payoff lines (:func:`line_rates`,
 :mod:`metaeval.solvers.line_rates`) and solved by :mod:`metaeval.solvers.line_markov`, so
-16.7M profiles (4.2e9 transitions) take minutes and a few GiB.
+16.7M profiles (4.2e9 transitions) take 140-150 CPU s and 5.4 GiB when the chain has one
+metastable class (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ class LineRates:
     Args:
         payoffs: one array per player p, f_p over the joint profiles.
         log_rate: vectorised gain d -> log r(d), exact for every d; r non-decreasing.
-        up, down: ``(c, l)`` pairs of the far expansions above (rates not yet scaled).
+        up: ``(c, l)`` pairs of the far expansion of up moves (rates not yet scaled).
+        down: the same for down moves, in |d|.
         delta: gains with |d| <= delta are corrected to the exact rate (< 0: none).
         name: what the memory budget's refusal calls the chain.
     """
