@@ -94,7 +94,7 @@ def alpharank(
         "num_states": chain.num_states,
         "residual": info["residual"],
         "aggregation_levels": info["levels"],
-        "chain": "sparse" if chain.lines is None else "matrix-free lines",
+        "chain": "sparse" if chain.line_game is None else "matrix-free lines",
         "seconds": time.perf_counter() - start,
     }
     if math.isinf(alpha):
@@ -128,7 +128,9 @@ def alpharank_sweep(
 
 
 class _Chain:
-    """The transitions of the alpha-Rank chain of a game and the payoff gain along each."""
+    """The transitions of the alpha-Rank chain of a game and the payoff gain along each, or,
+    for a multi-population chain of LINE_MIN_SWITCHES transitions or more, the game alone
+    (``line_game``: its rates are applied along payoff lines, built for each alpha)."""
 
     def __init__(self, game: MetaGame, single_population: bool, local_selection: bool = True):
         if not isinstance(game, MetaGame):
@@ -147,19 +149,19 @@ class _Chain:
                     f"(G_1 = G_0 transposed); got {game!r}"
                 )
             self.num_states, self.source, self.target, self.gain = _single_population(game)
-            self.lines = None
+            self.line_game = None
         elif game.num_joints * sum(k - 1 for k in game.shape) >= LINE_MIN_SWITCHES:
-            self.num_states, self.lines = game.num_joints, game
+            self.num_states, self.line_game = game.num_joints, game
         else:
             self.num_states, self.source, self.target, self.gain = _joint_profiles(game)
-            self.lines = None
+            self.line_game = None
         self.scale = float(np.ptp(game.payoffs))
 
     def stationary(self, alpha, population_size, inf_alpha_eps):
-        if self.lines is not None:
+        if self.line_game is not None:
             alpha = self._checked_alpha(alpha, population_size, inf_alpha_eps)
             m = population_size if math.isinf(alpha) else int(population_size)
-            return line_stationary_distribution(line_rates(self.lines, alpha, m, inf_alpha_eps))
+            return line_stationary_distribution(line_rates(self.line_game, alpha, m, inf_alpha_eps))
         log_rate = self._log_rates(alpha, population_size, inf_alpha_eps)
         return stationary_distribution(self.num_states, self.source, self.target, log_rate)
 

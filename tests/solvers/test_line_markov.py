@@ -92,3 +92,11 @@ def test_krylov_path_matches_and_needs_no_gmres(monkeypatch):
         expected = markov.stationary_distribution(*stored_log_rates(game, 100.0, 50))[0]
         np.testing.assert_allclose(line_stationary_distribution(line_rates(game, 100.0, 50, 0.01))[0],
                                    expected, atol=1e-10)
+
+
+def test_too_many_classes_are_refused_in_one_line():
+    # A 70-strategy coordination game: 70 strict equilibria, each its own closed class.
+    payoffs = np.eye(70) + np.random.default_rng(0).uniform(0, 0.01, (70, 70))
+    game = metaeval.MetaGame.from_matrix(payoffs, payoffs)
+    with pytest.raises(metaeval.MetaEvalError, match=f"more than {line_markov.MAX_CLASSES} metastable classes"):
+        line_stationary_distribution(line_rates(game, 100.0, 50, 0.01))
