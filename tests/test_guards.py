@@ -62,8 +62,10 @@ def test_a_3p_game_of_a_big_table_is_refused_before_it_is_built(tmp_path):
 
 
 def test_alpharank_chain_is_refused_and_nash_contributions_stay_small(tmp_path):
+    # Its 4.5M profiles fit the default budget since the chain is applied along payoff
+    # lines (4.5M x 3 x 28 bytes); a budget below that refuses it before anything is built.
     path = table(tmp_path / "mid.csv", 300, 50)
-    code, err, peak_kib, _ = measured("rate", path, "--game", "3p", "--rater", "alpharank")
+    code, err, peak_kib, _ = measured("rate", path, "--game", "3p", "--rater", "alpharank", "--max-memory", "256M")
     one_line_refusal(code, err, "the alpha-Rank chain of MetaGame(players=3, strategies=(300, 300, 50))")
     assert peak_kib < 1 << 20 and not list(tmp_path.glob("*.png"))
     # The bar chart's contributions no longer form [K_p, K_1, K_2, K_3] (300 x 4.5e6 floats, 10 GiB).

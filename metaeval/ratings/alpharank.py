@@ -30,8 +30,13 @@ m / (m - 1) (G_0(r, s) - c / 2).
 
 Both agree with ``open_spiel.python.egt.alpharank.compute``; the chain is built sparsely
 (sum_p (K_p - 1) transitions per profile) and solved by :mod:`metaeval.solvers.markov`, so
-32,768 profiles take seconds instead of OpenSpiel's dense eigendecomposition, and
-262,144 (5e7 transitions) fit in 3 GiB.
+32,768 profiles take seconds instead of OpenSpiel's dense eigendecomposition.  From
+``LINE_MIN_SWITCHES`` transitions on, the multi-population chain is never stored: its
+rates are applied along sorted payoff lines (:func:`line_rates`,
+:mod:`metaeval.solvers.line_rates`) and solved by :mod:`metaeval.solvers.line_markov`, so
+16.7M profiles (4.2e9 transitions) take 140-150 CPU s and 5.4 GiB when the chain has one
+metastable class, and one more linear solve per further class (753 CPU s with five;
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -45,8 +50,15 @@ from scipy.special import logsumexp
 from metaeval.runs import budget
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.solvers.line_markov import line_stationary_distribution
+from metaeval.solvers.line_rates import LineRates
 from metaeval.solvers.markov import RESIDUAL_TOL, stationary_distribution
 from metaeval.ratings.base import Rating, marginals, product_distribution
+
+# Multi-population chains with at least this many switches are applied matrix-free along
+# payoff lines (metaeval.solvers.line_rates) instead of stored: on random games the line
+# path took 0.44 against 1.1 CPU s at 4 x 16 (3.9e6 switches), 1.9 against 13.8 s at 3 x 64.
+LINE_MIN_SWITCHES = 1 << 20
 
 # Infinite alpha: payoff differences below this fraction of the payoff range are ties.
 # OpenSpiel uses np.isclose's defaults, which also count differences within 1e-5
@@ -83,6 +95,7 @@ def alpharank(
         "num_states": chain.num_states,
         "residual": info["residual"],
         "aggregation_levels": info["levels"],
+        "chain": "sparse" if chain.line_game is None else "matrix-free lines",
         "seconds": time.perf_counter() - start,
     }
     if math.isinf(alpha):
@@ -116,7 +129,9 @@ def alpharank_sweep(
 
 
 class _Chain:
-    """The transitions of the alpha-Rank chain of a game and the payoff gain along each."""
+    """The transitions of the alpha-Rank chain of a game and the payoff gain along each, or,
+    for a multi-population chain of LINE_MIN_SWITCHES transitions or more, the game alone
+    (``line_game``: its rates are applied along payoff lines, built for each alpha)."""
 
     def __init__(self, game: MetaGame, single_population: bool, local_selection: bool = True):
         if not isinstance(game, MetaGame):
@@ -135,15 +150,34 @@ class _Chain:
                     f"(G_1 = G_0 transposed); got {game!r}"
                 )
             self.num_states, self.source, self.target, self.gain = _single_population(game)
+            self.line_game = None
+        elif game.num_joints * sum(k - 1 for k in game.shape) >= LINE_MIN_SWITCHES:
+            self.num_states, self.line_game = game.num_joints, game
         else:
             self.num_states, self.source, self.target, self.gain = _joint_profiles(game)
+            self.line_game = None
         self.scale = float(np.ptp(game.payoffs))
 
     def stationary(self, alpha, population_size, inf_alpha_eps):
+        if self.line_game is not None:
+            alpha = self._checked_alpha(alpha, population_size, inf_alpha_eps)
+            m = population_size if math.isinf(alpha) else int(population_size)
+            return line_stationary_distribution(line_rates(self.line_game, alpha, m, inf_alpha_eps))
         log_rate = self._log_rates(alpha, population_size, inf_alpha_eps)
         return stationary_distribution(self.num_states, self.source, self.target, log_rate)
 
     def _log_rates(self, alpha, population_size, inf_alpha_eps) -> np.ndarray:
+        alpha = self._checked_alpha(alpha, population_size, inf_alpha_eps)
+        if math.isinf(alpha):
+            tie = np.abs(self.gain) <= TIE_TOLERANCE * self.scale
+            better = np.log1p(-inf_alpha_eps)
+            return np.where(tie, np.log(0.5), np.where(self.gain > 0, better, np.log(inf_alpha_eps)))
+        if not self.local_selection:
+            return non_local_log_fixation(self.row, self.source, self.target, alpha, int(population_size))
+        return log_fixation(self.gain, alpha, int(population_size))
+
+    def _checked_alpha(self, alpha, population_size, inf_alpha_eps) -> float:
+        """alpha as a float, after refusing bad parameters in one line."""
         try:
             alpha = float(alpha)
         except (TypeError, ValueError):
@@ -155,15 +189,11 @@ class _Chain:
                 raise MetaEvalError("the non-local selection model needs a finite alpha")
             if not 0 < inf_alpha_eps < 1:
                 raise MetaEvalError(f"inf_alpha_eps must lie in (0, 1), got {inf_alpha_eps}")
-            tie = np.abs(self.gain) <= TIE_TOLERANCE * self.scale
-            better = np.log1p(-inf_alpha_eps)
-            return np.where(tie, np.log(0.5), np.where(self.gain > 0, better, np.log(inf_alpha_eps)))
+            return alpha
         if isinstance(population_size, bool) or not isinstance(population_size, (int, np.integer)) \
                 or population_size < 2:
             raise MetaEvalError(f"population_size must be an integer >= 2, got {population_size!r}")
-        if not self.local_selection:
-            return non_local_log_fixation(self.row, self.source, self.target, alpha, int(population_size))
-        return log_fixation(self.gain, alpha, int(population_size))
+        return alpha
 
 
 def non_local_log_fixation(row: np.ndarray, s: np.ndarray, r: np.ndarray, alpha: float,
@@ -239,3 +269,40 @@ def _single_population(game: MetaGame):
     s, r = np.nonzero(~np.eye(k, dtype=bool))
     row = game.payoffs[0]
     return k, s, r, row[r, s] - row[s, r]
+
+
+#: Far-field accuracy of the line expansion: exp(-FAR_EXPONENT) ~ 4e-18 relative.
+FAR_EXPONENT = 40.0
+#: Most terms of the fixation probability's series per direction (see :func:`line_rates`).
+MAX_SERIES_TERMS = 8
+
+
+def line_rates(game: MetaGame, alpha: float, population_size: int, inf_alpha_eps: float) -> LineRates:
+    """The multi-population chain of ``game`` as matrix-free :class:`LineRates`.
+
+    For u = alpha d > 0, rho = (1 - e^-u) / (1 - e^-mu) = sum_{k>=0} (e^-kmu - e^-(km+1)u),
+    and rho(-d) = e^-(m-1)u rho(d) = sum_k (e^-(km+m-1)u - e^-(km+m)u): T terms of each are
+    exact to e^-Tmu relative, so gains with T m alpha |d| >= FAR_EXPONENT use them and
+    closer ones (ties, and rho's removable singularity at 0) the exact log_fixation.  T is
+    the fewest terms (at most MAX_SERIES_TERMS) that leave 1/20 of the payoff range near.
+    Infinite alpha: 1 - eps up, eps down, exactly 1/2 within the tie tolerance.
+    """
+    payoffs = list(game.payoffs)
+    scale = float(np.ptp(game.payoffs))
+    name = f"the alpha-Rank chain of {game!r}"
+    if math.isinf(alpha):
+        tie = TIE_TOLERANCE * scale
+
+        def log_rate(d):
+            return np.where(np.abs(d) <= tie, np.log(0.5),
+                            np.where(d > 0, np.log1p(-inf_alpha_eps), np.log(inf_alpha_eps)))
+
+        return LineRates(payoffs, log_rate, [(1 - inf_alpha_eps, 0.0)], [(inf_alpha_eps, 0.0)], tie, name)
+    m = population_size
+    if alpha == 0 or scale == 0:  # rho = 1/m everywhere
+        constant = [(1 / m, 0.0)]
+        return LineRates(payoffs, lambda d: np.full(np.shape(d), -np.log(m)), constant, constant, -1.0, name)
+    terms = min(MAX_SERIES_TERMS, max(1, math.ceil(FAR_EXPONENT / (m * alpha * scale / 20))))
+    up = [pair for k in range(terms) for pair in ((1.0, k * m * alpha), (-1.0, (k * m + 1) * alpha))]
+    down = [pair for k in range(terms) for pair in ((1.0, (k * m + m - 1) * alpha), (-1.0, (k * m + m) * alpha))]
+    return LineRates(payoffs, lambda d: log_fixation(d, alpha, m), up, down, FAR_EXPONENT / (terms * m * alpha), name)

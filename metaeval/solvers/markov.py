@@ -261,6 +261,8 @@ class _MMatrix:
         return _scale_rows(np.abs(self.diagonal()), x) + self.off_product(x)
 
     def toarray(self) -> np.ndarray:
+        if not sp.issparse(self.off):  # a matrix-free N: one product per column
+            return np.column_stack([self @ column for column in np.eye(self.shape[0])])
         off = self.off if self.keep is None else self.off[self.keep][:, self.keep]
         return np.diag(self.diagonal()) - off.toarray()
 
@@ -360,12 +362,16 @@ def _krylov(matrix, rhs):
     diagonal = matrix.diagonal()
     jacobi = spla.LinearOperator(matrix.shape, lambda v: v / diagonal, dtype=np.float64)
     operator = spla.LinearOperator(matrix.shape, matrix.__matmul__, dtype=np.float64)
-    x, info = spla.bicgstab(operator, rhs, M=jacobi, rtol=1e-13, atol=0.0, maxiter=1000)
-    if info != 0 or not _backward_error_ok(matrix, x, rhs):
-        x, info = spla.gmres(
-            operator, rhs, M=jacobi, rtol=1e-13, atol=0.0, restart=100, maxiter=50,
-            callback_type="pr_norm",
-        )
+    # Started from the Jacobi guess: from zero, a right-hand side on a few states (the
+    # anchor's moves) broke BiCGSTAB down in its first step on alpha-Rank chains, which
+    # left GMRES, 100 vectors of the system's size, to do the solve.
+    x, info = spla.bicgstab(operator, rhs, x0=rhs / diagonal, M=jacobi, rtol=1e-13, atol=0.0, maxiter=1000)
+    if info == 0 and _backward_error_ok(matrix, x, rhs):
+        return x  # checked once: each check is two products with the matrix
+    x, info = spla.gmres(
+        operator, rhs, M=jacobi, rtol=1e-13, atol=0.0, restart=100, maxiter=50,
+        callback_type="pr_norm",
+    )
     _check_backward_error(matrix, x, rhs)
     return x
 

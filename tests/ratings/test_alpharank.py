@@ -1,3 +1,4 @@
+import importlib
 import math
 
 import numpy as np
@@ -229,3 +230,21 @@ def test_non_local_selection_is_stable_at_large_alpha_and_refuses_what_it_does_n
         alpharank(game, local_selection=False)
     with pytest.raises(MetaEvalError, match="finite alpha"):
         alpharank(game, alpha=math.inf, single_population=True, local_selection=False)
+
+
+def test_large_chains_take_the_line_path_with_the_same_answer(monkeypatch):
+    module = importlib.import_module("metaeval.ratings.alpharank")  # the package re-exports the function
+    game = random_game(7, (5, 4, 6))
+    expected = {alpha: alpharank(game, alpha=alpha) for alpha in (100.0, math.inf)}
+    sweep = alpharank_sweep(game, [1.0, 100.0])
+    assert expected[100.0].diagnostics["chain"] == "sparse"
+    monkeypatch.setattr(module, "LINE_MIN_SWITCHES", 0)
+    for alpha, rating in expected.items():
+        lines = alpharank(game, alpha=alpha)
+        assert lines.diagnostics["chain"] == "matrix-free lines"
+        np.testing.assert_allclose(lines.distribution, rating.distribution, atol=1e-12)
+    for mine, theirs in zip(alpharank_sweep(game, [1.0, 100.0]), sweep):
+        np.testing.assert_allclose(mine, theirs, atol=1e-12)
+    for bad in ({"alpha": -1.0}, {"population_size": 1}, {"alpha": math.inf, "inf_alpha_eps": 0.0}):
+        with pytest.raises(MetaEvalError, match="alpha|population_size"):
+            alpharank(game, **bad)

@@ -1,0 +1,178 @@
+"""Matrix-free rates of a chain on joint profiles whose moves change one player's strategy.
+
+alpha-Rank's multi-population chain (Omidshafiei et al. 2019, eq. 10) moves from profile
+s to a profile s' that differs in one player p's strategy, at a rate r(f_p(s') - f_p(s))
+that depends only on player p's payoff gain.  A profile has sum_p (K_p - 1) such moves:
+4.2e9 at 4 players x 64, too many to store.  This module applies the rate matrix N
+(``N[s, s'] = r(f_p(s') - f_p(s))``) and its transpose without forming it.
+
+Along one *line* (profiles that differ only in player p's strategy) sort the payoffs
+f_1 <= ... <= f_K.  Away from zero the rate is a short sum of exponentials of the gain,
+
+    r(d) = sum_k c_k exp(-l_k d)        for d >= delta  (an "up" move),
+    r(d) = sum_k c'_k exp(-l'_k |d|)     for d <= -delta (a "down" move),
+
+each of which factors, exp(-l (f_j - f_i)) = exp(-l (f_j - f_{j-1})) exp(-l (f_{j-1} - f_i)),
+so ``sum_{i < j} x_i exp(-l (f_j - f_i))`` is a running sum along the sorted line with
+factors <= 1 (no overflow at any alpha): O(K) per line instead of O(K^2).  Pairs closer
+than delta (payoff ties, and the removable singularity of the fixation probability at
+d = 0) get the difference between the exact rate and the far formula as a sparse
+correction.  Rates are divided by the largest one, as the sparse solver does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from metaeval.runs import budget
+
+
+#: Bytes stored per pair of nearly tied profiles: a position and two corrections.
+_NEAR_BYTES = 4 + 2 * budget.FLOAT
+
+
+class LineRates:
+    """The rate matrix N of a line-structured chain on the profiles of ``payoffs[0].shape``.
+
+    Args:
+        payoffs: one array per player p, f_p over the joint profiles.
+        log_rate: vectorised gain d -> log r(d), exact for every d; r non-decreasing.
+        up: ``(c, l)`` pairs of the far expansion of up moves (rates not yet scaled).
+        down: the same for down moves, in |d|.
+        delta: gains with |d| <= delta are corrected to the exact rate (< 0: none).
+        name: what the memory budget's refusal calls the chain.
+    """
+
+    def __init__(self, payoffs, log_rate, up, down, delta, name="the chain"):
+        self.shape = tuple(payoffs[0].shape)
+        self.n = int(np.prod(self.shape))
+        self.log_rate = log_rate
+        index = np.int32 if self.n < 2**31 else np.int64
+        self.payoffs = [np.asarray(f, dtype=np.float64) for f in payoffs]
+        self.max_gain = max(float(np.ptp(f, axis=p).max()) for p, f in enumerate(self.payoffs))
+        self.log_scale = float(log_rate(np.array([self.max_gain]))[0])  # log of the largest rate
+        scale = np.exp(-self.log_scale)
+        self.up = [(c * scale, lam) for c, lam in up]
+        self.down = [(c * scale, lam) for c, lam in down]
+        lambdas = sorted({lam for _, lam in (*up, *down) if lam > 0})
+        self.name = name
+        # Per player and profile: its sorted id and a factor for each exponent (at most).
+        per_profile = len(payoffs) * (np.dtype(index).itemsize + budget.FLOAT * len(lambdas))
+        budget.check(per_profile * self.n, f"{name} ({self.n:,} profiles, rates along payoff lines)",
+                     "use fewer strategies per player")
+        ids = np.arange(self.n, dtype=index).reshape(self.shape)
+        self._buffers = None
+        self.lines = []  # per player: sorted ids [K, L], factors exp(-l gap) per l, near pairs
+        near_bytes = 0
+        for p, f in enumerate(self.payoffs):
+            k = self.shape[p]
+            values = np.moveaxis(f, p, 0).reshape(k, -1)
+            order = np.argsort(values, axis=0, kind="stable")
+            sorted_ids = np.take_along_axis(np.moveaxis(ids, p, 0).reshape(k, -1), order, axis=0)
+            sorted_values = np.take_along_axis(values, order, axis=0)
+            del order, values
+            gap = np.diff(sorted_values, axis=0)
+            factors = _factors(gap, lambdas)
+            del gap
+            near = self._near_pairs(sorted_values, delta, near_bytes) if delta >= 0 else []
+            near_bytes += sum(_NEAR_BYTES * len(position) for _, position, _, _ in near)
+            self.lines.append((sorted_ids, factors, near))
+            del sorted_values
+
+    def _near_pairs(self, sorted_values, delta, stored_bytes):
+        """Per offset o along the sorted lines: flat positions i of the lower profile of each
+        pair (i, i + o) within delta, and the corrections ``exact - far`` of its up and down moves."""
+        pairs = []
+        width = sorted_values.shape[1]
+        for offset in range(1, len(sorted_values)):
+            gain = sorted_values[offset:] - sorted_values[:-offset]  # >= 0: from low to high
+            close = gain <= delta
+            count = int(np.count_nonzero(close))
+            if not count:
+                break
+            stored_bytes += _NEAR_BYTES * count
+            budget.check(stored_bytes, f"{self.name}: its {stored_bytes // _NEAR_BYTES:,}+ moves between "
+                         "nearly tied payoffs", "use a larger alpha or break the ties")
+            position = np.flatnonzero(close)
+            position = position.astype(np.int32) if gain.size < 2**31 else position
+            d = gain.reshape(-1)[position]
+            up = np.exp(self.log_rate(d) - self.log_scale) - _far(self.up, d)
+            down = np.exp(self.log_rate(-d) - self.log_scale) - _far(self.down, d)
+            pairs.append((offset * width, position, up, down))
+        return pairs
+
+    def transpose_product(self, x: np.ndarray) -> np.ndarray:
+        """``N^T x``: the flow into every profile, ``y(s') = sum_s x(s) r(s -> s')``."""
+        return self._apply(x, transpose=True)
+
+    def product(self, x: np.ndarray) -> np.ndarray:
+        """``N x``: ``y(s) = sum_s' r(s -> s') x(s')`` (``N 1`` is the exit rate)."""
+        return self._apply(x, transpose=False)
+
+    def _apply(self, x, transpose):
+        # N^T x gathers up moves from lower payoffs and down moves from higher ones; N x the reverse.
+        below, above = (self.up, self.down) if transpose else (self.down, self.up)
+        if self._buffers is None:  # kept between products: fresh ones cost page faults each time
+            self._buffers = tuple(np.empty(self.n) for _ in range(3))
+        gathered, summed, spread = self._buffers
+        y = np.zeros(self.n)
+        for sorted_ids, factors, near in self.lines:
+            xs = np.take(x, sorted_ids, out=gathered.reshape(sorted_ids.shape))
+            ys = summed.reshape(sorted_ids.shape)
+            ys[...] = 0.0
+            for c, lam in below:  # sum_{i < j} x_i e^{-l (f_j - f_i)}
+                _add_running_sum(ys, c, xs, factors[lam])
+            for c, lam in above:  # sum_{i > j} x_i e^{-l (f_i - f_j)}
+                _add_running_sum(ys[::-1], c, xs[::-1], [factor[::-1] for factor in factors[lam]])
+            flat_x, flat_y = xs.reshape(-1), ys.reshape(-1)
+            for offset, low, up, down in near:
+                high = low + offset
+                into_high, into_low = (up, down) if transpose else (down, up)
+                flat_y[high] += into_high * flat_x[low]
+                flat_y[low] += into_low * flat_x[high]
+            spread[sorted_ids.reshape(-1)] = flat_y
+            y += spread
+        return y
+
+    def row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
+        """The moves out of ``state``: target profiles and their scaled log rates (exact)."""
+        coords = np.unravel_index(state, self.shape)
+        targets, gains = [], []
+        for p, k in enumerate(self.shape):
+            others = [b for b in range(k) if b != coords[p]]
+            profiles = np.array([coords] * len(others))
+            profiles[:, p] = others
+            ids = np.ravel_multi_index(profiles.T, self.shape)
+            targets.append(ids)
+            gains.append(self._payoff(p, ids) - self._payoff(p, np.array([state]))[0])
+        return np.concatenate(targets), self.log_rate(np.concatenate(gains)) - self.log_scale
+
+    def _payoff(self, p, ids):
+        return self.payoffs[p].reshape(-1)[ids]
+
+
+def _far(terms, d):
+    return sum(c * np.exp(-lam * d) for c, lam in terms)
+
+
+def _factors(gap, lambdas) -> dict:
+    """``exp(-l gap)`` for each l, as a list of stored arrays whose product it is: an l that is
+    the sum of two smaller ones (alpha-Rank's m alpha = (m - 1) alpha + alpha) reuses theirs."""
+    factors = {0.0: []}
+    for lam in sorted(lambdas):
+        parts = next(([*factors[a], *factors[b]] for a in factors for b in factors
+                      if a and b and len(factors[a]) == len(factors[b]) == 1 and math.isclose(a + b, lam)), None)
+        factors[lam] = parts or [np.exp(-lam * gap)]
+    return factors
+
+
+def _add_running_sum(out, c, xs, factors):
+    """``out_j += c sum_{i < j} x_i prod_{i <= t < j} w_t`` down the rows, w the product of ``factors``."""
+    running = np.zeros_like(xs[0])
+    for j in range(1, len(xs)):
+        running += xs[j - 1]
+        for factor in factors:
+            running *= factor[j - 1]
+        out[j] += c * running
