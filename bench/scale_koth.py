@@ -2,6 +2,7 @@
 
     python -m bench.scale_koth [--models 64] [--prompts 100 500 2000] [--raters ...]
                                [--copies 0.5] [--limit 900] [--memory-limit 8] [--seed 0]
+                               [--temperature 0.5]
 
 The game is metaeval.data.simulated.simulated_judge (the seed paper's simulation game
 judged with noise; Liu et al. 2025): M models x M x P prompts joints. Raters, each in
@@ -59,7 +60,7 @@ def _rate(game, method: str):
     return rating, time.perf_counter() - start, time.process_time() - cpu
 
 
-def child(rater: str, models: int, prompts: int, copies: float, seed: int) -> None:
+def child(rater: str, models: int, prompts: int, copies: float, seed: int, temperature: float) -> None:
     """Rate one game and its attacked copy in this process; print one JSON line."""
     import metaeval
     from metaeval.data.simulated import copy_prompts, simulated_judge
@@ -71,7 +72,7 @@ def child(rater: str, models: int, prompts: int, copies: float, seed: int) -> No
     king_of_the_hill.STRUCTURED_JOINTS = float("inf") if rater.endswith("-full") else 0
     if rater == "deviation-full":
         importlib.import_module("metaeval.ratings.deviation").FACE_JOINTS = 0
-    game = simulated_judge(models, prompts, seed=seed)
+    game = simulated_judge(models, prompts, temperature=temperature, seed=seed)
     baseline = resident_memory()["peak_mib"]
     try:
         rating, seconds, cpu = _rate(game, method)
@@ -105,11 +106,11 @@ def _deviation_path(diagnostics: dict) -> str:
     return f"{diagnostics['rounds']} warm rounds over {diagnostics['lp_columns']} joints"
 
 
-def measure(rater: str, models: int, prompts: int, copies: float, seed: int, limit: float,
+def measure(rater: str, models: int, prompts: int, copies: float, seed: int, temperature: float, limit: float,
             memory_limit_gib: float) -> dict:
     """Run :func:`child` in a subprocess under the time and memory limits."""
     command = [sys.executable, "-m", "bench.scale_koth", "--child", rater, str(models), str(prompts),
-               str(copies), str(seed)]
+               str(copies), str(seed), str(temperature)]
     return run_limited(command, limit, memory_limit_gib)
 
 
@@ -124,23 +125,27 @@ def main(argv=None) -> None:
     parser.add_argument("--raters", nargs="+", choices=RATERS, default=list(RATERS))
     parser.add_argument("--copies", type=float, default=0.5, help="prompt copies, as a fraction of the prompts")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=0.5,
+                        help="the judge's temperature (0.1 saturates its verdicts near +-1)")
     parser.add_argument("--limit", type=float, default=900.0, help="wall seconds per run")
     parser.add_argument("--memory-limit", type=float, default=8.0, help="GiB resident per run")
-    parser.add_argument("--child", nargs=5, metavar=("RATER", "MODELS", "PROMPTS", "COPIES", "SEED"),
+    parser.add_argument("--child", nargs=6, metavar=("RATER", "MODELS", "PROMPTS", "COPIES", "SEED", "TEMPERATURE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        rater, models, prompts, copies, seed = args.child
-        child(rater, int(models), int(prompts), float(copies), int(seed))
+        rater, models, prompts, copies, seed, temperature = args.child
+        child(rater, int(models), int(prompts), float(copies), int(seed), float(temperature))
         return
-    print(f"king of the hill, simulated judge, {args.models} models, seed {args.seed}; attack: "
+    print(f"king of the hill, simulated judge, {args.models} models, temperature {args.temperature:g}, "
+          f"seed {args.seed}; attack: "
           f"{args.copies:g} x prompts copies; limits {args.limit:g} s and {args.memory_limit:g} GiB per run")
     print(f"{'rater':<14} {'prompts':>7} {'joints':>9} {'wall s':>8} {'CPU s':>8} {'peak MiB':>8} "
           f"{'attacked CPU s':>14} {'king change':>11} {'prompt change':>13}  accuracy / status")
     for prompts in args.prompts:
         rated = {}
         for rater in args.raters:
-            result = measure(rater, args.models, prompts, args.copies, args.seed, args.limit, args.memory_limit)
+            result = measure(rater, args.models, prompts, args.copies, args.seed, args.temperature, args.limit,
+                             args.memory_limit)
             joints = args.models**2 * prompts
             if result["status"] != "ok":
                 print(f"{rater:<14} {prompts:>7} {joints:>9} {'-':>8} {'-':>8} {'-':>8} {'-':>14} {'-':>11} "

@@ -103,3 +103,21 @@ def test_a_step_predicted_where_the_strategies_overflow_is_rejected():
     assert logit.max_regret(payoffs, strategies) <= 1e-12
     for x, y in zip(logit.limiting_logit_equilibrium(payoffs), strategies):
         np.testing.assert_allclose(x, y, rtol=0, atol=1e-9)
+
+
+def test_a_saturated_judge_refines_without_iterating_on_stalled_supports(monkeypatch):
+    """A saturated judge (temperature 0.1) ties prompts in the prompt player's payoff: the
+    refinement's equations on the supports read off are rank-deficient and Newton sits at a
+    least-squares point. It gives up there (7 least-squares solves at 8 x 100, 200 when it
+    iterated 50 times on each support) and selects the same equilibrium bit for bit."""
+    payoffs = np.asarray(simulated_judge(8, 100, temperature=0.1, seed=0).payoffs)
+    solves = []
+    lstsq = np.linalg.lstsq
+    monkeypatch.setattr(logit.np.linalg, "lstsq", lambda *a, **k: solves.append(1) or lstsq(*a, **k))
+    found = logit_eliminated.limiting_logit_equilibrium(payoffs)
+    assert len(solves) < 50
+    assert logit.max_regret(payoffs, found) <= logit.STALLED_REGRET * np.ptp(payoffs)
+    monkeypatch.setattr(logit, "STALLED_STEP", 0.0)  # never stalled: all 50 iterations
+    iterated = logit_eliminated.limiting_logit_equilibrium(payoffs)
+    for x, y in zip(found, iterated):
+        np.testing.assert_allclose(x, y, rtol=0, atol=1e-12)
