@@ -33,7 +33,7 @@ from metaeval.runs import budget
 #: (player p's stride is the product of the later players' strategy counts), so a gather
 #: or scatter of a whole row of lines touches a fresh cache line per profile; a block of
 #: lines reads and writes a few megabytes that stay in cache (at 4 x 48: gather 2.5 and
-#: scatter 1.8 times faster, a product 1.4 times).
+#: scatter 1.8 times faster, a product 1.4 times; at 4 x 64 a few per cent).
 _CHUNK_PROFILES = 2**19
 
 #: Bytes stored per pair of nearly tied profiles: a position and two corrections.
