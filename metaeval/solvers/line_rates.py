@@ -29,6 +29,13 @@ import numpy as np
 from metaeval.runs import budget
 
 
+#: Profiles gathered or scattered at a time.  A line's profiles lie far apart in memory
+#: (player p's stride is the product of the later players' strategy counts), so a gather
+#: or scatter of a whole row of lines touches a fresh cache line per profile; a block of
+#: lines reads and writes a few megabytes that stay in cache (at 4 x 48: gather 2.5 and
+#: scatter 1.8 times faster, a product 1.4 times; at 4 x 64 a few per cent).
+_CHUNK_PROFILES = 2**19
+
 #: Bytes stored per pair of nearly tied profiles: a position and two corrections.
 _NEAR_BYTES = 4 + 2 * budget.FLOAT
 
@@ -119,7 +126,9 @@ class LineRates:
         gathered, summed, spread = self._buffers
         y = np.zeros(self.n)
         for sorted_ids, factors, near in self.lines:
-            xs = np.take(x, sorted_ids, out=gathered.reshape(sorted_ids.shape))
+            xs = gathered.reshape(sorted_ids.shape)
+            for lines in _chunks(sorted_ids):
+                np.take(x, sorted_ids[:, lines], out=xs[:, lines], mode="clip")  # ids are valid; "raise" copies
             ys = summed.reshape(sorted_ids.shape)
             ys[...] = 0.0
             for c, lam in below:  # sum_{i < j} x_i e^{-l (f_j - f_i)}
@@ -132,7 +141,8 @@ class LineRates:
                 into_high, into_low = (up, down) if transpose else (down, up)
                 flat_y[high] += into_high * flat_x[low]
                 flat_y[low] += into_low * flat_x[high]
-            spread[sorted_ids.reshape(-1)] = flat_y
+            for lines in _chunks(sorted_ids):
+                spread[sorted_ids[:, lines]] = ys[:, lines]
             y += spread
         return y
 
@@ -151,6 +161,13 @@ class LineRates:
 
     def _payoff(self, p, ids):
         return self.payoffs[p].reshape(-1)[ids]
+
+
+def _chunks(sorted_ids):
+    """Slices of about ``_CHUNK_PROFILES`` profiles across the lines of ``sorted_ids`` [K, L]."""
+    k, width = sorted_ids.shape
+    step = max(1, _CHUNK_PROFILES // k)
+    return [slice(start, start + step) for start in range(0, width, step)]
 
 
 def _far(terms, d):

@@ -9,6 +9,7 @@ import scipy.sparse as sp
 import metaeval
 from metaeval import MetaEvalError
 from metaeval.ratings.alpharank import TIE_TOLERANCE, _joint_profiles, line_rates, log_fixation
+from metaeval.solvers import line_rates as line_rates_module
 
 
 def game_of(kind, seed, shape):
@@ -47,6 +48,18 @@ def test_products_equal_the_stored_chain(kind, alpha, m, shape):
     row = stored.getrow(7).toarray().ravel()
     np.testing.assert_allclose(np.exp(log_rate), row[targets], rtol=1e-12)
     assert sorted(targets) == sorted(stored.getrow(7).indices)  # every move, underflowed or not
+
+
+@pytest.mark.parametrize("chunk", [1, 9, 20])
+def test_products_gathered_in_blocks_of_lines_equal_the_stored_chain(monkeypatch, chunk):
+    # Blocks of one line, and of a few lines with a shorter last block (9 and 20 profiles
+    # over lines of 4, 3 and 5): every profile is gathered and scattered exactly once.
+    monkeypatch.setattr(line_rates_module, "_CHUNK_PROFILES", chunk)
+    game = game_of("ties", 3, (4, 3, 5))
+    rates, stored = line_rates(game, 5.0, 50, 0.01), stored_rates(game, 5.0, 50)
+    x = np.random.default_rng(4).random(game.num_joints)
+    np.testing.assert_allclose(rates.transpose_product(x), stored.T @ x, rtol=1e-12)
+    np.testing.assert_allclose(rates.product(x), stored @ x, rtol=1e-12)
 
 
 def test_ties_and_the_removable_singularity_are_corrected_exactly():
