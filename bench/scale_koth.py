@@ -42,13 +42,11 @@ import time
 
 import numpy as np
 
-from bench.scale import run_limited
+from bench.scale import ACCURACY, run_limited
 from metaeval.runs.memory import resident_memory
 
 RATERS = ("deviation", "payoff", "nash", "deviation-full", "payoff-full", "nash-full")
 OPTIONS = {"deviation": {}, "payoff": {"target": "affinity"}, "nash": {"target": "affinity"}}
-#: The accuracy figure each rater reports (diagnostics keys), relative to the payoff range.
-ACCURACY = {"deviation": ("max_violation",), "payoff": ("cce_violation", "kkt_residual"), "nash": ("max_regret",)}
 SHARPNESS = 10.0
 
 
@@ -88,6 +86,7 @@ def child(rater: str, models: int, prompts: int, copies: float, seed: int, tempe
     print(json.dumps({
         "status": "ok", "seconds": seconds, "cpu_seconds": cpu, "peak_mib": peak, "baseline_mib": baseline,
         "path": diagnostics.get("solver") or diagnostics.get("equilibrium") or _deviation_path(diagnostics),
+        # relative to the payoff range (the KKT residual is already)
         "accuracy": {key: diagnostics[key] / (1 if key == "kkt_residual" else scale)
                      for key in ACCURACY[method] if key in diagnostics},
         "attacked_seconds": attacked_seconds, "attacked_cpu_seconds": attacked_cpu,
