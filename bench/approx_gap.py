@@ -4,7 +4,7 @@
 
 On populations of random policies (4 per player) with sigma the MECCE of their exact
 meta-game, the exact full-game CCE gap (a tree walk, :func:`metaeval.spiel.cce_gap`) is set
-beside the approximate one (:func:`metaeval.spiel.approximate_gap.approximate_cce_gap`: a
+beside the approximate one (:func:`metaeval.responses.gap.approximate_cce_gap`: a
 PPO deviation per player trained for a budget of episodes, values from 4,000 fresh episodes)
 at three budgets, over ``--trials`` seeds each. Reported per game and budget: the mean
 estimate and its spread, the mean ratio to the exact gap, and the share of trials whose
@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from metaeval import Evaluator, games, spiel
-from metaeval.spiel.approximate_gap import approximate_cce_gap
-from metaeval.training.learners import PPO
+from metaeval.responses.gap import approximate_cce_gap
+from metaeval.responses import PPO
 
 BUDGETS = {"kuhn_3p": (300, 1000, 3000), "leduc_2p": (1000, 3000, 10000)}
 EVALUATION_EPISODES = 4000

@@ -9,7 +9,7 @@ information-state tensor and exploring through ``np.random.choice``, opponents' 
 drawn from their tables. metaeval walks a cache of the game's histories, keys the learner
 by the information-state string, steps QLearner's update itself (the same values as
 ``QLearner`` bit for bit, tested) and draws exploration from a seeded generator
-(:mod:`metaeval.training.learners.qlearning`). A second table times metaeval's driver with its own
+(:mod:`metaeval.responses.qlearning`). A second table times metaeval's driver with its own
 learner against the same driver stepping OpenSpiel's ``QLearner`` through ``TimeStep``
 objects (``tests/training/learners/reference.py``, which gives the same values bit for bit), on
 kuhn_3p and sheriff. Times are medians of 3 (CPU seconds, so that other work on the
@@ -26,8 +26,8 @@ from open_spiel.python.algorithms.tabular_qlearner import QLearner
 
 from bench.timing import median_time
 from metaeval import games, spiel
-from metaeval.training.learners import Opponents, QLearning
-from tests.training.learners import reference as qlearner_step
+from metaeval.responses import Opponents, QLearning
+from tests.responses import reference as qlearner_step
 
 EPISODES = 2000
 

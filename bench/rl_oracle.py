@@ -9,7 +9,7 @@ fresh weights for ``--episodes`` episodes per player per iteration (the shared b
 - metaeval: ``metaeval psro --game leduc_2p --solver nash --oracle dqn --oracle-episodes E
   --oracle-target psro --seed S``: one uniform policy per player to start; the exact
   meta-game (tree walk); the meta-Nash by linear programming; the oracle is
-  :class:`metaeval.training.learners.DQN` at its defaults, trained against opponents drawn
+  :class:`metaeval.responses.DQN` at its defaults, trained against opponents drawn
   from the other player's meta-Nash marginal, 32 episodes in lock-step, and it returns the
   greedy policy of its Q-network.
 - OpenSpiel: ``psro_v2.PSROSolver`` with ``rl_oracle.RLOracle`` and ``rl_policy.DQNPolicy``

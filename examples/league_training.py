@@ -23,7 +23,7 @@ import numpy as np
 
 import metaeval
 from metaeval import games, spiel
-from metaeval.training.learners import Opponents, QLearning
+from metaeval.responses import Opponents, QLearning
 from metaeval.loops.pbt import PBTConfig, pbt
 
 CAP = 6  # snapshots kept per player

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from metaeval.errors import MetaEvalError
-from metaeval.training.learners import LEARNERS
+from metaeval.responses import RESPONDERS
 
-GAP_LEARNERS = ("dqn", "ppo")
-"""The learners of the deviations (networks: no tree walk)."""
+GAP_LEARNERS = ("dqn", "ppo", "search")
+"""The responders of the deviations (none walks the tree)."""
 
 STREAM = 2
 """The spawn key under the run's seed of the estimate's generators (0 and 1 seed a loop's
@@ -48,7 +48,7 @@ def estimate(evaluator, sigma, config, iteration: int):
     if not config.approximate_gap:
         return None
     rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(STREAM, iteration)))
-    return evaluator.approximate_gap(sigma, LEARNERS[config.approximate_gap_learner](), config.approximate_gap,
+    return evaluator.approximate_gap(sigma, RESPONDERS[config.approximate_gap_learner](), config.approximate_gap,
                                      config.approximate_gap_episodes, rng)
 
 

@@ -33,7 +33,7 @@ from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
-from metaeval.training.learners import LEARNERS
+from metaeval.responses import RESPONDERS
 from metaeval.loops import approximate, checkpoint
 from metaeval.training.selection import TIE_DECIMALS, lowest_rated
 from metaeval.spiel.mode import MODES, describe, resolve_mode
@@ -100,8 +100,8 @@ class EvolveConfig:
     def __post_init__(self):
         if self.replace not in REPLACEMENTS:
             raise MetaEvalError(f"unknown replacement {self.replace!r}; choose one of {', '.join(REPLACEMENTS)}")
-        if self.learner not in LEARNERS:
-            raise MetaEvalError(f"unknown learner {self.learner!r}; choose one of {', '.join(LEARNERS)}")
+        if self.learner not in RESPONDERS:
+            raise MetaEvalError(f"unknown learner {self.learner!r}; choose one of {', '.join(RESPONDERS)}")
         approximate.check(self)
         if not 0 <= self.mutation_scale <= 1:
             raise MetaEvalError(f"mutation scale must lie in [0, 1], got {self.mutation_scale}")
@@ -353,7 +353,7 @@ class Evolution:
             return oracles.mutate(rating, self.config.discard_fraction, self.config.mutation_scale)
         if replace == "best-response":
             return oracles.jpsro
-        return oracles.learned(LEARNERS[self.config.learner](), self.config.learner_episodes)
+        return oracles.learned(RESPONDERS[self.config.learner](), self.config.learner_episodes)
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.iterations`` iterations are done; write results and plots."""

@@ -50,7 +50,7 @@ from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.training import members
-from metaeval.training.learners import LEARNERS, Opponents
+from metaeval.responses import LEARNED, Opponents
 from metaeval.loops import approximate, checkpoint
 from metaeval.loops.evolve import _scalars, check_population, mecce_fields
 from metaeval.training.matchmaking import RULES
@@ -101,8 +101,8 @@ class PBTConfig:
     def __post_init__(self):
         if self.rater not in metaeval.RATERS:
             raise MetaEvalError(f"unknown rater {self.rater!r}; choose one of {', '.join(sorted(metaeval.RATERS))}")
-        if self.learner not in LEARNERS:
-            raise MetaEvalError(f"unknown learner {self.learner!r}; choose one of {', '.join(LEARNERS)}")
+        if self.learner not in LEARNED:
+            raise MetaEvalError(f"unknown learner {self.learner!r}; choose one of {', '.join(LEARNED)}")
         rules = sorted({*RULES, *SOLVERS} - {"conditional"})
         if self.matchmaking not in rules:
             raise MetaEvalError(f"unknown matchmaking rule {self.matchmaking!r}; choose one of {', '.join(rules)}")
@@ -137,7 +137,7 @@ class PBTConfig:
 
     def make_learner(self):
         try:
-            return LEARNERS[self.learner](**self.learner_options)
+            return LEARNED[self.learner](**self.learner_options)
         except TypeError as exc:
             raise MetaEvalError(f"bad options for learner {self.learner!r}: {exc}") from None
 

@@ -46,11 +46,11 @@ from metaeval.training.evaluator import Evaluator
 from metaeval.loops import approximate, checkpoint
 from metaeval.loops.evolve import SUPPORT_MASS
 from metaeval.training.meta_solvers import SOLVERS, marginals
-from metaeval.training.learners import LEARNERS
+from metaeval.responses import RESPONDERS
 from metaeval.training.oracles import ORACLES, TIE_BREAKS, learned
 from metaeval.training.oracles.learned import TARGETS
 
-LEARNED_ORACLES = ("dqn", "ppo")
+LEARNED_ORACLES = ("dqn", "ppo", "search")
 """Oracles that learn the response (JAX networks, no tree walk): a learner of that name."""
 ORACLE_NAMES = (*ORACLES, *LEARNED_ORACLES)
 from metaeval.spiel.mode import MODES, describe, resolve_mode
@@ -203,7 +203,7 @@ class PSRO:
             )
         self.rated: spiel.Population | None = None  # the population the last record rates
         if oracle is None and config.oracle in LEARNED_ORACLES:
-            oracle = learned(LEARNERS[config.oracle](), config.oracle_episodes, config.oracle_target)
+            oracle = learned(RESPONDERS[config.oracle](), config.oracle_episodes, config.oracle_target)
         self.oracle = oracle or ORACLES[config.oracle]
         if oracle is None and config.tie_break != "drawn":
             self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)

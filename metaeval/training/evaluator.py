@@ -41,7 +41,7 @@ from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
 from metaeval.training.selection import lowest_rated, rank_order
 from metaeval.spiel.best_response import drawn_choices, pure_table
-from metaeval.spiel.approximate_gap import ApproximateGap, approximate_cce_gap
+from metaeval.responses.gap import ApproximateGap, approximate_cce_gap
 from metaeval.spiel.mode import resolve_mode, tree_refusal
 from metaeval.spiel.policies import policy_table, tabular_policy
 from metaeval.spiel.population import identical_policies_warned, warn_identical
@@ -345,7 +345,7 @@ class Evaluator:
                         rng: np.random.Generator) -> ApproximateGap:
         """An estimated lower bound on the full-game CCE gap of ``sigma`` (SPEC 4.1), for any
         game that can be simulated: each player's deviation trained by ``learner`` (e.g.
-        :class:`metaeval.training.learners.PPO`) for ``episodes`` episodes, values from
+        :class:`metaeval.responses.PPO`) for ``episodes`` episodes, values from
         ``evaluation_episodes`` fresh episodes (:func:`metaeval.spiel.approximate_cce_gap`)."""
         return approximate_cce_gap(self.game, self.population.policies, sigma, learner, episodes,
                                    evaluation_episodes, rng)

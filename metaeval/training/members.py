@@ -1,7 +1,7 @@
 """PBT members: a learner with its hyper-parameters and what it has learned (Jaderberg et al. 2017).
 
 A :class:`Member` is a learner (a frozen dataclass of hyper-parameters, e.g.
-:class:`metaeval.training.learners.PPO`) and its ``values`` (a Q-table, or network weights).
+:class:`metaeval.responses.PPO`) and its ``values`` (a Q-table, or network weights).
 PBT's *exploit* copies a better member; its *explore* perturbs the copy (section 3 of the paper):
 
 - a neural member (``dqn``, ``ppo``) keeps the copied weights and multiplies each of its

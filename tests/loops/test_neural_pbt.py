@@ -11,7 +11,7 @@ from metaeval.cli import main
 from metaeval.loops.evolve import EvolveConfig, Evolution
 from metaeval.loops.pbt import PBT, PBTConfig, pbt
 from metaeval.spiel.mlp import MLPPolicy
-from metaeval.training.learners import DQN, PPO, Opponents, dqn, ppo
+from metaeval.responses import DQN, PPO, Opponents, dqn, ppo
 from tests.conftest import without_timings
 
 pytest.importorskip("jax")

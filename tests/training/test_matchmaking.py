@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 import metaeval
 from metaeval import MetaEvalError, spiel
 from metaeval.training import matchmaking
-from metaeval.training.learners import Opponents
+from metaeval.responses import Opponents
 from tests.conftest import random_games
 
 RULES = ["uniform", "pfsp", "nash", "mecce", "deviation"]

@@ -1,21 +1,9 @@
-"""Learners: train a policy for a budget of episodes against opponents drawn from a distribution.
+"""The responders of :mod:`metaeval.responses`, importable from here too.
 
-    learner = QLearning()                              # or DQN(), PPO(): JAX networks
-    distribution = evaluator.opponents(player, "pfsp", member=policy_id)
-    opponents = Opponents.from_distribution(evaluator.population.policies, player, distribution)
-    values = learner.train(game, player, opponents, episodes, rng)
-    policy = learner.policy(game, player, values)      # a TabularPolicy, or an MLPPolicy
-
-Q-learning keeps a value table on the game tree (games small enough to enumerate); DQN and
-PPO keep network weights and never walk the tree, stepping many episodes in lock-step
-(:mod:`metaeval.training.learners.episodes`).
+    LEARNERS["search"]()        # any responder by name, as metaeval.responses.RESPONDERS
 """
 
-from metaeval.training.learners.dqn import DQN
-from metaeval.training.learners.opponents import Opponents
-from metaeval.training.learners.ppo import PPO
-from metaeval.training.learners.qlearning import QLearning
+from metaeval.responses import DQN, PPO, Exact, Opponents, QLearning, Search
+from metaeval.responses import RESPONDERS as LEARNERS
 
-LEARNERS = {"qlearning": QLearning, "dqn": DQN, "ppo": PPO}
-
-__all__ = ["DQN", "LEARNERS", "Opponents", "PPO", "QLearning"]
+__all__ = ["DQN", "Exact", "LEARNERS", "Opponents", "PPO", "QLearning", "Search"]

@@ -6,7 +6,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.training import matchmaking
-from metaeval.training.learners import Opponents, QLearning
+from metaeval.responses import Opponents, QLearning
 from metaeval.training.meta_solvers import marginals, product_distribution
 
 TARGETS = ("jpsro", "psro")
@@ -15,8 +15,8 @@ product of their marginals (PSRO)."""
 
 
 def learned(learner=None, episodes: int = 2000, target: str = "jpsro"):
-    """An oracle that trains ``learner`` (default: :class:`metaeval.training.learners.QLearning`;
-    :class:`~metaeval.training.learners.DQN` and :class:`~metaeval.training.learners.PPO` are
+    """An oracle that trains ``learner`` (default: :class:`metaeval.responses.QLearning`;
+    :class:`~metaeval.responses.DQN` and :class:`~metaeval.responses.PPO` are
     the RL best responses for games too large to walk) from scratch for ``episodes``
     episodes against opponents drawn from sigma, and returns its policy: for
     ``target="jpsro"`` their joint marginal (JPSRO's CCE oracle), for ``"psro"`` the

@@ -10,8 +10,8 @@ from open_spiel.python.algorithms import best_response, expected_game_score
 from scipy import stats
 
 from metaeval.errors import MetaEvalError
-from metaeval.training.learners import DQN, PPO, Opponents
-from metaeval.training.learners.episodes import TrainingEpisodes
+from metaeval.responses import DQN, PPO, Opponents
+from metaeval.responses.episodes import TrainingEpisodes
 
 pytest.importorskip("jax")
 

@@ -8,9 +8,9 @@ from open_spiel.python.algorithms.tabular_qlearner import QLearner
 from scipy import stats
 
 from metaeval import MetaEvalError, games, spiel
-from metaeval.training.learners import Opponents, QLearning
-from metaeval.training.learners.qlearning import _categorical, _Uniforms
-from tests.training.learners import reference
+from metaeval.responses import Opponents, QLearning
+from metaeval.responses.qlearning import _categorical, _Uniforms
+from tests.responses import reference
 
 SEEDS = range(10)
 

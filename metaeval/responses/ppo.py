@@ -31,9 +31,9 @@ from metaeval import games
 from metaeval.spiel.lockstep import draw_actions
 from metaeval.spiel.batched import observation_size
 from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
-from metaeval.training.learners.episodes import TrainingEpisodes
-from metaeval.training.learners.hyperparameters import adam, check_hyperparameters
-from metaeval.training.learners.opponents import Opponents
+from metaeval.responses.episodes import TrainingEpisodes
+from metaeval.responses.hyperparameters import adam, check_hyperparameters
+from metaeval.responses.opponents import Opponents
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ import pytest
 from metaeval import spiel
 from metaeval.errors import MetaEvalError
 
-from metaeval.spiel.approximate_gap import approximate_cce_gap
-from metaeval.training.learners import PPO
+from metaeval.responses.gap import approximate_cce_gap
+from metaeval.responses import PPO
 
 pytest.importorskip("jax")
 

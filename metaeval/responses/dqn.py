@@ -10,7 +10,7 @@ epsilon-greedy play with epsilon decaying linearly from ``epsilon_start`` to
 Why not ``open_spiel.python.jax.dqn.DQN`` itself: it is stepped through ``rl_environment``
 one ``TimeStep`` at a time (a network call per move) and it brings flax.nnx, orbax and
 chex along; here the network answers all ``num_envs`` running episodes at once
-(:class:`metaeval.training.learners.episodes.TrainingEpisodes`), and the trained weights
+(:class:`metaeval.responses.episodes.TrainingEpisodes`), and the trained weights
 are an :class:`metaeval.spiel.mlp.MLPPolicy` (``output="greedy"``) as they stand, so the
 Evaluator, the batched builder and Ray take them without conversion.
 
@@ -31,9 +31,9 @@ from metaeval import games
 from metaeval.spiel.batched import observation_size
 from metaeval.spiel.lockstep import draw_actions
 from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
-from metaeval.training.learners.episodes import TrainingEpisodes
-from metaeval.training.learners.hyperparameters import adam, check_hyperparameters
-from metaeval.training.learners.opponents import Opponents
+from metaeval.responses.episodes import TrainingEpisodes
+from metaeval.responses.hyperparameters import adam, check_hyperparameters
+from metaeval.responses.opponents import Opponents
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from open_spiel.python import rl_environment, rl_tools
 from open_spiel.python.algorithms.tabular_qlearner import QLearner
 
 from metaeval import games
-from metaeval.training.learners.qlearning import (_categorical, _History, _load_values, _opponent_tables, _read_values,
+from metaeval.responses.qlearning import (_categorical, _History, _load_values, _opponent_tables, _read_values,
                                          _root, _Uniforms)
 from metaeval.spiel.tree import game_tree
 

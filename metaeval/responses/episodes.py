@@ -27,7 +27,7 @@ import numpy as np
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, observation_size
 from metaeval.spiel.lockstep import chance_step, decide
-from metaeval.training.learners.opponents import Opponents
+from metaeval.responses.opponents import Opponents
 
 
 class TrainingEpisodes:
@@ -48,6 +48,7 @@ class TrainingEpisodes:
         self.game, self.player, self.opponents, self.rng = game, player, opponents, rng
         self.budget, self.started = int(budget), 0
         self.returns: list[float] = []  # the learner's return of every finished episode, in order
+        self.finished_slots: list[int] = []  # the slot each of those episodes was played in
         self._reader = TensorReader(game)
         self._answers: dict[tuple[int, int], object] = {}
         self._states: list = [None] * num_envs
@@ -160,6 +161,7 @@ class TrainingEpisodes:
                     done[slot] = True
                     self._final[slot], self._gathered[slot] = self._gathered[slot], 0.0
                     self.returns.append(float(self._episode_return[slot]))
+                    self.finished_slots.append(slot)
                     self._start(slot)
                     if self.live[slot]:
                         turns.setdefault(-1, []).append(slot)  # the new episode plays on

@@ -25,8 +25,8 @@ from metaeval.errors import MetaEvalError
 from metaeval.solvers.equilibria import check_joint_distribution
 from metaeval.spiel.batched import as_batched
 from metaeval.spiel.lockstep import decide, play_episodes
-from metaeval.training.learners.episodes import TrainingEpisodes
-from metaeval.training.learners.opponents import Opponents
+from metaeval.responses.episodes import TrainingEpisodes
+from metaeval.responses.opponents import Opponents
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ def approximate_cce_gap(game, policies, sigma, learner, training_episodes: int, 
                         rng: np.random.Generator) -> ApproximateGap:
     """:class:`ApproximateGap` of ``sigma [K_1..K_N]`` over ``policies`` (one list of policy
     objects per player), each player's deviation trained by ``learner`` (e.g.
-    :class:`metaeval.training.learners.PPO`) for ``training_episodes`` episodes and every
+    :class:`metaeval.responses.PPO`) for ``training_episodes`` episodes and every
     value estimated from ``evaluation_episodes`` fresh episodes. All randomness from ``rng``."""
     sigma = np.clip(check_joint_distribution(sigma, [len(member) for member in policies], "population"), 0, None)
     if isinstance(evaluation_episodes, bool) or not isinstance(evaluation_episodes, (int, np.integer)) \

@@ -36,7 +36,7 @@ import pyspiel
 
 from metaeval import games
 from metaeval.errors import MetaEvalError
-from metaeval.training.learners.opponents import Opponents
+from metaeval.responses.opponents import Opponents
 from metaeval.spiel.policies import check_table, policy_table, tabular_policy
 from metaeval.spiel.tree import game_tree, infostate_key
 
