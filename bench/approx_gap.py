@@ -1,15 +1,23 @@
-"""The approximate CCE gap against the exact one, where both can be computed.
+"""The approximate CCE gap against the exact one, where both can be computed: search against PPO.
 
-    python -m bench.approx_gap [--trials 20] [--games kuhn_3p,leduc_2p] [--out runs/approx_gap]
+    python -m bench.approx_gap [--seeds 10] [--games leduc_3p,kuhn_4p,goofspiel4_3p] [--out runs/approx_gap]
+    python -m bench.approx_gap --equilibrium      # at JPSRO's equilibrium of kuhn_3p
 
-On populations of random policies (4 per player) with sigma the MECCE of their exact
+On populations of random tabular policies (3 per player) with sigma the MECCE of their exact
 meta-game, the exact full-game CCE gap (a tree walk, :func:`metaeval.spiel.cce_gap`) is set
-beside the approximate one (:func:`metaeval.responses.gap.approximate_cce_gap`: a
-PPO deviation per player trained for a budget of episodes, values from 4,000 fresh episodes)
-at three budgets, over ``--trials`` seeds each. Reported per game and budget: the mean
-estimate and its spread, the mean ratio to the exact gap, and the share of trials whose
-95% interval's lower end lies at or below the exact gap (the estimate is a lower bound, so
-this share should be at least 95%). Rows are written to ``OUT/approx_gap.csv`` as they come.
+beside the approximate one (:func:`metaeval.responses.gap.approximate_cce_gap`) found by the
+search responder (:class:`metaeval.responses.Search`, a budget of simulated episodes per
+player) and by PPO given the same CPU time per player: PPO's episodes are the search's CPU
+seconds divided by PPO's CPU seconds per episode, measured on a population of a seed that is
+not reported (``--tune-seed``). Every value comes from ``--evaluation`` fresh episodes.
+Reported per game and responder: the mean ratio estimate / exact, its spread, CPU seconds per
+player (search or training plus evaluation, the gap's on-policy episodes shared out), and the
+share of trials whose 95% interval's lower end lies at or below the exact gap (the estimate is
+a lower bound). Rows are written to ``OUT/approx_gap.csv`` as they come.
+
+``--equilibrium`` runs JPSRO (mgcce, exact best responses) on kuhn_3p until its CCE gap is
+below 1e-9, as ``make demo`` does, and estimates the gap of its final meta-distribution with
+the search responder: the bound reported should be 0 and the interval should cover 0.
 """
 
 from __future__ import annotations
@@ -22,16 +30,20 @@ import numpy as np
 import pandas as pd
 
 from metaeval import Evaluator, games, spiel
+from metaeval.responses import PPO, Search
 from metaeval.responses.gap import approximate_cce_gap
-from metaeval.responses import PPO
 
-BUDGETS = {"kuhn_3p": (300, 1000, 3000), "leduc_2p": (1000, 3000, 10000)}
-EVALUATION_EPISODES = 4000
-POPULATION = 4
+GAMES = {
+    "leduc_3p": "leduc_poker(players=3)",
+    "kuhn_4p": "kuhn_poker(players=4)",
+    "goofspiel4_3p": "goofspiel(num_cards=4,imp_info=True,players=3)",
+}
+SEARCH_EPISODES = {"leduc_3p": 600_000, "kuhn_4p": 300_000, "goofspiel4_3p": 300_000}
+POPULATION = 3
 
 
 def problem(name: str, seed: int):
-    game = games.load(name)
+    game = games.load(GAMES.get(name, name))
     population = spiel.Population.random(game, size=POPULATION, seed=seed)
     evaluator = Evaluator(game)
     for player, member in enumerate(population.policies):
@@ -41,35 +53,86 @@ def problem(name: str, seed: int):
     return game, population, sigma, spiel.cce_gap(game, population, sigma).total
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--games", default="kuhn_3p,leduc_2p")
-    parser.add_argument("--out", default="runs/approx_gap")
-    args = parser.parse_args()
+def timed_gap(game, population, sigma, responder, episodes: int, evaluation: int, seed: int):
+    start = time.process_time()
+    estimate = approximate_cce_gap(game, population.policies, sigma, responder, episodes, evaluation,
+                                   np.random.default_rng(seed))
+    return estimate, (time.process_time() - start) / game.num_players()
+
+
+def ppo_seconds_per_episode(name: str, tune_seed: int, evaluation: int) -> float:
+    """PPO's CPU seconds per player per training episode, on a population of ``tune_seed``."""
+    game, population, sigma, _ = problem(name, tune_seed)
+    _, short = timed_gap(game, population, sigma, PPO(), 2_000, evaluation, tune_seed)
+    _, long = timed_gap(game, population, sigma, PPO(), 12_000, evaluation, tune_seed)
+    return (long - short) / 10_000, short - 2_000 * (long - short) / 10_000
+
+
+def compare(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.games.split(","):
-        game, population, sigma, exact = problem(name, seed=0)
-        for budget in BUDGETS[name]:
-            for trial in range(args.trials):
-                start = time.perf_counter()
-                estimate = approximate_cce_gap(game, population.policies, sigma, PPO(), budget,
-                                               EVALUATION_EPISODES, np.random.default_rng(trial))
-                low, high = estimate.interval(0.95)
-                rows.append(dict(game=name, budget=budget, trial=trial, exact=exact, estimate=estimate.total,
-                                 stderr=estimate.stderr, low=low, high=high, covered=bool(exact >= low),
-                                 seconds=time.perf_counter() - start))
-                pd.DataFrame(rows).to_csv(out / "approx_gap.csv", index=False)
-    table = pd.DataFrame(rows).groupby(["game", "budget"]).agg(
-        exact=("exact", "first"), estimate=("estimate", "mean"), spread=("estimate", "std"),
-        stderr=("stderr", "mean"), covered=("covered", "mean"), trials=("trial", "count"),
-        seconds=("seconds", "median"))
-    table["ratio"] = table["estimate"] / table["exact"]
-    print(f"approximate CCE gap (PPO deviations, {EVALUATION_EPISODES} evaluation episodes) against the exact "
-          f"gap; sigma = MECCE of {POPULATION} random policies per player")
+        per_episode, fixed = ppo_seconds_per_episode(name, args.tune_seed, args.evaluation)
+        print(f"{name}: PPO {per_episode * 1e6:.0f} CPU us per training episode per player, "
+              f"{fixed:.2f} s fixed (tuned on seed {args.tune_seed})", flush=True)
+        for seed in range(args.seeds):
+            game, population, sigma, exact = problem(name, seed)
+            search, search_cpu = timed_gap(game, population, sigma, Search(), SEARCH_EPISODES[name],
+                                           args.evaluation, seed)
+            ppo_episodes = max(1_000, int((search_cpu - fixed) / per_episode))
+            ppo, ppo_cpu = timed_gap(game, population, sigma, PPO(), ppo_episodes, args.evaluation, seed)
+            for responder, estimate, cpu, episodes in (("search", search, search_cpu, SEARCH_EPISODES[name]),
+                                                       ("ppo", ppo, ppo_cpu, ppo_episodes)):
+                low, _ = estimate.interval(0.95)
+                rows.append(dict(game=name, responder=responder, seed=seed, episodes=episodes, exact=exact,
+                                 estimate=estimate.total, bound=estimate.bound, stderr=estimate.stderr, low=low,
+                                 ratio=estimate.total / exact, covered=bool(exact >= low),
+                                 cpu_per_player=cpu))
+            print(f"{name} seed {seed}: exact {exact:.4g}, search {search.total:.4g} ({search_cpu:.1f} CPU s/player), "
+                  f"ppo {ppo.total:.4g} ({ppo_cpu:.1f} CPU s/player, {ppo_episodes} episodes)", flush=True)
+            pd.DataFrame(rows).to_csv(out / "approx_gap.csv", index=False)
+    table = pd.DataFrame(rows).groupby(["game", "responder"], sort=False).agg(
+        exact=("exact", "mean"), ratio=("ratio", "mean"), ratio_min=("ratio", "min"), ratio_spread=("ratio", "std"),
+        covered=("covered", "sum"), trials=("seed", "count"), episodes=("episodes", "median"),
+        cpu_per_player=("cpu_per_player", "mean"))
+    print(f"approximate CCE gap against the exact gap; sigma = MECCE of {POPULATION} random policies per player, "
+          f"{args.evaluation} evaluation episodes per value; PPO given the search's CPU time")
     print(table.to_string(float_format=lambda x: f"{x:.4g}"))
+
+
+def equilibrium(args) -> None:
+    from metaeval.loops import psro
+
+    config = psro.PSROConfig(game="kuhn_3p", solver="mgcce", iterations=args.iterations, seed=0)
+    loop = psro.PSRO(config)
+    records = loop.run(progress=False)
+    evaluator = Evaluator(loop.rated.game)
+    for player, member in enumerate(loop.rated.policies):
+        for policy in member:
+            evaluator.add(player, policy)
+    sigma = evaluator.meta_distribution("mgcce")
+    print(f"JPSRO on kuhn_3p: CCE gap {records[0]['cce_gap']:.3g} -> {records[-1]['cce_gap']:.3g} after "
+          f"{len(records)} iterations; the final population's exact gap {evaluator.gap(sigma).total:.3g}")
+    for seed in range(args.seeds):
+        estimate = evaluator.approximate_gap(sigma, "search", SEARCH_EPISODES["kuhn_4p"], args.evaluation,
+                                             np.random.default_rng(seed))
+        low, high = estimate.interval()
+        print(f"seed {seed}: bound {estimate.bound:.3g}, estimate {estimate.total:.3g}, 95% interval "
+              f"[{low:.3g}, {high:.3g}] covers 0: {low <= 0 <= high}; {estimate}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--tune-seed", type=int, default=100)
+    parser.add_argument("--games", default=",".join(GAMES))
+    parser.add_argument("--evaluation", type=int, default=4000)
+    parser.add_argument("--equilibrium", action="store_true")
+    parser.add_argument("--iterations", type=int, default=16)
+    parser.add_argument("--out", default="runs/approx_gap")
+    args = parser.parse_args()
+    equilibrium(args) if args.equilibrium else compare(args)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,10 @@ def gap_table(pbt: list[dict], random: list[dict]) -> pd.DataFrame:
     """Per iteration both runs reached: both estimates, their standard errors and difference."""
     rows = []
     for a, b in zip(pbt, random):
-        difference = a["approximate_cce_gap"] - b["approximate_cce_gap"]
+        difference = a["approximate_cce_gap_estimate"] - b["approximate_cce_gap_estimate"]
         stderr = float(np.hypot(a["approximate_cce_gap_stderr"], b["approximate_cce_gap_stderr"]))
-        rows.append({"iteration": a["iteration"], "pbt": a["approximate_cce_gap"],
-                     "pbt_stderr": a["approximate_cce_gap_stderr"], "random": b["approximate_cce_gap"],
+        rows.append({"iteration": a["iteration"], "pbt": a["approximate_cce_gap_estimate"],
+                     "pbt_stderr": a["approximate_cce_gap_stderr"], "random": b["approximate_cce_gap_estimate"],
                      "random_stderr": b["approximate_cce_gap_stderr"], "difference": difference,
                      "difference_stderr": stderr})
     return pd.DataFrame(rows)

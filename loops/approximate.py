@@ -3,8 +3,8 @@
 ``psro``, ``pbt`` and ``evolve`` share it: with ``approximate_gap`` positive, every iteration
 estimates a lower bound on the full-game CCE gap of the meta-distribution
 (:meth:`metaeval.Evaluator.approximate_gap`: one ``approximate_gap_learner`` deviation per
-player trained for that many episodes, values from ``approximate_gap_episodes`` fresh
-episodes), recorded as ``approximate_cce_gap`` (and ``_stderr``, ``_per_player``).
+player, searched or trained with that many episodes, values from ``approximate_gap_episodes``
+fresh episodes), recorded as ``approximate_cce_gap`` (the bound) and the fields of :func:`fields`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from __future__ import annotations
 import numpy as np
 
 from metaeval.errors import MetaEvalError
-from metaeval.responses import RESPONDERS
 
 GAP_LEARNERS = ("dqn", "ppo", "search")
 """The responders of the deviations (none walks the tree)."""
@@ -48,15 +47,24 @@ def estimate(evaluator, sigma, config, iteration: int):
     if not config.approximate_gap:
         return None
     rng = np.random.default_rng(np.random.SeedSequence(config.seed, spawn_key=(STREAM, iteration)))
-    return evaluator.approximate_gap(sigma, RESPONDERS[config.approximate_gap_learner](), config.approximate_gap,
+    return evaluator.approximate_gap(sigma, config.approximate_gap_learner, config.approximate_gap,
                                      config.approximate_gap_episodes, rng)
 
 
 def fields(gap, always: bool = False) -> dict:
     """A record's fields of the estimate ``gap``: none when there is none, unless ``always``
-    (then null), so the records of runs without it stay as they were."""
+    (then null), so the records of runs without it stay as they were.
+
+    ``approximate_cce_gap`` is the lower bound (:attr:`metaeval.responses.gap.ApproximateGap.bound`: the estimate where
+    a profitable deviation was found, else 0); ``_estimate`` the sum of
+    the per-player terms, ``_stderr`` its standard error, ``_per_player`` and
+    ``_per_player_stderr`` the terms; ``_responder`` and ``_episodes`` what found the deviations."""
     if gap is None and not always:
         return {}
-    return {"approximate_cce_gap": None if gap is None else gap.total,
-            "approximate_cce_gap_stderr": None if gap is None else gap.stderr,
-            "approximate_cce_gap_per_player": None if gap is None else gap.per_player.tolist()}
+    names = ("approximate_cce_gap", "approximate_cce_gap_estimate", "approximate_cce_gap_stderr",
+             "approximate_cce_gap_per_player", "approximate_cce_gap_per_player_stderr",
+             "approximate_cce_gap_responder", "approximate_cce_gap_episodes")
+    if gap is None:
+        return dict.fromkeys(names)
+    return dict(zip(names, (gap.bound, gap.total, gap.stderr, gap.per_player.tolist(),
+                            gap.per_player_stderr.tolist(), gap.responder, gap.training_episodes)))

@@ -167,9 +167,11 @@ def _gap_text(record: dict) -> str:
     else:
         text = f"final CCE gap {record['cce_gap']:.6g}"
     if record.get("approximate_cce_gap") is not None:
-        value, half = record["approximate_cce_gap"], 1.96 * record["approximate_cce_gap_stderr"]
-        text += (f"; approximate CCE gap at least {value:.4g} (learned deviations; 95% interval of the estimate "
-                 f"[{value - half:.4g}, {value + half:.4g}])")
+        from metaeval.responses.gap import describe
+
+        estimate = record.get("approximate_cce_gap_estimate", record["approximate_cce_gap"])
+        text += "; approximate gap: " + describe(estimate, record["approximate_cce_gap_stderr"],
+                                            record.get("approximate_cce_gap_responder", ""))
     return text
 
 

@@ -34,8 +34,9 @@ class _Exit:
 
 
 def map_on_actors(task, chunks: list, workers: int, address: str | None = None, progress=None,
-                  max_retries: int = 3) -> list:
-    """``[task(chunk) for chunk in chunks]``, computed by ``workers`` Ray actors."""
+                  max_retries: int = 3, desc: str = "bootstrap", unit: str = "replicate") -> list:
+    """``[task(chunk) for chunk in chunks]``, computed by ``workers`` Ray actors; the progress
+    bar counts ``len(chunk)`` ``unit``s per chunk (one per chunk where a chunk has no length)."""
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
@@ -51,7 +52,8 @@ def map_on_actors(task, chunks: list, workers: int, address: str | None = None, 
     task_ref = ray.put(task)
     actors = [actor_class.remote(task_ref) for _ in range(workers)]
     results, failures, pending, running = [None] * len(chunks), [0] * len(chunks), list(range(len(chunks))), {}
-    bar = tqdm(total=sum(len(c) for c in chunks), unit="replicate", desc="bootstrap", leave=False,
+    size = [len(c) if unit == "replicate" else 1 for c in chunks]
+    bar = tqdm(total=sum(size), unit=unit, desc=desc, leave=False,
                disable=None if progress is None else not progress)
     try:
         while pending or running:
@@ -76,7 +78,7 @@ def map_on_actors(task, chunks: list, workers: int, address: str | None = None, 
                 actors[slot] = actor_class.remote(task_ref)
                 pending.insert(0, i)
                 continue
-            bar.update(len(chunks[i]))
+            bar.update(size[i])
     finally:
         bar.close()
         for actor in actors:

@@ -1,32 +1,60 @@
-"""Approximate full-game CCE gap, for games too large to walk (SPEC 4.1).
+"""Approximate full-game CCE gap, for games too large to walk.
 
-For each player p, a policy b_p is trained (a learner, a fixed budget of episodes) against
+For each player p, a deviation b_p is found by a responder (:mod:`metaeval.responses`: a
+search against the known opponents, or a learner trained for a budget of episodes) against
 the opponents' joint policies drawn from sigma's marginal on them, fixed for the episode.
-Then, from fresh episodes not used in training,
+Then, from fresh episodes that the responder never saw,
 
     gap_hat = sum_p ( mean_p(b_p vs sigma_-p) - mean_p(sigma) )
 
 b_p is one policy of the full game, so each deviation term estimates a value at most the
 best response's: ``gap_hat`` estimates a **lower bound** on the true gap, and its interval
 (normal approximation, the two terms of a player from independent episodes) covers that
-lower bound, not the gap. Terms are not clipped at 0 (clipping would bias the estimate
-upward and break the lower-bound reading); the exact gap of :mod:`metaeval.spiel.gap`
-floors each player's gain at 0, which only raises it, so the reading holds against it.
+lower bound, not the gap. Terms are not clipped at 0 before summing (clipping would bias the
+estimate upward). The gap itself is never negative (playing the recommendation is a
+deviation), so the bound reported is never negative: it is ``gap_hat`` where a profitable
+deviation was found (the 95% interval's lower end above 0), else 0, and reads "no
+profitable deviation found (estimate -0.38 +- 0.09)".
+
+Every stream of episodes (on-policy, each player's search or training, each player's
+evaluation) comes from its own seeds, spawned from one draw of the caller's generator, and
+the evaluation episodes are played in a fixed number of shards: the same seed gives the
+same estimate in-process and on any number of Ray workers.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
 
 from metaeval.errors import MetaEvalError
+from metaeval.responses.episodes import TrainingEpisodes
+from metaeval.responses.opponents import Opponents
 from metaeval.solvers.equilibria import check_joint_distribution
 from metaeval.spiel.batched import as_batched
 from metaeval.spiel.lockstep import decide, play_episodes
-from metaeval.responses.episodes import TrainingEpisodes
-from metaeval.responses.opponents import Opponents
+
+EVALUATION_SHARDS = 8
+"""Shards of every stream of evaluation episodes (fixed, so results do not depend on the workers)."""
+
+
+def found(estimate: float, stderr: float, level: float = 0.95) -> bool:
+    """Whether a profitable deviation was found: the interval's lower end lies above 0."""
+    return estimate - stats.norm.ppf(0.5 + level / 2) * stderr > 0
+
+
+def describe(estimate: float, stderr: float, responder: str = "", level: float = 0.95) -> str:
+    """How an estimated lower bound on a CCE gap reads: ``CCE gap at least 0.42 ...``, or, where
+    no profitable deviation was found (:func:`found`), ``no profitable deviation found
+    (estimate -0.38 +- 0.09)``."""
+    half = stats.norm.ppf(0.5 + level / 2) * stderr
+    by = f"{responder} deviations" if responder else "deviations"
+    if not found(estimate, stderr, level):
+        return f"no profitable deviation found ({by}; estimate {estimate:.3g} +- {half:.2g})"
+    return (f"CCE gap at least {estimate:.4g} (approximate: {by}, {level:.0%} interval of the estimate "
+            f"[{estimate - half:.4g}, {estimate + half:.4g}])")
 
 
 @dataclass(frozen=True)
@@ -35,8 +63,10 @@ class ApproximateGap:
 
     ``per_player[p] = deviation_values[p] - on_policy_values[p]`` (not clipped), each value
     the mean of ``evaluation_episodes`` fresh episodes with its standard error;
-    ``total = per_player.sum()``, ``stderr`` its standard error. ``training_episodes``: the
-    budget each learned deviation b_p was trained with.
+    ``total = per_player.sum()``, ``stderr`` its standard error; ``bound``, the lower bound
+    reported: ``total`` where a profitable deviation was found (the 95% interval's lower end
+    above 0), else 0. ``responder`` names the responder and ``training_episodes`` its
+    budget (simulated or training episodes per player).
     """
 
     per_player: np.ndarray
@@ -46,6 +76,7 @@ class ApproximateGap:
     on_policy_stderr: np.ndarray
     training_episodes: int
     evaluation_episodes: int
+    responder: str = ""
     approximate: bool = True
 
     @property
@@ -53,40 +84,85 @@ class ApproximateGap:
         return float(self.per_player.sum())
 
     @property
+    def bound(self) -> float:
+        """The lower bound on the gap: ``total`` where a profitable deviation was found, else 0
+        (a CCE gap is never negative)."""
+        return self.total if found(self.total, self.stderr) else 0.0
+
+    @property
+    def per_player_stderr(self) -> np.ndarray:
+        return np.sqrt(self.deviation_stderr**2 + self.on_policy_stderr**2)
+
+    @property
     def stderr(self) -> float:
-        return float(np.sqrt(np.sum(self.deviation_stderr**2 + self.on_policy_stderr**2)))
+        return float(np.sqrt(np.sum(self.per_player_stderr**2)))
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         """The normal-approximation interval of ``total`` at ``level``."""
+        return self._interval(self.total, self.stderr, level)
+
+    def per_player_intervals(self, level: float = 0.95) -> np.ndarray:
+        """``[N, 2]``: each player's term's normal-approximation interval at ``level``."""
+        return np.array([self._interval(v, s, level) for v, s in zip(self.per_player, self.per_player_stderr)])
+
+    @staticmethod
+    def _interval(value: float, stderr: float, level: float) -> tuple[float, float]:
         if not 0 < level < 1:
             raise MetaEvalError(f"level must lie in (0, 1), got {level!r}")
-        half = stats.norm.ppf(0.5 + level / 2) * self.stderr
-        return self.total - half, self.total + half
+        half = stats.norm.ppf(0.5 + level / 2) * stderr
+        return float(value - half), float(value + half)
 
     def __str__(self) -> str:
-        low, high = self.interval()
-        return (f"CCE gap at least {self.total:.4g} (approximate: learned deviations, "
-                f"95% interval of the estimate [{low:.4g}, {high:.4g}])")
+        return describe(self.total, self.stderr, self.responder)
 
 
-def approximate_cce_gap(game, policies, sigma, learner, training_episodes: int, evaluation_episodes: int,
-                        rng: np.random.Generator) -> ApproximateGap:
+def responder_named(responder, workers: int = 1, address: str | None = None):
+    """``responder`` itself, or the responder of that name in :data:`metaeval.responses.RESPONDERS`
+    (a search spread over ``workers`` Ray workers)."""
+    from metaeval.responses import RESPONDERS, Search
+
+    if isinstance(responder, str):
+        if responder not in RESPONDERS:
+            raise MetaEvalError(f"unknown responder {responder!r}; choose one of {', '.join(RESPONDERS)}")
+        responder = RESPONDERS[responder]()
+        if isinstance(responder, Search):
+            responder = replace(responder, workers=workers, address=address)
+    if not (callable(getattr(responder, "train", None)) and callable(getattr(responder, "policy", None))):
+        raise MetaEvalError(f"a responder needs train() and policy() methods; got {type(responder).__name__}")
+    return responder
+
+
+def responder_name(responder) -> str:
+    """The registered name of ``responder``'s class, else the class name."""
+    from metaeval.responses import RESPONDERS
+
+    return next((name for name, cls in RESPONDERS.items() if type(responder) is cls), type(responder).__name__)
+
+
+def approximate_cce_gap(game, policies, sigma, responder, training_episodes: int, evaluation_episodes: int,
+                        rng: np.random.Generator, workers: int = 1, address: str | None = None) -> ApproximateGap:
     """:class:`ApproximateGap` of ``sigma [K_1..K_N]`` over ``policies`` (one list of policy
-    objects per player), each player's deviation trained by ``learner`` (e.g.
-    :class:`metaeval.responses.PPO`) for ``training_episodes`` episodes and every
-    value estimated from ``evaluation_episodes`` fresh episodes. All randomness from ``rng``."""
+    objects per player), each player's deviation found by ``responder`` (a name in
+    :data:`metaeval.responses.RESPONDERS` or a responder, e.g. :class:`metaeval.responses.Search`)
+    with ``training_episodes`` episodes and every value estimated from ``evaluation_episodes``
+    fresh episodes, played on ``workers`` Ray workers when more than one. All randomness from ``rng``."""
     sigma = np.clip(check_joint_distribution(sigma, [len(member) for member in policies], "population"), 0, None)
     if isinstance(evaluation_episodes, bool) or not isinstance(evaluation_episodes, (int, np.integer)) \
             or evaluation_episodes < 2:
         raise MetaEvalError(f"evaluation_episodes must be an int of at least 2, got {evaluation_episodes!r}")
+    responder = responder_named(responder, workers, address)
+    seed = int(rng.integers(2**63))
     num_players = game.num_players()
-    on_policy = on_policy_returns(game, policies, sigma, evaluation_episodes, rng)
+    on_policy = on_policy_returns(game, policies, sigma, evaluation_episodes, np.random.SeedSequence(seed, spawn_key=(0,)),
+                                  workers, address)
     deviation = []
     for player in range(num_players):
         opponents = Opponents.from_distribution(policies, player, sigma.sum(axis=player))
-        values = learner.train(game, player, opponents, training_episodes, rng)
-        deviation.append(deviation_returns(game, player, learner.policy(game, player, values), opponents,
-                                           evaluation_episodes, rng))
+        search_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, player)))
+        values = responder.train(game, player, opponents, training_episodes, search_rng)
+        deviation.append(deviation_returns(game, player, responder.policy(game, player, values), opponents,
+                                           evaluation_episodes, np.random.SeedSequence(seed, spawn_key=(2, player)),
+                                           workers, address))
     deviation = np.array(deviation)
     on_policy_values, deviation_values = on_policy.mean(axis=0), deviation.mean(axis=1)
     return ApproximateGap(
@@ -97,12 +173,68 @@ def approximate_cce_gap(game, policies, sigma, learner, training_episodes: int, 
         on_policy_stderr=on_policy.std(axis=0, ddof=1) / np.sqrt(evaluation_episodes),
         training_episodes=int(training_episodes),
         evaluation_episodes=int(evaluation_episodes),
+        responder=responder_name(responder),
     )
 
 
-def on_policy_returns(game, policies, sigma, episodes: int, rng: np.random.Generator) -> np.ndarray:
-    """``[episodes, N]`` returns of episodes whose joint policies are drawn from ``sigma``
-    (a multinomial count per joint, each joint's episodes played in lock-step)."""
+def shard_sizes(episodes: int, shards: int = EVALUATION_SHARDS) -> list[int]:
+    """``episodes`` split into ``shards`` near-equal counts."""
+    return np.diff(np.linspace(0, episodes, shards + 1).round().astype(np.int64)).tolist()
+
+
+def run_shards(task, chunks: list, workers: int = 1, address: str | None = None, desc: str = "episodes") -> list:
+    """``[task(chunk) for chunk in chunks]``, on ``workers`` Ray actors when more than one (or an address)."""
+    if workers <= 1 and address is None:
+        return [task(chunk) for chunk in chunks]
+    from metaeval.distributed.replicates import map_on_actors
+
+    return map_on_actors(task, chunks, workers, address, desc=desc, unit="shard")
+
+
+@dataclass(frozen=True)
+class _OnPolicyShard:
+    game: object
+    policies: tuple
+    sigma: np.ndarray
+
+    def __call__(self, chunk) -> np.ndarray:
+        episodes, seed = chunk
+        return _on_policy(self.game, self.policies, self.sigma, episodes, np.random.default_rng(seed))
+
+
+@dataclass(frozen=True)
+class _DeviationShard:
+    game: object
+    player: int
+    policy: object
+    opponents: Opponents
+
+    def __call__(self, chunk) -> np.ndarray:
+        episodes, seed = chunk
+        return _deviation(self.game, self.player, self.policy, self.opponents, episodes, np.random.default_rng(seed))
+
+
+def _chunks(episodes: int, seed: np.random.SeedSequence) -> list:
+    return [(size, np.random.SeedSequence(seed.entropy, spawn_key=(*seed.spawn_key, shard)))
+            for shard, size in enumerate(shard_sizes(episodes)) if size]
+
+
+def on_policy_returns(game, policies, sigma, episodes: int, seed: np.random.SeedSequence, workers: int = 1,
+                      address: str | None = None) -> np.ndarray:
+    """``[episodes, N]`` returns of episodes whose joint policies are drawn from ``sigma``."""
+    task = _OnPolicyShard(game, tuple(tuple(m) for m in policies), sigma)
+    return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, "on-policy episodes"))
+
+
+def deviation_returns(game, player: int, policy, opponents: Opponents, episodes: int, seed: np.random.SeedSequence,
+                      workers: int = 1, address: str | None = None) -> np.ndarray:
+    """``[episodes]`` returns of ``player`` playing ``policy`` against ``opponents``."""
+    task = _DeviationShard(game, player, policy, opponents)
+    return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, "deviation episodes"))
+
+
+def _on_policy(game, policies, sigma, episodes: int, rng: np.random.Generator) -> np.ndarray:
+    """A multinomial count per joint, each joint's episodes played in lock-step."""
     counts = rng.multinomial(episodes, sigma.ravel() / sigma.sum())
     returns = []
     for flat in np.flatnonzero(counts):
@@ -112,9 +244,7 @@ def on_policy_returns(game, policies, sigma, episodes: int, rng: np.random.Gener
     return np.concatenate(returns)
 
 
-def deviation_returns(game, player: int, policy, opponents: Opponents, episodes: int,
-                      rng: np.random.Generator) -> np.ndarray:
-    """``[episodes]`` returns of ``player`` playing ``policy`` against ``opponents``."""
+def _deviation(game, player: int, policy, opponents: Opponents, episodes: int, rng: np.random.Generator) -> np.ndarray:
     env = TrainingEpisodes(game, player, opponents, episodes, min(episodes, 256), rng)
     answer = as_batched(policy, game, player)
     while env.running():

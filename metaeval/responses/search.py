@@ -47,6 +47,7 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games
 from metaeval.errors import MetaEvalError
+from metaeval.responses.gap import run_shards, shard_sizes
 from metaeval.spiel.tree import infostate_key
 from metaeval.responses.episodes import TrainingEpisodes
 from metaeval.responses.opponents import Opponents
@@ -204,15 +205,35 @@ def search_shard(game, player: int, opponents: Opponents, episodes: int, rng: np
 
 
 @dataclass(frozen=True)
+class _SearchShard:
+    """One shard of a search round (picklable, for Ray workers)."""
+
+    game: str
+    player: int
+    opponents: Opponents
+    choices: dict | None
+    epsilon: float
+    num_envs: int
+
+    def __call__(self, chunk) -> SearchStatistics:
+        episodes, seed = chunk
+        return search_shard(games.load(self.game), self.player, self.opponents, episodes,
+                            np.random.default_rng(seed), self.choices, self.epsilon, self.num_envs)
+
+
+@dataclass(frozen=True)
 class Search:
     """The search best response (module docstring), with its budget in simulated episodes
     split over ``rounds`` rounds (uniform behaviour in the first, epsilon-greedy around the
-    current best choices after), each round in ``shards`` seeded shards."""
+    current best choices after), each round in ``shards`` seeded shards, played on ``workers``
+    Ray workers (at ``address``) when more than one; the same response on any number."""
 
     rounds: int = 4
     epsilon: float = 0.5
     shards: int = 4
     num_envs: int = 256
+    workers: int = 1
+    address: str | None = None
 
     def __post_init__(self):
         for name in ("rounds", "shards", "num_envs"):
@@ -233,12 +254,11 @@ class Search:
         budgets = np.diff(np.linspace(0, episodes, self.rounds + 1).round().astype(np.int64))
         for round_, budget in enumerate(budgets):
             choices = statistics.choices() if statistics.keys else None
-            shares = np.diff(np.linspace(0, budget, self.shards + 1).round().astype(np.int64))
-            for shard, share in enumerate(shares):
-                if share:
-                    shard_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(round_, shard)))
-                    statistics.merge(search_shard(game, player, opponents, int(share), shard_rng, choices,
-                                                  self.epsilon if choices else 1.0, self.num_envs))
+            task = _SearchShard(str(game), player, opponents, choices, self.epsilon if choices else 1.0, self.num_envs)
+            chunks = [(share, np.random.SeedSequence(seed, spawn_key=(round_, shard)))
+                      for shard, share in enumerate(shard_sizes(int(budget), self.shards)) if share]
+            for shard in run_shards(task, chunks, self.workers, self.address, f"search, round {round_ + 1}"):
+                statistics.merge(shard)
         return statistics
 
     def policy(self, game, player: int, values: SearchStatistics) -> SearchPolicy:

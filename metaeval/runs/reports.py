@@ -40,10 +40,12 @@ def summary_frame(records: list[dict], metagame: str | None = None) -> pd.DataFr
 
 
 def _approximate(record: dict) -> dict:
-    """The approximate gap's columns, when estimated: a lower bound, learned (SPEC 4.1)."""
+    """The approximate gap's columns, when estimated: the lower bound (the estimate where a
+    profitable deviation was found, else 0), the estimate and its standard error."""
     if record.get("approximate_cce_gap") is None:
         return {}
     return {"approximate_cce_gap_lower_bound": record["approximate_cce_gap"],
+            "approximate_cce_gap_estimate": record.get("approximate_cce_gap_estimate", record["approximate_cce_gap"]),
             "approximate_cce_gap_stderr": record["approximate_cce_gap_stderr"]}
 
 

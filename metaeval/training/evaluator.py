@@ -341,14 +341,19 @@ class Evaluator:
                                             evaluator=exact, log_dir=self.log_dir))
         return self._gap_cache[1]
 
-    def approximate_gap(self, sigma, learner, episodes: int, evaluation_episodes: int,
-                        rng: np.random.Generator) -> ApproximateGap:
-        """An estimated lower bound on the full-game CCE gap of ``sigma`` (SPEC 4.1), for any
-        game that can be simulated: each player's deviation trained by ``learner`` (e.g.
-        :class:`metaeval.responses.PPO`) for ``episodes`` episodes, values from
-        ``evaluation_episodes`` fresh episodes (:func:`metaeval.spiel.approximate_cce_gap`)."""
+    def approximate_gap(self, sigma, learner="search", episodes: int = 100_000, evaluation_episodes: int = 2000,
+                        rng: np.random.Generator | None = None) -> ApproximateGap:
+        """An estimated lower bound on the full-game CCE gap of ``sigma``, for any game that can
+        be simulated: each player's deviation found by ``learner`` (a name in
+        :data:`metaeval.responses.RESPONDERS`, e.g. ``"search"``, which simulates the game
+        against the known policies, or a responder such as :class:`metaeval.responses.PPO`)
+        with ``episodes`` episodes, values from ``evaluation_episodes`` fresh episodes
+        (:func:`metaeval.responses.gap.approximate_cce_gap`), on this evaluator's Ray workers
+        when it has several. ``rng`` defaults to one seeded by the evaluator's seed."""
+        if rng is None:
+            rng = np.random.default_rng(self.seed)
         return approximate_cce_gap(self.game, self.population.policies, sigma, learner, episodes,
-                                   evaluation_episodes, rng)
+                                   evaluation_episodes, rng, workers=self.workers, address=self.address)
 
     def best_response(self, player: int, sigma, rng: np.random.Generator) -> policy_lib.TabularPolicy:
         """A pure best response of ``player`` to the opponents' joint marginal of ``sigma``

@@ -145,7 +145,8 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
                   for key, records in runs.items()}
         curves = {key: points for key, points in curves.items() if points}
         approximate = {} if column != "cce_gap" else {
-            key: [(r["iteration"], r["approximate_cce_gap"], r["approximate_cce_gap_stderr"])
+            key: [(r["iteration"], r.get("approximate_cce_gap_estimate", r["approximate_cce_gap"]),
+                   r["approximate_cce_gap_stderr"], r.get("approximate_cce_gap_responder") or "learned")
                   for r in records if r.get("approximate_cce_gap") is not None]
             for key, records in runs.items()}
         approximate = {key: points for key, points in approximate.items() if points}
@@ -156,11 +157,15 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
             x, y = zip(*points)
             ax.plot(x, [max(v, 1e-12) for v in y], label=key, lw=1.6)
         for key, points in approximate.items():
-            x, y, se = (np.array(v) for v in zip(*points))
-            line, = ax.plot(x, y, ls="--", lw=1.4, label=f"{key}: approximate, a lower bound (learned deviations)")
-            ax.fill_between(x, y - 2 * se, y + 2 * se, color=line.get_color(), alpha=0.15, lw=0)
+            x, y, se, by = zip(*points)
+            x, y, se = (np.array(v, dtype=float) for v in (x, y, se))
+            # a gap is never negative: the bound is max(0, estimate), its band clipped at 0 too
+            line, = ax.plot(x, np.maximum(y, 0), ls="--", lw=1.4,
+                            label=f"{key}: approximate, a lower bound ({by[-1]} deviations)")
+            ax.fill_between(x, np.maximum(y - 2 * se, 0), np.maximum(y + 2 * se, 0), color=line.get_color(),
+                            alpha=0.15, lw=0)
         if not approximate:
-            ax.set_yscale("log")  # an estimate can be negative
+            ax.set_yscale("log")  # a bound can be 0
         ax.set_xlabel("iteration")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel(label if not approximate else "CCE gap (approximate: at least)")
