@@ -61,8 +61,10 @@ def timed_gap(game, population, sigma, responder, episodes: int, evaluation: int
 
 
 def ppo_seconds_per_episode(name: str, tune_seed: int, evaluation: int) -> float:
-    """PPO's CPU seconds per player per training episode, on a population of ``tune_seed``."""
+    """PPO's CPU seconds per player per training episode and fixed CPU seconds per player (the
+    evaluation), from two budgets on a population of ``tune_seed`` after a warm-up."""
     game, population, sigma, _ = problem(name, tune_seed)
+    timed_gap(game, population, sigma, PPO(), 1_000, evaluation, tune_seed)  # warm-up: JAX compiles here
     _, short = timed_gap(game, population, sigma, PPO(), 2_000, evaluation, tune_seed)
     _, long = timed_gap(game, population, sigma, PPO(), 12_000, evaluation, tune_seed)
     return (long - short) / 10_000, short - 2_000 * (long - short) / 10_000

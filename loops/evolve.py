@@ -34,6 +34,7 @@ from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.responses import RESPONDERS
+from metaeval.responses.gap import responder_named
 from metaeval.loops import approximate, checkpoint
 from metaeval.training.selection import TIE_DECIMALS, lowest_rated
 from metaeval.spiel.mode import MODES, describe, resolve_mode
@@ -353,7 +354,8 @@ class Evolution:
             return oracles.mutate(rating, self.config.discard_fraction, self.config.mutation_scale)
         if replace == "best-response":
             return oracles.jpsro
-        return oracles.learned(RESPONDERS[self.config.learner](), self.config.learner_episodes)
+        return oracles.learned(responder_named(self.config.learner, self.config.workers, self.config.address),
+                               self.config.learner_episodes)
 
     def run(self, progress: bool | None = None) -> list[dict]:
         """Step until ``config.iterations`` iterations are done; write results and plots."""

@@ -46,7 +46,7 @@ from metaeval.training.evaluator import Evaluator
 from metaeval.loops import approximate, checkpoint
 from metaeval.loops.evolve import SUPPORT_MASS
 from metaeval.training.meta_solvers import SOLVERS, marginals
-from metaeval.responses import RESPONDERS
+from metaeval.responses.gap import responder_named
 from metaeval.training.oracles import ORACLES, TIE_BREAKS, learned
 from metaeval.training.oracles.learned import TARGETS
 
@@ -74,8 +74,11 @@ class PSROConfig:
 
     ``oracle="jpsro"`` best-responds to the opponents' joint marginal of sigma (JPSRO's
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
-    coincide. ``"dqn"`` and ``"ppo"`` learn the response instead (JAX networks trained for
-    ``oracle_episodes`` episodes; :func:`metaeval.training.oracles.learned`), to the
+    coincide. ``"search"`` searches the response against the known opponents
+    (:class:`metaeval.responses.Search`; the policy added is the searched table itself, so
+    nothing is lost to distilling it into a network) and ``"dqn"`` and ``"ppo"`` learn it
+    (JAX networks), each with ``oracle_episodes`` episodes
+    (:func:`metaeval.training.oracles.learned`), to the
     opponents' joint marginal (``oracle_target="jpsro"``) or to the product of their
     marginals (``"psro"``): the oracles for games whose tree cannot be walked.
     ``approximate_gap``: when positive, every iteration also estimates a lower bound on the
@@ -198,12 +201,13 @@ class PSRO:
         if oracle is None and config.mode == "sampled" and config.oracle in ("jpsro", "psro"):
             raise MetaEvalError(
                 f"oracle {config.oracle!r} computes exact best responses on the game tree, which sampled mode never "
-                "builds: use a learned oracle (dqn, ppo), 'random' or your own, or mode 'exact' for a game that can "
+                "builds: use a search or learned oracle (search, dqn, ppo), 'random' or your own, or mode 'exact' for a game that can "
                 "be enumerated"
             )
         self.rated: spiel.Population | None = None  # the population the last record rates
         if oracle is None and config.oracle in LEARNED_ORACLES:
-            oracle = learned(RESPONDERS[config.oracle](), config.oracle_episodes, config.oracle_target)
+            oracle = learned(responder_named(config.oracle, config.workers, config.address), config.oracle_episodes,
+                             config.oracle_target)
         self.oracle = oracle or ORACLES[config.oracle]
         if oracle is None and config.tie_break != "drawn":
             self.oracle = functools.partial(self.oracle, tie_break=config.tie_break)

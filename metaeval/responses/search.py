@@ -204,6 +204,61 @@ def search_shard(game, player: int, opponents: Opponents, episodes: int, rng: np
     return statistics
 
 
+def exhaustive_statistics(game, player: int, opponents: Opponents) -> SearchStatistics:
+    """The :class:`SearchStatistics` of every episode at once: each terminal's outcome
+    enumerated with its probability (chance, the profile j and the opponents' actions; the
+    responder's actions all taken, unweighted) instead of drawn, so the sums are the
+    sequences' exact weights and :meth:`SearchStatistics.best` is the exact best response. A
+    tree walk: for checks on games small enough to enumerate."""
+    from metaeval.spiel.policies import probability_row
+
+    width = game.num_distinct_actions()
+    statistics = SearchStatistics(width)
+    game_type = game.get_type()
+
+    def opponent_rows(state, profile, players):
+        return {q: probability_row(profile[q], state, q, width) for q in players}
+
+    def walk(state, profile, weight: float, last: int) -> None:
+        if state.is_terminal():
+            statistics.add(last, weight * state.returns()[player])
+            return
+        if state.is_chance_node():
+            for action, probability in state.chance_outcomes():
+                walk(state.child(action), profile, weight * probability, last)
+            return
+        if state.is_simultaneous_node():
+            legal = state.legal_actions_mask(player)
+            node = statistics.state(infostate_key(game_type, state, player), last, legal)
+            others = [q for q in range(game.num_players()) if q != player]
+            rows = opponent_rows(state, profile, others)
+            for own in state.legal_actions(player):
+                joint_actions = [[]]
+                for q in range(game.num_players()):
+                    choices = [(own, 1.0)] if q == player else [(a, rows[q][a]) for a in np.flatnonzero(rows[q])]
+                    joint_actions = [prefix + [c] for prefix in joint_actions for c in choices]
+                for joint in joint_actions:
+                    child = state.clone()
+                    child.apply_actions([int(a) for a, _ in joint])
+                    walk(child, profile, weight * float(np.prod([p for _, p in joint])), node * width + own)
+            return
+        current = state.current_player()
+        if current == player:
+            node = statistics.state(infostate_key(game_type, state, player), last, state.legal_actions_mask(player))
+            for action in state.legal_actions(player):
+                walk(state.child(action), profile, weight, node * width + action)
+            return
+        row = opponent_rows(state, profile, [current])[current]
+        for action in np.flatnonzero(row):
+            walk(state.child(int(action)), profile, weight * row[action], last)
+
+    for profile, probability in zip(opponents.profiles, opponents.probabilities):
+        walk(game.new_initial_state(), profile, float(probability), ROOT)
+    statistics.episodes = 1
+    statistics.sums = statistics.sums[: len(statistics.keys)]
+    return statistics
+
+
 @dataclass(frozen=True)
 class _SearchShard:
     """One shard of a search round (picklable, for Ray workers)."""
