@@ -68,3 +68,21 @@ def test_the_figures_title_says_the_approximate_gaps_learner_and_budgets():
     assert PSRO.title_of(asdict(config)).endswith(
         "approximate gap: dqn deviations, 300 training and 50 evaluation episodes")
     assert "approximate" not in PSRO.title_of(asdict(PSROConfig(game="kuhn_2p", oracle="ppo")))
+
+
+def test_a_search_oracle_and_a_searched_gap_resume_bit_for_bit_and_are_recorded_by_name(tmp_path):
+    """PSRO with the search oracle and the search's approximate gap on kuhn: the records name
+    the responder and its budget, the bound is never negative, and a resumed run is the
+    uninterrupted one."""
+    config = PSROConfig(game="kuhn_2p", solver="nash", oracle="search", oracle_episodes=3000, iterations=3,
+                        approximate_gap=3000, approximate_gap_learner="search", approximate_gap_episodes=500)
+    straight = psro(config, out=tmp_path / "straight", progress=False)
+    psro(PSROConfig(**{**config.__dict__, "iterations": 2}), out=tmp_path / "resumed", progress=False)
+    resumed = psro(config, out=tmp_path / "resumed", progress=False)
+    assert without_timings(resumed) == without_timings(straight)
+    for record in straight:
+        assert record["approximate_cce_gap_responder"] == "search" and record["approximate_cce_gap_episodes"] == 3000
+        assert record["approximate_cce_gap"] >= 0
+        assert record["approximate_cce_gap_estimate"] <= record["cce_gap"] + 3 * record["approximate_cce_gap_stderr"]
+        assert len(record["approximate_cce_gap_per_player_stderr"]) == 2
+    assert straight[-1]["cce_gap"] < straight[0]["cce_gap"]
