@@ -1,0 +1,91 @@
+"""The approximate CCE gap of populations of neural policies on games too large to walk: search against PPO.
+
+    python -m bench.approx_gap_neural [--seeds 10] [--games goofspiel8,liars_dice] [--out runs/approx_gap_neural]
+
+Each seed draws a population of 8 randomly initialised MLP policies per player
+(:class:`metaeval.spiel.mlp.MLPPolicy`), builds its sampled meta-game (``--entry-episodes``
+per joint) and takes sigma = the MECCE of that meta-game. The search responder
+(:class:`metaeval.responses.Search`, ``--search-episodes`` simulated episodes per player)
+and PPO given the same CPU time per player (PPO's episodes from its CPU seconds per
+episode, measured on a seed that is not reported, ``--tune-seed``) each estimate a lower
+bound on the gap from ``--evaluation`` fresh episodes per value. No exact gap exists here:
+the larger lower bound is the tighter one. Reported per game: both estimates per seed, CPU
+seconds per player, and in how many seeds the search's estimate is above PPO's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from metaeval import Evaluator, games
+from metaeval.responses import PPO, Search
+from metaeval.responses.gap import approximate_cce_gap
+from metaeval.spiel.mlp import MLPPolicy
+
+GAMES = {"goofspiel8": "goofspiel(num_cards=8,imp_info=True)", "liars_dice": "liars_dice"}
+POPULATION = 8
+
+
+def problem(name: str, seed: int, entry_episodes: int):
+    game = games.load(GAMES.get(name, name))
+    evaluator = Evaluator(game, mode="sampled", episodes=entry_episodes, seed=seed)
+    policies = [[MLPPolicy(game, p, seed=1_000 * seed + POPULATION * p + i) for i in range(POPULATION)]
+                for p in range(game.num_players())]
+    for player, member in enumerate(policies):
+        for policy in member:
+            evaluator.add(player, policy)
+    return game, policies, evaluator.meta_distribution("mecce")
+
+
+def timed_gap(game, policies, sigma, responder, episodes: int, evaluation: int, seed: int):
+    start = time.process_time()
+    estimate = approximate_cce_gap(game, policies, sigma, responder, episodes, evaluation, np.random.default_rng(seed))
+    return estimate, (time.process_time() - start) / game.num_players()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--tune-seed", type=int, default=100)
+    parser.add_argument("--games", default=",".join(GAMES))
+    parser.add_argument("--search-episodes", type=int, default=300_000)
+    parser.add_argument("--entry-episodes", type=int, default=200)
+    parser.add_argument("--evaluation", type=int, default=4000)
+    parser.add_argument("--out", default="runs/approx_gap_neural")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.games.split(","):
+        game, policies, sigma = problem(name, args.tune_seed, args.entry_episodes)
+        timed_gap(game, policies, sigma, PPO(), 1_000, args.evaluation, args.tune_seed)  # warm-up: JAX compiles
+        _, short = timed_gap(game, policies, sigma, PPO(), 2_000, args.evaluation, args.tune_seed)
+        _, long = timed_gap(game, policies, sigma, PPO(), 12_000, args.evaluation, args.tune_seed)
+        per_episode, fixed = (long - short) / 10_000, short - 2_000 * (long - short) / 10_000
+        for seed in range(args.seeds):
+            game, policies, sigma = problem(name, seed, args.entry_episodes)
+            search, search_cpu = timed_gap(game, policies, sigma, Search(), args.search_episodes, args.evaluation, seed)
+            ppo_episodes = max(1_000, int((search_cpu - fixed) / per_episode))
+            ppo, ppo_cpu = timed_gap(game, policies, sigma, PPO(), ppo_episodes, args.evaluation, seed)
+            rows.append(dict(game=name, seed=seed, search=search.total, search_stderr=search.stderr,
+                             search_cpu=search_cpu, ppo=ppo.total, ppo_stderr=ppo.stderr, ppo_cpu=ppo_cpu,
+                             ppo_episodes=ppo_episodes, search_above=bool(search.total > ppo.total)))
+            print(f"{name} seed {seed}: search {search.total:.4g} +- {search.stderr:.2g} ({search_cpu:.1f} CPU s/player), "
+                  f"ppo {ppo.total:.4g} +- {ppo.stderr:.2g} ({ppo_cpu:.1f} CPU s/player, {ppo_episodes} episodes)",
+                  flush=True)
+            pd.DataFrame(rows).to_csv(out / "approx_gap_neural.csv", index=False)
+    table = pd.DataFrame(rows).groupby("game", sort=False).agg(
+        search=("search", "mean"), ppo=("ppo", "mean"), search_above=("search_above", "sum"),
+        seeds=("seed", "count"), search_cpu=("search_cpu", "mean"), ppo_cpu=("ppo_cpu", "mean"))
+    print(f"approximate CCE gap (a lower bound) of {POPULATION} MLP policies per player under the MECCE of their "
+          f"sampled meta-game; PPO given the search's CPU time; {args.evaluation} evaluation episodes per value")
+    print(table.to_string(float_format=lambda x: f"{x:.4g}"))
+
+
+if __name__ == "__main__":
+    main()
