@@ -28,8 +28,9 @@ from the default path, where the full solver fits the limits.
 (relative to the payoff range), as two rows: ``polarix``, its first call on the game (JIT
 compile for the game's shapes included), and ``polarix warm``, a second call in the same
 process (compiled). Every rater's CPU seconds are shown over each: the ratio columns are
-this rater's CPU seconds / polarix's CPU seconds on the same game in the same run. It solves a different problem from every rater here (a CE, not the MECCE of payoff
-ratings nor the strictest CCE of deviation ratings); it is the reference for speed.
+this rater's CPU seconds / polarix's CPU seconds on the same game in the same run. It
+solves a different problem from every rater here (a CE, not the MECCE of payoff ratings
+nor the strictest CCE of deviation ratings); it is the reference for speed.
 """
 
 from __future__ import annotations
