@@ -1,8 +1,9 @@
 """PSRO with a DQN oracle on leduc_2p: metaeval against OpenSpiel's ``psro_v2`` + ``rl_oracle``.
 
 Run from the repository root: ``python -m bench.rl_oracle [--seeds 3] [--first-seed 3]
-[--iterations 21] [--episodes 1000] [--sims 1000]`` (OpenSpiel's side needs the ``bench-openspiel-rl`` extra;
-without it, or with ``--sides metaeval``, only metaeval's side runs). Both sides run, per
+[--iterations 21] [--episodes 1000] [--sims 1000]`` (OpenSpiel's side needs the
+``bench-openspiel-rl`` extra; without it, or with ``--sides metaeval``, only metaeval's side
+runs). Both sides run, per
 seed, on leduc_poker with 2 players, with the Nash meta-solver and a DQN oracle trained from
 fresh weights for ``--episodes`` episodes per player per iteration (the shared budget):
 
