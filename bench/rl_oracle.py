@@ -1,27 +1,27 @@
 """PSRO with a DQN oracle on leduc_2p: metaeval against OpenSpiel's ``psro_v2`` + ``rl_oracle``.
 
-Run from the repository root: ``python -m bench.rl_oracle [--seeds 3] [--iterations 21]
-[--episodes 1000] [--sims 1000]`` (OpenSpiel's side needs the ``bench-openspiel-rl`` extra;
-without it, or with ``--sides metaeval``, only metaeval's side runs). Both sides run, per
+Run from the repository root: ``python -m bench.rl_oracle [--seeds 3] [--first-seed 3]
+[--iterations 21] [--episodes 1000] [--sims 1000]`` (OpenSpiel's side needs the
+``bench-openspiel-rl`` extra; without it, or with ``--sides metaeval``, only metaeval's side
+runs). Both sides run, per
 seed, on leduc_poker with 2 players, with the Nash meta-solver and a DQN oracle trained from
 fresh weights for ``--episodes`` episodes per player per iteration (the shared budget):
 
 - metaeval: ``metaeval psro --game leduc_2p --solver nash --oracle dqn --oracle-episodes E
-  --oracle-target psro --seed S``: one uniform policy per player to start; the exact
-  meta-game (tree walk); the meta-Nash by linear programming; the oracle is
-  :class:`metaeval.responses.DQN` at its defaults, trained against opponents drawn
+  --oracle-target psro --seed S`` with the oracle's :class:`metaeval.responses.DQN`
+  on :data:`SCHEDULE`: one uniform policy per player to start; the exact meta-game (tree
+  walk); the meta-Nash by linear programming; the oracle is trained against opponents drawn
   from the other player's meta-Nash marginal, 32 episodes in lock-step, and it returns the
   greedy policy of its Q-network.
 - OpenSpiel: ``psro_v2.PSROSolver`` with ``rl_oracle.RLOracle`` and ``rl_policy.DQNPolicy``
   (``open_spiel.python.jax.dqn``), set up as ``examples/psro_v2_example.py`` with
   ``--game_name leduc_poker --n_players 2 --oracle_type DQN --meta_strategy_method nash
-  --number_training_episodes E --sims_per_entry SIMS --seed S`` and every other flag at its
-  default: Q-network 4 x 256, batch 32, learning rate 1e-2, Adam, a gradient step every 10
-  steps, target network every 1000 steps (the DQN's own defaults otherwise: learning
-  starts at 1000 stored transitions, epsilon decays from 1 over a million steps), the
-  probabilistic training-strategy selector, one new policy per player per iteration, an
-  untrained DQN per player to start, and each new meta-game entry estimated from SIMS
-  episodes.
+  --number_training_episodes E --sims_per_entry SIMS --seed S`` (the probabilistic
+  training-strategy selector, one new policy per player per iteration, an untrained DQN per
+  player to start, each new meta-game entry estimated from SIMS episodes), its DQN on the
+  same :data:`SCHEDULE` (:func:`openspiel_dqn`: network, batch, learning rate, Adam, Huber
+  loss, replay size, learning starts, update period, target copies, linear epsilon decay)
+  instead of the example's defaults, under which it barely learns in a few thousand episodes.
 
 Measured per iteration i (the population holding i + 1 policies per player), identically for
 both sides and outside their timed loops: the exploitability (NashConv / 2) of the meta-Nash
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import json
 import multiprocessing
 import time
 from pathlib import Path
@@ -54,9 +55,35 @@ GAME = "leduc_poker"
 SIDES = ("metaeval", "openspiel")
 FROM_ITERATION = 5
 """The goal: lower mean exploitability than psro_v2's at every iteration from this one on."""
-EXAMPLE_DQN = {"hidden_layers_sizes": [256] * 4, "batch_size": 32, "learning_rate": 1e-2,
-               "update_target_network_every": 1000, "learn_every": 10, "optimizer_str": "adam"}
-"""``examples/psro_v2_example.py``'s DQN flags at their defaults."""
+SCHEDULE = {"hidden": (64, 64), "learning_rate": 1e-3, "batch_size": 128, "replay_capacity": 20_000,
+            "min_replay": 128, "transitions_per_update": 2, "target_every": 100, "epsilon_start": 1.0,
+            "epsilon_end": 0.05, "epsilon_decay": 0.5}
+"""Both sides' DQN schedule, in :class:`metaeval.responses.DQN`'s terms (see
+:func:`openspiel_dqn` for psro_v2's): metaeval's DQN defaults, which were set on seeds 0 to 2.
+Chosen again among three schedules by ``--schedule`` runs on seeds 100 and 101
+(``docs/results/rl_oracle/tuning/``); report other seeds (docs/benchmarks.md: 3 and 4)."""
+DECISIONS_PER_EPISODE = 2.0
+"""A Leduc player's decisions per episode (2.31 and 1.76 under uniform play): psro_v2's DQN
+counts a step per decision and one per episode's end, metaeval's a transition per decision."""
+
+
+def openspiel_dqn(schedule: dict, episodes: int, seed: int) -> dict:
+    """psro_v2's DQN arguments for ``schedule``: counts of transitions become counts of its
+    steps (a step per decision, and one per episode's end, which stores no transition of its
+    own), the epsilon decay over a fraction of the oracle's episodes becomes one over steps,
+    and the target network is copied whole (a coefficient of 1) every ``target_every``
+    gradient steps."""
+    steps_per_transition = 1 + 1 / DECISIONS_PER_EPISODE
+    learn_every = max(1, round(schedule["transitions_per_update"] * steps_per_transition))
+    return {"hidden_layers_sizes": list(schedule["hidden"]), "batch_size": schedule["batch_size"],
+            "learning_rate": schedule["learning_rate"], "replay_buffer_capacity": schedule["replay_capacity"],
+            "min_buffer_size_to_learn": schedule["min_replay"], "learn_every": learn_every,
+            "update_target_network_every": schedule["target_every"] * learn_every, "weight_update_coeff": 1.0,
+            "epsilon_start": schedule["epsilon_start"], "epsilon_end": schedule["epsilon_end"],
+            "epsilon_decay_duration": max(1, round(schedule["epsilon_decay"] * episodes
+                                                   * (DECISIONS_PER_EPISODE + 1))),
+            "epsilon_decay_schedule_str": "linear", "optimizer_str": "adam", "loss_str": "huber",
+            "discount_factor": 1.0, "seed": seed}
 
 
 def openspiel_available() -> bool:
@@ -106,14 +133,17 @@ class Exploitability:
         return float(self.evaluator.gap(np.multiply.outer(*weights)).total / 2)
 
 
-def run_metaeval(seed: int, iterations: int, episodes: int, sims: int, log: Path) -> list[dict]:
+def run_metaeval(seed: int, iterations: int, episodes: int, sims: int, schedule: dict, log: Path) -> list[dict]:
     """metaeval's PSRO: per iteration the exploitability (by :class:`Exploitability`), the
     loop's own, and the cumulative wall and CPU seconds of its steps."""
     from metaeval.loops.psro import PSRO, PSROConfig
+    from metaeval.responses import DQN
     from metaeval.training.meta_solvers import marginals
+    from metaeval.training.oracles import learned
 
     run = PSRO(PSROConfig(game="leduc_2p", solver="nash", oracle="dqn", oracle_episodes=episodes,
-                          oracle_target="psro", iterations=iterations, seed=seed))
+                          oracle_target="psro", iterations=iterations, seed=seed),
+               oracle=learned(DQN(**schedule), episodes, target="psro"))
     measure, evaluator, known = Exploitability(), run.evaluator, {}
     rows, wall, cpu = [], 0.0, 0.0
     for iteration in range(iterations):
@@ -130,11 +160,11 @@ def run_metaeval(seed: int, iterations: int, episodes: int, sims: int, log: Path
     return rows
 
 
-def run_openspiel(seed: int, iterations: int, episodes: int, sims: int, log: Path) -> list[dict]:
-    """OpenSpiel's psro_v2 with the DQN rl_oracle, as its example sets it up."""
+def run_openspiel(seed: int, iterations: int, episodes: int, sims: int, schedule: dict, log: Path) -> list[dict]:
+    """OpenSpiel's psro_v2 with the DQN rl_oracle, as its example sets it up, the DQN on ``schedule``."""
     import pyspiel
     from open_spiel.python import rl_environment
-    from open_spiel.python.algorithms.psro_v2 import psro_v2, rl_oracle, rl_policy, strategy_selectors
+    from open_spiel.python.algorithms.psro_v2 import psro_v2, rl_oracle, strategy_selectors
 
     np.random.seed(seed)
     game = pyspiel.load_game_as_turn_based(GAME, {"players": 2})
@@ -142,10 +172,11 @@ def run_openspiel(seed: int, iterations: int, episodes: int, sims: int, log: Pat
     wall_start, cpu_start = time.perf_counter(), time.process_time()
     env = rl_environment.Environment(game)
     kwargs = {"state_representation_size": env.observation_spec()["info_state"][0],
-              "num_actions": env.action_spec()["num_actions"], **EXAMPLE_DQN}
-    oracle = rl_oracle.RLOracle(env, rl_policy.DQNPolicy, kwargs, number_training_episodes=episodes,
+              "num_actions": env.action_spec()["num_actions"], **openspiel_dqn(schedule, episodes, seed)}
+    policy_class = dqn_policy_class()
+    oracle = rl_oracle.RLOracle(env, policy_class, kwargs, number_training_episodes=episodes,
                                 self_play_proportion=0.0, sigma=0.0)
-    agents = [rl_policy.DQNPolicy(env, player, **kwargs) for player in range(2)]
+    agents = [policy_class(env, player, **kwargs) for player in range(2)]
     for agent in agents:
         agent.freeze()
     solver = psro_v2.PSROSolver(
@@ -166,6 +197,36 @@ def run_openspiel(seed: int, iterations: int, episodes: int, sims: int, log: Pat
     return rows
 
 
+def dqn_policy_class():
+    """psro_v2's ``DQNPolicy`` on OpenSpiel's JAX DQN with two of its faults mended (OpenSpiel
+    2.0.2), so that it can run on the shared schedule; nothing else of it changes:
+
+    - ``dqn.linear_schedule`` takes Python's ``max`` of a value traced by ``jax.jit`` and raises
+      ``TracerBoolConversionError`` at the first step: the linear epsilon decay is computed
+      with ``jnp.maximum`` instead;
+    - ``learn`` reads the length of a replay buffer made by the first stored transition, which
+      a step before it (``learn_every`` of 1 or 2) does not have: it learns nothing then.
+
+    psro_v2 makes each new policy as ``type(agent)(**its arguments)``, so every DQN of a run
+    is of this class."""
+    import jax
+    import jax.numpy as jnp
+    from open_spiel.python.algorithms.psro_v2 import rl_policy
+    from open_spiel.python.jax import dqn
+
+    class MendedDQN(dqn.DQN):
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            start, end = kwargs["epsilon_start"], kwargs["epsilon_end"]
+            slope = (end - start) / kwargs["epsilon_decay_duration"]
+            self.epsilon_schedule = jax.jit(lambda t: jnp.maximum(start + slope * t, end))
+
+        def learn(self):
+            return None if self._replay_buffer is None else super().learn()
+
+    return rl_policy.rl_policy_factory(MendedDQN)
+
+
 RUNNERS = {"metaeval": run_metaeval, "openspiel": run_openspiel}
 
 
@@ -181,7 +242,7 @@ def run_sides(runs: list[tuple[str, int]], args) -> pd.DataFrame:
     context = multiprocessing.get_context("spawn")
     frames = []
     with concurrent.futures.ProcessPoolExecutor(args.parallel, mp_context=context, max_tasks_per_child=1) as pool:
-        futures = {pool.submit(RUNNERS[side], seed, args.iterations, args.episodes, args.sims,
+        futures = {pool.submit(RUNNERS[side], seed, args.iterations, args.episodes, args.sims, args.schedule,
                                logs / f"{side}-{seed}.csv"): (side, seed) for side, seed in runs}
         for future in concurrent.futures.as_completed(futures):
             side, seed = futures[future]
@@ -254,28 +315,41 @@ def plot(runs: pd.DataFrame, out: Path, title: str) -> Path:
 def main(argv=None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=3, help="seeds FIRST..FIRST+SEEDS-1 (the schedule "
+                        "was chosen on seeds 0 to 2 and 100 to 101: report others)")
     parser.add_argument("--iterations", type=int, default=21, help="rows 0..N-1: N-1 PSRO iterations after the start")
     parser.add_argument("--episodes", type=int, default=1000, help="DQN training episodes per player per oracle call")
     parser.add_argument("--sims", type=int, default=1000, help="psro_v2's episodes per meta-game entry")
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated: metaeval, openspiel")
     parser.add_argument("--parallel", type=int, default=1, help="runs at a time (each in its own process)")
+    parser.add_argument("--schedule", type=json.loads, default={}, help="JSON object replacing some of "
+                        "SCHEDULE's settings for both sides, e.g. '{\"learning_rate\": 0.01}' (to tune on other seeds)")
     parser.add_argument("--report", action="store_true", help="run nothing: tabulate and plot the rows in "
                         "--out's per_run/ (of an interrupted bench too; give its --episodes and --sims)")
     parser.add_argument("--out", type=Path, default=Path("docs/results/rl_oracle"))
     args = parser.parse_args(argv)
+    unknown = set(args.schedule) - set(SCHEDULE)
+    if unknown:
+        parser.error(f"--schedule: unknown settings {', '.join(sorted(unknown))}; known: {', '.join(SCHEDULE)}")
+    args.schedule = {**SCHEDULE, **args.schedule}
     sides = args.sides.split(",")
     if "openspiel" in sides and not openspiel_available():
         print("OpenSpiel's psro_v2 RL policies do not import (pip install -e '.[bench-openspiel-rl]'); "
               "running metaeval's side only")
         sides = [side for side in sides if side != "openspiel"]
     args.out.mkdir(parents=True, exist_ok=True)
+    if not args.report:
+        print(f"DQN schedule of both sides: {args.schedule}; psro_v2's DQN arguments from it: "
+              f"{openspiel_dqn(args.schedule, args.episodes, args.first_seed)}", flush=True)
     if args.report:
         names = [(path, *path.stem.rsplit("-", 1)) for path in sorted((args.out / "per_run").glob("*.csv"))]
         runs = pd.concat([pd.read_csv(path).assign(side=side, seed=int(seed)) for path, side, seed in names],
                          ignore_index=True)
         args.seeds = runs.seed.nunique()
     else:
-        runs = run_sides([(side, seed) for seed in range(args.seeds) for side in sides], args)
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        runs = run_sides([(side, seed) for seed in seeds for side in sides], args)
+        (args.out / "schedule.json").write_text(json.dumps(args.schedule, indent=1) + "\n")
     runs.to_csv(args.out / "runs.csv", index=False)
     table = summary(runs)
     table.to_csv(args.out / "summary.csv", index=False)

@@ -26,7 +26,6 @@ too: episodes per CPU second is the per-core rate whatever else runs on the mach
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import time
 from types import SimpleNamespace
@@ -40,6 +39,7 @@ from bench.distributed import cpu_seconds_clock
 from bench.timing import median_time
 from metaeval import games, spiel
 from metaeval.distributed import build_metagame, shutdown
+from metaeval.distributed.session import start_embedded, stop_embedded
 from metaeval.spiel.lockstep import chance_step
 from metaeval.spiel.mlp import MLPPolicy
 
@@ -166,16 +166,17 @@ def main():
         print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     finally:
         shutdown()
-        ray.shutdown()
+        stop_embedded()
 
 
 def start_ray() -> str | None:
-    """The address of a 2-CPU Ray started for the actor rows, or None (said in one line)
-    when it does not start, as happens on an overloaded machine: the in-process rows
-    are measured all the same."""
+    """The address of a 2-CPU Ray started for the actor rows on the loopback address (the
+    project's embedded session), or None (said in one line) when it does not start, as
+    happens on an overloaded machine: the in-process rows are measured all the same."""
     try:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
+        start_embedded(num_cpus=2)
     except Exception as exc:  # Ray raises a bare Exception when its node times out
+        stop_embedded()  # ends a half-started session (nothing to do after a MetaEvalError)
         print(f"Ray did not start ({str(exc).splitlines()[0]}); the actor rows are skipped")
         return None
     return ray.get_runtime_context().gcs_address

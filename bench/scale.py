@@ -11,8 +11,9 @@ greedy rater cannot hang the bench or the machine. Payoffs are uniform on [-1, 1
 seeded; ``--game dominated`` and ``--game tied`` change them so that the largest CCE
 support is a small part of the joints (see :func:`dominated_game`, :func:`tied_game`).
 Wall and CPU seconds are both printed: on a shared machine the CPU time
-(all threads of the process) is the steadier figure. The "before" column holds the figures
-quoted in issue 14 (3 players, 16 and 32 per player). ``--sizes K ...`` is ``--shapes 3xK ...``.
+(all threads of the process) is the steadier figure. The "earlier wall s" column holds an
+earlier metaeval's seconds (3 players, 16, 24 and 32 per player). ``--sizes K ...`` is
+``--shapes 3xK ...``.
 
 Each run also prints its accuracy figure (:data:`ACCURACY`): deviation's largest
 |delta(sigma*) - rating|, payoff's KKT residual and CCE violation, nash's max regret,
@@ -23,10 +24,13 @@ from the default path, where the full solver fits the limits.
 
 ``--polarix`` adds polarix's ``ce_maxent`` (DeepMind's JAX library: a maximum-entropy
 *correlated* equilibrium by Adam on its dual, float32 as JAX defaults, default tolerance
-1e-5 and iteration cap, JIT compile included) on the same game under the same limits,
-with its CE and CCE gaps (relative to the payoff range), and every rater's time as a ratio
-to it. It solves a different problem from every rater here (a CE, not the MECCE of payoff
-ratings nor the strictest CCE of deviation ratings); it is the reference for speed.
+1e-5 and iteration cap) on the same game under the same limits, with its CE and CCE gaps
+(relative to the payoff range), as two rows: ``polarix``, its first call on the game (JIT
+compile for the game's shapes included), and ``polarix warm``, a second call in the same
+process (compiled). Every rater's CPU seconds are shown over each: the ratio columns are
+this rater's CPU seconds / polarix's CPU seconds on the same game in the same run. It
+solves a different problem from every rater here (a CE, not the MECCE of payoff ratings
+nor the strictest CCE of deviation ratings); it is the reference for speed.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ ACCURACY = {
 }
 #: Options of the full solver, for ``--full``.
 FULL = {"deviation": {"column_generation": False}, "payoff": {"implicit": False}}
-#: Seconds quoted in issue 14 for ``metaeval.rate`` on a random 3-player game.
+#: Wall seconds of an earlier ``metaeval.rate`` on a random 3-player game (quoted in issue 14).
 BEFORE = {
     "deviation": {16: 0.74, 24: 7.0, 32: 59.0},
     "nash": {16: 4.2, 24: 12.0, 32: 34.0},
@@ -60,6 +64,8 @@ BEFORE = {
     "alpharank": {16: 0.12, 24: 0.50, 32: 1.6},
 }
 POLL_SECONDS = 0.2
+#: The ratio columns' headers: a rater's CPU seconds over polarix's, first call and warm call.
+RATIOS = ("CPU s/polarix CPU s", "CPU s/polarix warm CPU s")
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -119,35 +125,48 @@ def make_game(family: str, players: int, size: int, seed: int):
 
 def child(rater: str, players: int, size: int, seed: int, family: str = "random") -> None:
     """Rate one game in this process and print one JSON line: times, memory, accuracy
-    figures and ratings. ``rater`` is a rater's name, NAME:full (:data:`FULL`) or polarix."""
+    figures and ratings. ``rater`` is a rater's name, NAME:full (:data:`FULL`) or polarix.
+
+    Every solver first rates a game of 2 strategies per player, out of the timing (imports,
+    and for polarix the tracing it can do before it meets the game's shapes). polarix is then
+    timed twice on the game: its first call compiles its JIT functions for the game's shapes,
+    the second (``warm_seconds``, ``warm_cpu_seconds``) runs them compiled."""
     import metaeval
 
     game = make_game(family, players, size, seed)
     name, _, variant = rater.partition(":")
-    if name == "polarix":
-        import polarix  # noqa: F401  (its JIT compile is timed, as the issue measured it)
-    else:  # imports out of the timing: a tiny game with the same rater
-        try:
-            metaeval.rate(random_game(2, seed, players), name)
-        except metaeval.MetaEvalError:
-            pass
-    baseline = resident_memory()["peak_mib"]
-    start, cpu_start = time.perf_counter(), time.process_time()
-    try:
+
+    def solve(game):
         if name == "polarix":
-            ratings, accuracy = polarix_ce(game)
-        else:
-            rating = metaeval.rate(game, name, **(FULL[name] if variant else {}))
-            ratings = rating.ratings
-            accuracy = {key: rating.diagnostics[key] for key in ACCURACY.get(name, ())}
+            return polarix_ce(game)
+        rating = metaeval.rate(game, name, **(FULL[name] if variant else {}))
+        return rating.ratings, {key: rating.diagnostics[key] for key in ACCURACY.get(name, ())}
+
+    try:
+        solve(random_game(2, seed, players))
+    except metaeval.MetaEvalError:
+        pass
+    baseline = resident_memory()["peak_mib"]
+    try:
+        (ratings, accuracy), seconds, cpu = timed(solve, game)
+        warm = {}
+        if name == "polarix":
+            _, warm_seconds, warm_cpu = timed(solve, game)
+            warm = {"warm_seconds": warm_seconds, "warm_cpu_seconds": warm_cpu}
     except metaeval.MetaEvalError as exc:
         print(json.dumps({"status": f"refused: {exc}"}))
         return
-    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     peak = resident_memory()["peak_mib"]
-    print(json.dumps({"status": "ok", "seconds": seconds, "cpu_seconds": cpu, "peak_mib": peak,
+    print(json.dumps({"status": "ok", "seconds": seconds, "cpu_seconds": cpu, **warm, "peak_mib": peak,
                       "baseline_mib": baseline, "accuracy": accuracy,
                       "ratings": [np.asarray(r, dtype=float).tolist() for r in ratings]}))
+
+
+def timed(solve, game):
+    """``(solve(game), wall seconds, CPU seconds of this process's threads)``."""
+    start, cpu_start = time.perf_counter(), time.process_time()
+    result = solve(game)
+    return result, time.perf_counter() - start, time.process_time() - cpu_start
 
 
 def polarix_ce(game) -> tuple[list, dict]:
@@ -202,10 +221,18 @@ def _figures(result: dict) -> str:
     return f"{result['seconds']:9.3f} {result['cpu_seconds']:9.3f} {result['peak_mib']:9.0f}"
 
 
-def _ratio(result: dict, reference: dict | None) -> str:
+def _ratio(result: dict, reference: dict | None, width: int) -> str:
+    """``result``'s CPU seconds over ``reference``'s, or blank."""
     if result["status"] != "ok" or not reference or reference["status"] != "ok":
-        return f"{'':>8}"
-    return f"{result['cpu_seconds'] / max(reference['cpu_seconds'], 1e-9):8.3g}"
+        return f"{'':>{width}}"
+    return f"{result['cpu_seconds'] / max(reference['cpu_seconds'], 1e-9):{width}.3g}"
+
+
+def warm(result: dict) -> dict:
+    """polarix's second call (compiled) as a result of its own."""
+    if result["status"] != "ok":
+        return result
+    return {**result, "seconds": result["warm_seconds"], "cpu_seconds": result["warm_cpu_seconds"]}
 
 
 def _accuracy(result: dict, fast: dict | None = None) -> str:
@@ -238,9 +265,12 @@ def main(argv=None) -> None:
         return
     shapes = [(3, k) for k in args.sizes] if args.sizes else args.shapes
     print(f"{args.game} games, uniform payoffs on [-1, 1], seed {args.seed}; "
-          f"limits {args.limit:g} s and {args.memory_limit:g} GiB per run; ratio = CPU s / polarix's CPU s")
-    print(f"{'rater':<15} {'shape':>6} {'joints':>10} {'seconds':>9} {'CPU s':>9} {'peak MiB':>9} "
-          f"{'before s':>8} {'/polarix':>8}  status; accuracy")
+          f"limits {args.limit:g} s and {args.memory_limit:g} GiB per run")
+    if args.polarix:
+        print("polarix: its first call on the game (JIT compile included); polarix warm: its second call. "
+              "Ratio columns: this row's CPU s / polarix's CPU s (first call, warm call), same game, same run")
+    print(f"{'rater':<15} {'shape':>6} {'joints':>10} {'wall s':>9} {'CPU s':>9} {'peak MiB':>9} "
+          f"{'earlier wall s':>14} {RATIOS[0]} {RATIOS[1]}  status; accuracy")
     for players, size in shapes:
         runs = [("polarix", None)] if args.polarix else []
         for rater in args.raters:
@@ -251,12 +281,17 @@ def main(argv=None) -> None:
         for rater, default in runs:
             result = measure(rater, players, size, args.seed, args.limit, args.memory_limit, args.game)
             results[rater] = result
-            before = BEFORE.get(rater, {}).get(size) if args.game == "random" and players == 3 else None
-            before = f"{before:8.2f}" if before is not None else f"{'':>8}"
-            ratio = _ratio(result, results.get("polarix")) if rater != "polarix" else f"{'':>8}"
-            accuracy = _accuracy(result, results.get(default) if default else None)
-            print(f"{rater:<15} {players}x{size:<4} {size**players:>10,} {_figures(result)} {before} {ratio}  "
-                  f"{result['status'][:100]}; {accuracy}", flush=True)
+            if rater == "polarix":
+                results["polarix warm"] = warm(result)
+            for label in ("polarix", "polarix warm") if rater == "polarix" else (rater,):
+                before = BEFORE.get(label, {}).get(size) if args.game == "random" and players == 3 else None
+                before = f"{before:14.2f}" if before is not None else f"{'':>14}"
+                references = (None, None) if label.startswith("polarix") else ("polarix", "polarix warm")
+                ratios = " ".join(_ratio(results[label], results.get(reference), len(header))
+                                  for reference, header in zip(references, RATIOS))
+                accuracy = _accuracy(results[label], results.get(default) if default else None)
+                print(f"{label:<15} {players}x{size:<4} {size**players:>10,} {_figures(results[label])} {before} "
+                      f"{ratios}  {result['status'][:100]}; {accuracy}", flush=True)
             if args.json:
                 record = {k: v for k, v in result.items() if k != "ratings"}
                 with open(args.json, "a") as out:

@@ -53,3 +53,36 @@ def test_the_bench_runs_both_sides_at_a_tiny_size(tmp_path):
     assert ours.exploitability.iloc[0] == pytest.approx(2.3736111111, abs=1e-9)
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert "metaeval exploitability" in summary and len(summary) == 3
+
+
+def test_both_sides_learn_on_one_schedule():
+    if not rl_oracle.openspiel_available():
+        pytest.skip("needs the bench-openspiel-rl extra")
+    import pyspiel
+    from open_spiel.python import rl_environment
+
+    from metaeval.responses import DQN
+
+    schedule = {**rl_oracle.SCHEDULE, "batch_size": 8, "min_replay": 8, "transitions_per_update": 1}
+    ours, episodes = DQN(**schedule), 300
+    env = rl_environment.Environment(pyspiel.load_game("leduc_poker"))
+    sizes = {"state_representation_size": env.observation_spec()["info_state"][0],
+             "num_actions": env.action_spec()["num_actions"]}
+    agents = [rl_oracle.dqn_policy_class()(env, p, **sizes, **rl_oracle.openspiel_dqn(schedule, episodes, 0))
+              for p in range(2)]
+    theirs = agents[0]._policy
+    assert (theirs._layer_sizes, theirs._batch_size, theirs._min_buffer_size_to_learn, theirs._replay_buffer_capacity) \
+        == (list(ours.hidden), ours.batch_size, ours.min_replay, ours.replay_capacity)
+    assert theirs._update_target_network_every == ours.target_every * theirs._learn_every
+    steps_per_episode = rl_oracle.DECISIONS_PER_EPISODE + 1  # a step per decision and one at the end
+    for fraction in (0.0, 0.25, 0.5, 1.0):
+        assert float(theirs.epsilon_schedule(fraction * episodes * steps_per_episode)) \
+            == pytest.approx(ours._epsilon(fraction), abs=1e-6)
+    # a step every 2 (OpenSpiel's own DQN learns before its first transition and fails there)
+    for _ in range(20):
+        time_step = env.reset()
+        while not time_step.last():
+            time_step = env.step([agents[time_step.observations["current_player"]].step(time_step).action])
+        for agent in agents:
+            agent.step(time_step)
+    assert theirs._learn_every == 2 and theirs.loss is not None

@@ -1,0 +1,25 @@
+"""``python -m bench.scale --polarix`` at a tiny size: polarix timed on a first and a second
+call, and every ratio column the rater's CPU seconds over polarix's."""
+
+import json
+
+import pytest
+
+from bench import scale
+
+
+def test_polarix_is_timed_twice_and_the_ratios_are_cpu_over_polarix_cpu(tmp_path, capsys):
+    pytest.importorskip("polarix")
+    records = tmp_path / "records.jsonl"
+    scale.main(["--shapes", "3x4", "--raters", "payoff", "--polarix", "--json", str(records), "--limit", "600"])
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("rater"))
+    assert "wall s" in header and "CPU s/polarix CPU s" in header and "CPU s/polarix warm CPU s" in header
+    polarix, payoff = (json.loads(line) for line in records.read_text().splitlines())
+    assert polarix["status"] == payoff["status"] == "ok"
+    assert polarix["warm_seconds"] > 0 and polarix["warm_cpu_seconds"] > 0
+    rows = {line[:15].strip(): line for line in lines[lines.index(header) + 1:]}  # the label column
+    assert list(rows) == ["polarix", "polarix warm", "payoff"]
+    ratios = rows["payoff"].split("  ok;")[0].split()[-2:]
+    expected = [payoff["cpu_seconds"] / max(polarix[key], 1e-9) for key in ("cpu_seconds", "warm_cpu_seconds")]
+    assert [float(r) for r in ratios] == pytest.approx(expected, rel=5e-3)
