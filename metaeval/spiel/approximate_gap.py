@@ -22,6 +22,7 @@ import numpy as np
 from scipy import stats
 
 from metaeval.errors import MetaEvalError
+from metaeval.runs.threads import one_blas_thread
 from metaeval.solvers.equilibria import check_joint_distribution
 from metaeval.spiel.batched import as_batched
 from metaeval.spiel.lockstep import decide, play_episodes
@@ -117,9 +118,10 @@ def deviation_returns(game, player: int, policy, opponents: Opponents, episodes:
     """``[episodes]`` returns of ``player`` playing ``policy`` against ``opponents``."""
     env = TrainingEpisodes(game, player, opponents, episodes, min(episodes, 256), rng)
     answer = as_batched(policy, game, player)
-    while env.running():
-        batch, live = env.decisions()
-        actions = np.zeros(len(live), dtype=np.int64)
-        actions[live] = decide(answer, batch, rng.random(int(live.sum())))
-        env.act(actions)
+    with one_blas_thread():  # as in lock-step episodes
+        while env.running():
+            batch, live = env.decisions()
+            actions = np.zeros(len(live), dtype=np.int64)
+            actions[live] = decide(answer, batch, rng.random(int(live.sum())))
+            env.act(actions)
     return np.array(env.returns)
