@@ -197,7 +197,8 @@ def main():
         print(f"{'path':<38} {'seconds':>8} {'CPU s':>7} {'episodes/s':>11} {'per CPU s':>10} {'vs (a)':>8}")
         base = rows[0][4]
         for label, seconds, cpu, rate, per_cpu in rows:
-            print(f"{label:<38} {seconds:8.2f} {cpu:7.2f} {rate:11.0f} {per_cpu:10.0f} {per_cpu / base:7.1f}x")
+            versus = "" if label.startswith("(f)") else f"{per_cpu / base:7.1f}x"  # (f): other policies than (a)
+            print(f"{label:<38} {seconds:8.2f} {cpu:7.2f} {rate:11.0f} {per_cpu:10.0f} {versus:>8}")
         rate = {row[0]: row for row in rows}
         ceiling = rate["(d) uniform random rollouts"]
         psro = rate["(a) psro_v2 sample_episodes"]
