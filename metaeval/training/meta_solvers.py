@@ -34,7 +34,8 @@ from metaeval.ratings import RATERS, check_options as check_rater_options, rate
 from metaeval.ratings.base import marginals, product_distribution
 
 
-__all__ = ["SOLVERS", "alpharank", "check_options", "deviation", "marginals", "nash", "product_distribution", "solve", "uniform"]
+__all__ = ["SOLVERS", "alpharank", "check_options", "deviation", "marginals", "nash", "product_distribution",
+           "solve", "uniform"]
 
 
 def uniform(game: MetaGame) -> np.ndarray:
