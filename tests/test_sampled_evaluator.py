@@ -2,6 +2,7 @@
 are (snapshotted on add), no game tree, games exact mode refuses, Ray workers."""
 
 import logging
+import re
 import os
 import signal
 import threading
@@ -228,3 +229,20 @@ def test_a_killed_actor_gives_the_same_metagame_of_object_policies(ray_session):
     assert len(current_pool().memory()) == 2
     os.kill(current_pool().pids()[0], signal.SIGKILL)
     assert current_pool().memory() == []  # an actor lost since the build: nothing measured, nothing raised
+
+
+def test_auto_mode_says_in_one_line_when_it_tabulates_a_policy_by_asking_it(caplog):
+    game = games.load("kuhn_2p")
+    with caplog.at_level(logging.WARNING, logger="metaeval"):
+        explicit = metaeval.Evaluator(game, mode="exact")
+        explicit.add(0, spiel.CallablePolicy(first_action))  # exact mode asked for: nothing to say
+        auto = metaeval.Evaluator(game)
+        auto.add(0, spiel.random_policy(game, 0, np.random.default_rng(0)))  # a table: nothing asked
+        assert not caplog.records
+        auto.add(1, spiel.CallablePolicy(first_action))
+        auto.add(1, policy_lib.UniformRandomPolicy(game))  # said once per evaluator
+    [record] = caplog.records
+    assert "\n" not in record.message
+    assert re.fullmatch(r"metaeval: mode='auto' chose exact mode for kuhn_poker\(players=2\), which keeps each "
+                        r"policy as a table: player 1's CallablePolicy was asked at its 6 information states "
+                        r"\([0-9.e-]+ s\); mode='sampled' keeps the policy object instead", record.message)

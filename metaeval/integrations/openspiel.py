@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import reprlib
 import warnings
 from collections.abc import Callable
 
@@ -30,7 +31,7 @@ from open_spiel.python.algorithms.psro_v2 import psro_v2
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
-from metaeval.ratings import RATERS, rate
+from metaeval.ratings import RATERS, check_options, rate
 from metaeval.training import meta_solvers
 from metaeval.training.evaluator import Evaluator
 
@@ -39,16 +40,31 @@ def distribution(game: MetaGame, method, **options) -> np.ndarray:
     """The joint distribution ``[K_1..K_N]`` that ``method`` puts on ``game``'s joints: a
     meta-solver (name in ``meta_solvers.SOLVERS`` or a callable) or a rater's
     ``Rating.distribution``."""
-    if callable(_checked(method)) or method in meta_solvers.SOLVERS:
-        return meta_solvers.solve(game, method, **options)
-    sigma = rate(game, method, **options).distribution
+    sigma = _played(game, _checked(method, options), options)
     if sigma is None:
-        raise MetaEvalError(f"the {method} rater gives no distribution to play; choose a meta-solver")
+        raise MetaEvalError(_no_distribution(method))
     return sigma
 
 
-def _checked(method):
-    if not (callable(method) or method in meta_solvers.SOLVERS or method in RATERS):
+def _played(game: MetaGame, method, options: dict) -> np.ndarray | None:
+    """``method``'s distribution on ``game``; None for a rater whose ratings carry none."""
+    if callable(method) or method in meta_solvers.SOLVERS:
+        return meta_solvers.solve(game, method, **options)
+    return rate(game, method, **options).distribution
+
+
+def _no_distribution(method) -> str:
+    return (f"the {method} rater gives no distribution to play; choose a meta-solver "
+            f"({', '.join(meta_solvers.SOLVERS)}) or a rater that gives one")
+
+
+def _checked(method, options: dict):
+    """``method``, once its name and the names of its ``options`` are checked."""
+    if callable(method) or method in meta_solvers.SOLVERS:
+        meta_solvers.check_options(method, options)
+    elif method in RATERS:
+        check_options(method, options)
+    else:
         raise MetaEvalError(
             f"unknown meta-solver or rater {method!r}; choose one of "
             f"{', '.join(sorted(set(meta_solvers.SOLVERS) | set(RATERS)))} or pass a callable"
@@ -56,12 +72,55 @@ def _checked(method):
     return method
 
 
+#: Small meta-games of the kinds OpenSpiel's loops meet, on which a named method is tried
+#: when its meta-strategy is made, so that a method or option that cannot work is refused
+#: there rather than inside the loop's first iteration.
+TRIAL_GAMES = {
+    "symmetric 2-player zero-sum": MetaGame.from_matrix([[0, -1, 1], [1, 0, -1], [-1, 1, 0]]),
+    "2-player win-probability": MetaGame.from_matrix([[0.5, 0.7], [0.3, 0.5]], [[0.5, 0.3], [0.7, 0.5]]),
+    "2-player general-sum": MetaGame.from_matrix([[3, 0, 1], [5, 1, 0]], [[3, 5, 0], [0, 1, 2]]),
+    "3-player": MetaGame(np.array([[[[1, 0], [0, 2]], [[0, 3], [1, 0]]],
+                                   [[[2, 0], [1, 0]], [[0, 1], [0, 3]]],
+                                   [[[0, 1], [2, 0]], [[1, 0], [0, 2]]]], dtype=np.float64)),
+}
+
+
+def _tried(method, options: dict):
+    """``method`` (checked), once tried on each of :data:`TRIAL_GAMES`: refused when it gives
+    no distribution or plays on none of them, and the kinds it cannot play on named in a
+    ``UserWarning``. A callable is not called before the loop calls it."""
+    _checked(method, options)
+    if callable(method):
+        return method
+    label = f"{method}({', '.join(f'{k}={v!r}' for k, v in options.items())})" if options else method
+    refusals = {}  # kind of game -> why the method refused it
+    for kind, game in TRIAL_GAMES.items():
+        try:
+            sigma = _played(game, method, options)
+        except MetaEvalError as exc:
+            refusals[kind] = str(exc)
+            continue
+        if sigma is None:
+            raise MetaEvalError(_no_distribution(method))
+    if refusals:
+        kinds, first = " or ".join(refusals), next(iter(refusals.values()))
+        if len(refusals) == len(TRIAL_GAMES):
+            raise MetaEvalError(f"meta-strategy {label} plays on no meta-game tried ({kinds}): {first}")
+        warnings.warn(f"meta-strategy {label} cannot play on {kinds} meta-games ({first})", UserWarning, stacklevel=3)
+    return method
+
+
 def meta_strategy(method="deviation", **options) -> Callable:
     """A ``psro_v2`` meta-strategy method: ``f(solver, return_joint=False)`` returns the
     players' marginals of ``method``'s distribution on the solver's meta-game, and with
     ``return_joint`` also the joint distribution (shape ``[K_1..K_N]``, which psro_v2's
-    joint sampler indexes by shape). ``options`` go to the meta-solver or rater."""
-    _checked(method)
+    joint sampler indexes by shape). ``options`` go to the meta-solver or rater.
+
+    A named method is tried here on small meta-games of each kind (:data:`TRIAL_GAMES`):
+    one that gives no distribution, or an option it does not take or cannot use, is a
+    ``MetaEvalError`` now; the kinds of meta-game it cannot play on are named in a
+    ``UserWarning``."""
+    _tried(method, options)
 
     def metaeval_meta_strategy(solver, return_joint=False):
         game = MetaGame(np.stack([np.asarray(m, dtype=np.float64) for m in solver.get_meta_game()]))
@@ -107,7 +166,8 @@ def jpsro_meta_solver(method, **options) -> Callable:
     ``f(meta_game, per_player_repeats, ignore_repeats=False) -> (dist, {})``. Unless
     ``ignore_repeats``, a policy found k times weighs as k copies (the meta-game is
     expanded by the repeats, solved, and each copy's mass summed back), as jpsro's own
-    solvers do."""
+    solvers do. ``method`` and ``options`` are tried as :func:`meta_strategy` tries them."""
+    _tried(method, options)
 
     def metaeval_jpsro_solver(meta_game, per_player_repeats, ignore_repeats=False):
         payoffs = np.asarray(meta_game, dtype=np.float64)
@@ -131,7 +191,7 @@ def register_jpsro(method, name: str | None = None, **options) -> str:
         if not isinstance(method, str):
             raise MetaEvalError("a callable meta-solver needs a name to register under")
         name = f"metaeval_{method}"
-    jpsro.FLAG_TO_FUNC[name] = jpsro_meta_solver(_checked(method), **options)
+    jpsro.FLAG_TO_FUNC[name] = jpsro_meta_solver(method, **options)
     return name
 
 
@@ -153,12 +213,17 @@ class Checkpoints:
         self.policies: list[policy_lib.TabularPolicy] = []
 
     def add(self, source, name: str | None = None) -> policy_lib.TabularPolicy:
-        """Copy ``source.average_policy()`` (or ``source`` itself when it is a policy)."""
+        """Copy ``source.average_policy()`` (or ``source`` itself when it is a policy, or a
+        callable ``state -> {action: probability}``)."""
         policy = source.average_policy() if hasattr(source, "average_policy") else source
         if isinstance(policy, policy_lib.TabularPolicy):
             snapshot = policy.__copy__()
-        else:
+        elif callable(policy):  # an OpenSpiel Policy is one too
             snapshot = policy_lib.tabular_policy_from_callable(self.game, policy)
+        else:
+            given = f"{type(source).__name__}.average_policy() returned" if policy is not source else "got"
+            raise MetaEvalError("Checkpoints.add needs a solver with average_policy(), a policy.Policy or a "
+                                f"callable state -> action probabilities; {given} {reprlib.repr(policy)}")
         name = f"checkpoint {len(self.policies)}" if name is None else str(name)
         if name in self.names:
             raise MetaEvalError(f"a checkpoint is already named {name!r}")

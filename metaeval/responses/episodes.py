@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from metaeval.errors import MetaEvalError
+from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, observation_size
 from metaeval.spiel.lockstep import chance_step, decide
 from metaeval.responses.opponents import Opponents
@@ -139,10 +140,11 @@ class TrainingEpisodes:
 
     def _opponent_actions(self, slots) -> dict[int, list[int]]:
         joint = {slot: [0] * self.game.num_players() for slot in slots}
-        for q in range(self.game.num_players()):
-            if q != self.player:
-                for slot, action in self._decide(q, slots).items():
-                    joint[slot][q] = action
+        with one_blas_thread():  # as in _advance
+            for q in range(self.game.num_players()):
+                if q != self.player:
+                    for slot, action in self._decide(q, slots).items():
+                        joint[slot][q] = action
         return joint
 
     def _advance(self, rows) -> np.ndarray:
@@ -150,27 +152,28 @@ class TrainingEpisodes:
         marked done and replaced. Returns ``done [B]``."""
         done = np.zeros(len(self._states), dtype=bool)
         pending = list(rows)
-        while pending:
-            turns: dict[int, list[int]] = {}
-            for slot in pending:
-                state = self._states[slot]
-                while state.is_chance_node():
-                    chance_step(state, self.rng.random())
-                    self._collect(slot)
-                if state.is_terminal():
-                    done[slot] = True
-                    self._final[slot], self._gathered[slot] = self._gathered[slot], 0.0
-                    self.returns.append(float(self._episode_return[slot]))
-                    self.finished_slots.append(slot)
-                    self._start(slot)
-                    if self.live[slot]:
-                        turns.setdefault(-1, []).append(slot)  # the new episode plays on
-                elif not state.is_simultaneous_node() and state.current_player() != self.player:
-                    turns.setdefault(state.current_player(), []).append(slot)
-            pending = turns.pop(-1, [])
-            for player, slots in turns.items():
-                for slot, action in self._decide(player, slots).items():
-                    self._states[slot].apply_action(action)
-                    self._collect(slot)
-                pending.extend(slots)
+        with one_blas_thread():  # the opponents' many small matrix products: BLAS threads cost more than they give
+            while pending:
+                turns: dict[int, list[int]] = {}
+                for slot in pending:
+                    state = self._states[slot]
+                    while state.is_chance_node():
+                        chance_step(state, self.rng.random())
+                        self._collect(slot)
+                    if state.is_terminal():
+                        done[slot] = True
+                        self._final[slot], self._gathered[slot] = self._gathered[slot], 0.0
+                        self.returns.append(float(self._episode_return[slot]))
+                        self.finished_slots.append(slot)
+                        self._start(slot)
+                        if self.live[slot]:
+                            turns.setdefault(-1, []).append(slot)  # the new episode plays on
+                    elif not state.is_simultaneous_node() and state.current_player() != self.player:
+                        turns.setdefault(state.current_player(), []).append(slot)
+                pending = turns.pop(-1, [])
+                for player, slots in turns.items():
+                    for slot, action in self._decide(player, slots).items():
+                        self._states[slot].apply_action(action)
+                        self._collect(slot)
+                    pending.extend(slots)
         return done

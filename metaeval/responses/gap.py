@@ -32,6 +32,7 @@ from scipy import stats
 from metaeval.errors import MetaEvalError
 from metaeval.responses.episodes import TrainingEpisodes
 from metaeval.responses.opponents import Opponents
+from metaeval.runs.threads import one_blas_thread
 from metaeval.solvers.equilibria import check_joint_distribution
 from metaeval.spiel.batched import as_batched
 from metaeval.spiel.lockstep import decide, play_episodes
@@ -247,9 +248,10 @@ def _on_policy(game, policies, sigma, episodes: int, rng: np.random.Generator) -
 def _deviation(game, player: int, policy, opponents: Opponents, episodes: int, rng: np.random.Generator) -> np.ndarray:
     env = TrainingEpisodes(game, player, opponents, episodes, min(episodes, 256), rng)
     answer = as_batched(policy, game, player)
-    while env.running():
-        batch, live = env.decisions()
-        actions = np.zeros(len(live), dtype=np.int64)
-        actions[live] = decide(answer, batch, rng.random(int(live.sum())))
-        env.act(actions)
+    with one_blas_thread():  # as in lock-step episodes
+        while env.running():
+            batch, live = env.decisions()
+            actions = np.zeros(len(live), dtype=np.int64)
+            actions[live] = decide(answer, batch, rng.random(int(live.sum())))
+            env.act(actions)
     return np.array(env.returns)

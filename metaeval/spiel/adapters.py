@@ -17,7 +17,7 @@ import numpy as np
 from open_spiel.python import policy as policy_lib
 
 from metaeval.errors import MetaEvalError
-from metaeval.spiel.policies import KINDS, PROBABILITY_TOLERANCE, SUM_TOLERANCE
+from metaeval.spiel.policies import KINDS, PROBABILITY_TOLERANCE, SUM_TOLERANCE, action_index, where
 from metaeval.spiel.tree import infostate_key
 
 #: Information states whose drawn probabilities a :class:`LazyRandomPolicy` keeps.
@@ -45,16 +45,19 @@ class CallablePolicy(policy_lib.Policy):
         super().__init__(game, player_ids)
         self.fn = fn
 
+    def __repr__(self) -> str:
+        return f"CallablePolicy({getattr(self.fn, '__qualname__', type(self.fn).__name__)})"
+
     def action_probabilities(self, state, player_id=None):
         player = state.current_player() if player_id is None else player_id
         answer = self.fn(state, player)
         if isinstance(answer, Mapping):
-            probabilities = {int(a): float(p) for a, p in answer.items()}
+            probabilities = {action_index(a, self, state, player): float(p) for a, p in answer.items()}
         else:
             vector = np.asarray(answer, dtype=np.float64).ravel()
             num_actions = state.get_game().num_distinct_actions()
             if vector.shape != (num_actions,):
-                raise MetaEvalError(f"the policy's fn returned {vector.shape[0]} probabilities at {_where(state, player)}; "
+                raise MetaEvalError(f"the policy's fn returned {vector.shape[0]} probabilities at {where(state, player)}; "
                                     f"expected a mapping or one per action ({num_actions})")
             probabilities = {a: float(p) for a, p in enumerate(vector) if p != 0}
         _check(probabilities, state, player)
@@ -65,16 +68,12 @@ def _check(probabilities: dict[int, float], state, player: int) -> None:
     legal = set(state.legal_actions(player))
     values = np.fromiter(probabilities.values(), dtype=np.float64, count=len(probabilities))
     if not values.size or not np.all(np.isfinite(values)) or values.min() < -PROBABILITY_TOLERANCE:
-        raise MetaEvalError(f"the policy's probabilities at {_where(state, player)} are not a distribution: {probabilities}")
+        raise MetaEvalError(f"the policy's probabilities at {where(state, player)} are not a distribution: {probabilities}")
     if abs(values.sum() - 1) > SUM_TOLERANCE:
-        raise MetaEvalError(f"the policy's probabilities at {_where(state, player)} sum to {values.sum():.6g}, not 1")
+        raise MetaEvalError(f"the policy's probabilities at {where(state, player)} sum to {values.sum():.6g}, not 1")
     illegal = [a for a, p in probabilities.items() if a not in legal and p > PROBABILITY_TOLERANCE]
     if illegal:
-        raise MetaEvalError(f"the policy puts mass on illegal action(s) {illegal} at {_where(state, player)}")
-
-
-def _where(state, player: int) -> str:
-    return f"{infostate_key(state.get_game().get_type(), state, player)!r} (player {player})"
+        raise MetaEvalError(f"the policy puts mass on illegal action(s) {illegal} at {where(state, player)}")
 
 
 class LazyRandomPolicy(policy_lib.Policy):

@@ -29,6 +29,7 @@ import numpy as np
 import pyspiel
 
 from metaeval.errors import MetaEvalError
+from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, checked
 from metaeval.spiel.population import check_seed
 
@@ -198,7 +199,8 @@ def play_episodes(game, policies, seed, episodes, batch_size: int = BATCH_SIZE) 
     numbers = np.arange(episodes) if np.ndim(episodes) == 0 else np.asarray(episodes, dtype=np.int64)
     answers = [as_batched(policy, game, player) for player, policy in enumerate(policies)]
     returns = np.empty((len(numbers), game.num_players()))
-    for start in range(0, len(numbers), batch_size):
-        chunk = numbers[start : start + batch_size]
-        returns[start : start + len(chunk)] = play(game, answers, Uniforms(seed, chunk))
+    with one_blas_thread():  # policies' many small matrix products: BLAS threads cost more than they give
+        for start in range(0, len(numbers), batch_size):
+            chunk = numbers[start : start + batch_size]
+            returns[start : start + len(chunk)] = play(game, answers, Uniforms(seed, chunk))
     return returns

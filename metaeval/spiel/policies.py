@@ -106,12 +106,37 @@ def probability_row(policy, state, player: int, num_actions: int) -> np.ndarray:
         raise MetaEvalError(
             f"the policy for player {player} has no action probabilities at {key!r}; is it for this game?"
         )
-    for action, probability in probabilities.items():
+    for given, probability in probabilities.items():
+        action = action_index(given, policy, state, player)
         if not 0 <= action < num_actions:
             key = infostate_key(state.get_game().get_type(), state, player)
             raise MetaEvalError(f"policy gives action {action} at {key!r}; the game has {num_actions}")
         row[action] += probability
     return row
+
+
+def action_index(key, policy, state, player: int) -> int:
+    """The action a key of ``policy``'s answer at ``state`` names: an integer (Python or
+    NumPy) or an integral float such as 3.0. Any other key is refused in one line naming
+    the policy: ``int()`` would play 0.7 as action 0."""
+    if isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        return int(key)
+    if isinstance(key, (float, np.floating)) and float(key).is_integer():
+        return int(key)
+    raise MetaEvalError(f"{policy_name(policy)} gives action {key!r} at {where(state, player)}; "
+                        "actions must be integers")
+
+
+def policy_name(policy) -> str:
+    """``policy``'s own ``repr`` where its class has one (``CallablePolicy(fn)``), else its class name."""
+    if type(policy).__repr__ is object.__repr__:
+        return type(policy).__name__
+    return repr(policy).splitlines()[0]
+
+
+def where(state, player: int) -> str:
+    """``state``'s information-state key for ``player``, and the player, for errors."""
+    return f"{infostate_key(state.get_game().get_type(), state, player)!r} (player {player})"
 
 
 def check_table(layout: PlayerLayout, table, player: int | None = None) -> np.ndarray:

@@ -23,6 +23,7 @@ from open_spiel.python import policy as policy_lib
 from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.batched import DecisionBatch, as_batched, checked
 from metaeval.spiel.lockstep import BATCH_SIZE, Uniforms, chance_step, draw_index, play_episodes, policy_errors
 from metaeval.spiel.policies import probability_row
@@ -108,7 +109,8 @@ def play_one_by_one(game, policies, seed, episodes: int) -> np.ndarray:
     """
     uniforms = Uniforms(seed, np.arange(episodes))
     answers = [_one_state_answer(policy, game, player) for player, policy in enumerate(policies)]
-    return np.array([play_episode(game, answers, uniforms, row) for row in range(episodes)])
+    with one_blas_thread():  # as in lock-step episodes
+        return np.array([play_episode(game, answers, uniforms, row) for row in range(episodes)])
 
 
 def _one_state_answer(policy, game, player: int):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,7 +75,8 @@ class Evaluator:
             the CCE gap and best responses walk the tree), ``"sampled"`` from ``episodes``
             per joint (any game that can be simulated; policies are stored as objects; no
             tree, so no exact gap or best response), or ``"auto"``: exact when the game can
-            be enumerated, else sampled, said in one line.
+            be enumerated, else sampled, said in one line; so is, in exact mode chosen by
+            ``"auto"``, the first policy asked at every information state to make its table.
         episodes: episodes per joint in sampled mode.
         workers: Ray actors building the meta-game (see ``build_metagame``) and
             computing the CCE gap (``metaeval.distributed.cce_gap``).
@@ -94,6 +96,7 @@ class Evaluator:
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 2:
             raise MetaEvalError(f"episodes must be an int of at least 2 (for a standard error), got {episodes!r}")
         self.mode = resolve_mode(self.game, mode)
+        self._tabulation_unsaid = mode == "auto" and self.mode == "exact"
         self.episodes, self.workers, self.address = int(episodes), workers, address
         self.seed = spiel.population.check_seed(seed)
         self.log_dir = log_dir
@@ -514,12 +517,19 @@ class Evaluator:
         if (isinstance(policy, policy_lib.TabularPolicy) and policy.state_lookup is layout.template.state_lookup
                 and not policy.action_probability_array.flags.writeable):
             return policy  # already one of ours: read-only, on this player's layout
+        start = time.perf_counter()
         try:
             table = policy_table(layout, policy, player)
         except MetaEvalError:
             raise
         except Exception as exc:  # a policy asked about states of a game it does not know
             raise MetaEvalError(f"cannot read the policy for player {player} of {self.game}: {exc}") from None
+        if self._tabulation_unsaid and not isinstance(policy, policy_lib.TabularPolicy):  # it was asked state by state
+            self._tabulation_unsaid = False
+            rundir.log.warning(
+                f"metaeval: mode='auto' chose exact mode for {self.game}, which keeps each policy as a table: "
+                f"player {player}'s {type(policy).__name__} was asked at its {len(layout.keys):,} information "
+                f"states ({time.perf_counter() - start:.3g} s); mode='sampled' keeps the policy object instead")
         return tabular_policy(layout, table)
 
 

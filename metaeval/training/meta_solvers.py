@@ -30,11 +30,12 @@ from metaeval.solvers.equilibria import check_distribution, mecce
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.solvers.mgcce import mgcce
-from metaeval.ratings import rate
+from metaeval.ratings import RATERS, check_options as check_rater_options, rate
 from metaeval.ratings.base import marginals, product_distribution
 
 
-__all__ = ["SOLVERS", "alpharank", "deviation", "marginals", "nash", "product_distribution", "solve", "uniform"]
+__all__ = ["SOLVERS", "alpharank", "check_options", "deviation", "marginals", "nash", "product_distribution",
+           "solve", "uniform"]
 
 
 def uniform(game: MetaGame) -> np.ndarray:
@@ -82,6 +83,13 @@ def solve(game: MetaGame, solver, **options) -> np.ndarray:
         MetaEvalError: an unknown solver or option, or a result that is not a distribution
             over the joints (non-negative, summing to 1, of the game's shape).
     """
+    return check_distribution(game, check_options(solver, options)(game, **options))
+
+
+def check_options(solver, options: dict) -> Callable[..., np.ndarray]:
+    """The meta-solver named ``solver`` (or the callable ``solver``), once its name and
+    option names are checked; the options of a solver that hands them on to the rater of
+    its name (``alpharank``, ``deviation``) are checked against that rater's."""
     if callable(solver):
         function = solver
     elif isinstance(solver, str) and solver in SOLVERS:
@@ -91,7 +99,11 @@ def solve(game: MetaGame, solver, **options) -> np.ndarray:
             f"unknown meta-solver {solver!r}; choose one of {', '.join(SOLVERS)} or pass a callable"
         )
     accepted = inspect.signature(function).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+        if isinstance(solver, str) and solver in RATERS:
+            check_rater_options(solver, options)
+        return function
     unknown = sorted(set(options) - set(list(accepted)[1:]))
-    if unknown and not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
+    if unknown:
         raise MetaEvalError(f"meta-solver {solver!r} has no option(s) {', '.join(unknown)}")
-    return check_distribution(game, function(game, **options))
+    return function

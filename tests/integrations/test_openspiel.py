@@ -1,6 +1,7 @@
 """metaeval inside OpenSpiel's own psro_v2, jpsro and CFR loops (the examples, checked)."""
 
 import warnings
+from types import SimpleNamespace
 
 import numpy as np
 import pyspiel
@@ -124,3 +125,34 @@ def test_a_sampled_metagame_comes_from_metaevals_batched_builder_within_its_erro
             exact.add(player, policy)
     error = np.abs(np.stack(sampled.get_meta_game()) - exact.metagame().payoffs)
     assert np.all(error <= 5 * metagame.stderr + 1e-12) and error.max() > 0  # sampled, and within its errors
+
+
+@pytest.mark.parametrize("source, shown", [(42, "got 42"), (None, "got None")])
+def test_a_checkpoint_of_what_is_no_policy_is_refused_in_one_line(source, shown):
+    checkpoints = openspiel.Checkpoints(pyspiel.load_game("kuhn_poker"))
+    with pytest.raises(metaeval.MetaEvalError, match=f"^Checkpoints.add needs a solver .*; {shown}$"):
+        checkpoints.add(source)
+    assert checkpoints.names == []
+
+
+def test_a_meta_strategy_is_checked_when_made_not_in_the_loop():
+    with pytest.raises(metaeval.MetaEvalError, match="^the elo rater gives no distribution to play"):
+        openspiel.meta_strategy("elo")
+    with pytest.raises(metaeval.MetaEvalError, match="^meta-solver 'nash' has no option\\(s\\) foo$"):
+        openspiel.meta_strategy("nash", foo=1)
+    with pytest.raises(metaeval.MetaEvalError, match="^rater 'alpharank' has no option\\(s\\) foo; it accepts alpha"):
+        openspiel.meta_strategy("alpharank", foo=1)  # a meta-solver handing its options to the rater
+    with pytest.raises(metaeval.MetaEvalError, match="^meta-strategy alpharank\\(alpha=-1\\) plays on no meta-game"):
+        openspiel.meta_strategy("alpharank", alpha=-1)
+    with pytest.raises(metaeval.MetaEvalError, match="^meta-solver 'mecce' has no option\\(s\\) foo$"):
+        openspiel.register_jpsro("mecce", foo=1)
+    with pytest.warns(UserWarning, match="^meta-strategy alpharank\\(single_population=True\\) cannot play on "
+                                         "2-player general-sum or 3-player meta-games \\(single_population"):
+        symmetric_only = openspiel.meta_strategy("alpharank", single_population=True)
+    rps = np.array([[0.0, -1, 1], [1, 0, -1], [-1, 1, 0]])
+    solver = SimpleNamespace(get_meta_game=lambda: [rps, rps.T])  # symmetric: it plays there
+    np.testing.assert_allclose(symmetric_only(solver), [[1 / 3] * 3] * 2, atol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for method in (*meta_solvers.SOLVERS, "payoff", "maximal_lotteries"):
+            openspiel.meta_strategy(method)

@@ -6,8 +6,8 @@ import pytest
 from open_spiel.python import policy as policy_lib
 from scipy import stats
 
-from metaeval import MetaEvalError, games
-from metaeval.spiel import Population
+from metaeval import Evaluator, MetaEvalError, games
+from metaeval.spiel import CallablePolicy, Population, sampled_metagame
 from metaeval.spiel.policies import (
     check_table,
     policy_table,
@@ -168,3 +168,47 @@ def test_pyspiel_policies_of_a_population_act_like_its_policies():
                 got = dict(policy.action_probabilities(state))
                 assert got.keys() == want.keys()
                 np.testing.assert_allclose([got[a] for a in want], list(want.values()), rtol=0, atol=1e-15)
+
+
+def shifted_first_action(state, player):
+    """Mass 1 on a key 0.7 above the lowest legal action: no action at all."""
+    return {state.legal_actions(player)[0] + 0.7: 1.0}
+
+
+class KeyedFirstAction(policy_lib.Policy):
+    """The lowest legal action, under a key made by ``key_type`` (float, numpy int, ...)."""
+
+    def __init__(self, game, key_type):
+        super().__init__(game, list(range(game.num_players())))
+        self.key_type = key_type
+
+    def action_probabilities(self, state, player_id=None):
+        return {self.key_type(state.legal_actions(player_id)[0]): 1.0}
+
+
+@pytest.mark.parametrize("mode, batch_size", [("exact", None), ("sampled", 1024), ("sampled", None)])
+def test_an_action_key_that_is_no_integer_is_refused_not_truncated(mode, batch_size):
+    game = games.load("kuhn_2p")
+    shifted = CallablePolicy(shifted_first_action)
+    with pytest.raises(MetaEvalError, match=r"CallablePolicy\(shifted_first_action\) gives action 0.7 at '\d' "
+                                            r"\(player 0\); actions must be integers$"):
+        if mode == "exact":
+            Evaluator(game, mode="exact").add(0, shifted)
+        else:
+            uniform = policy_lib.UniformRandomPolicy(game)
+            sampled_metagame(game, Population(game, [[shifted], [uniform]]), 10, 0, batch_size=batch_size)
+    with pytest.raises(MetaEvalError, match=r"KeyedFirstAction gives action 0.5 at"):
+        policy_table(game_tree(game).players[1], KeyedFirstAction(game, lambda a: a + 0.5), 1)
+
+
+@pytest.mark.parametrize("key_type", [float, np.float32, np.int64, np.int8])
+def test_integral_float_and_numpy_integer_action_keys_are_their_actions(key_type):
+    game = games.load("kuhn_2p")
+    keyed = Population(game, [[KeyedFirstAction(game, key_type)], [KeyedFirstAction(game, key_type)]])
+    plain = Population(game, [[KeyedFirstAction(game, int)], [KeyedFirstAction(game, int)]])
+    for batch_size in (1024, None):
+        np.testing.assert_array_equal(sampled_metagame(game, keyed, 50, 0, batch_size=batch_size).payoffs,
+                                      sampled_metagame(game, plain, 50, 0, batch_size=batch_size).payoffs)
+    layout = game_tree(game).players[0]
+    np.testing.assert_array_equal(policy_table(layout, KeyedFirstAction(game, key_type), 0),
+                                  policy_table(layout, KeyedFirstAction(game, int), 0))
