@@ -64,12 +64,12 @@ def of_files(root, names: Iterable[str]) -> dict[str, str]:
     return {name: of_file(Path(root) / name) for name in sorted(names)}
 
 
-def verify(root, checksums, listed_in) -> None:
-    """Raise :class:`DamagedFileError` naming the first file of ``checksums`` (as
+def verify(root, listed, listed_in) -> None:
+    """Raise :class:`DamagedFileError` naming the first file of ``listed`` (checksums as
     :func:`of_files` gave them, kept in the file ``listed_in``) that is missing or differs."""
-    if not isinstance(checksums, dict) or not checksums:
-        raise DamagedFileError(f"{listed_in} lists no checksums of its files (written by an earlier metaeval)")
-    for name, expected in checksums.items():
+    if not isinstance(listed, dict) or not listed:
+        raise DamagedFileError(f"{listed_in} lists no checksums of the files it names")
+    for name, expected in listed.items():
         path = Path(root) / name
         try:
             found = of_file(path)
