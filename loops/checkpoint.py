@@ -3,8 +3,10 @@
 A checkpoint is the population to evaluate next, the last meta-game (so the next
 build is incremental exactly as in an uninterrupted run), the loop's RNG state and
 the population the last record rates (what ``population.npz`` holds when the run ends).
-Its files become current only when ``state.json`` naming them is replaced
-atomically, so a run killed at any instant resumes from the last whole iteration.
+Its files become current only when ``state.json`` naming them (with their checksums) is
+replaced atomically, so a run killed at any instant resumes from the last whole iteration;
+a checkpoint whose files are missing or changed is refused by :func:`load` naming the file
+(and the run restarts from iteration 0: :meth:`metaeval.runs.rundir.RunDirectory.resume`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from metaeval import spiel
-from metaeval.runs import rundir
-from metaeval.errors import MetaEvalError
+from metaeval.runs import checksums, rundir
+from metaeval.errors import DamagedFileError
 from metaeval.game import MetaGame
 
 
@@ -45,32 +47,29 @@ def save(out: Path, next_iteration: int, population, metagame: MetaGame,
     population.save(out / files["population"], tables=tables)
     metagame.save(out / files["metagame"])
     rated.save(out / files["rated"], tables=tables)
-    rundir.write_json(out / rundir.STATE,
-                      {"next_iteration": next_iteration, "rng": rng.bit_generator.state, **files})
+    rundir.write_json(out / rundir.STATE, {"next_iteration": next_iteration, "rng": rng.bit_generator.state,
+                                           **files, "checksums": checksums.of_files(out, files.values())})
     for old in out.glob("checkpoint-*.npz"):
         if old.name not in files.values():
             old.unlink()
 
 
 def load(out: Path) -> Checkpoint | None:
-    """The current checkpoint of the run in ``out``, or None before the first one."""
+    """The current checkpoint of the run in ``out``, or None before the first one; a
+    :class:`DamagedFileError` naming the file at fault if it is damaged."""
     path = out / rundir.STATE
     if not path.exists():
         return None
-    state = rundir.read_json(path)
-    if not isinstance(state, dict):
-        raise MetaEvalError(f"{path} is damaged (not a JSON object); start a new run directory")
+    state = rundir.read_json(path, sealed=True)
     try:
-        return Checkpoint(
-            next_iteration=int(state["next_iteration"]),
-            population=spiel.Population.load(out / state["population"]),
-            metagame=MetaGame.load(out / state["metagame"]),
-            rng_state=state["rng"],
-            rated=spiel.Population.load(out / state["rated"]),
-        )
+        names = {key: state[key] for key in ("population", "metagame", "rated")}
+        next_iteration, rng_state = int(state["next_iteration"]), state["rng"]
     except (KeyError, TypeError, ValueError) as exc:
-        raise MetaEvalError(f"{path} is damaged, or written by an earlier metaeval ({exc!r}); "
-                            "start a new run directory") from None
+        raise DamagedFileError(f"{path} does not describe a checkpoint ({exc!r})") from None
+    checksums.verify(out, state.get("checksums"), path)
+    return Checkpoint(next_iteration=next_iteration, population=spiel.Population.load(out / names["population"]),
+                      metagame=MetaGame.load(out / names["metagame"]), rng_state=rng_state,
+                      rated=spiel.Population.load(out / names["rated"]))
 
 
 def write_results(out: Path, run_dir, records: list[dict], rated, evaluator, config, frame) -> None:

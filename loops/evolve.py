@@ -267,13 +267,12 @@ class Evolution:
             self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
             schema=RECORD_SCHEMA, header=header,
         )
-        if self.run_dir.exists:
-            self._resume(checkpoint.load(self.out))
+        self._resume()
 
-    def _resume(self, state):
-        """Continue from the checkpoint if the log holds every record before it, else from
-        iteration 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume_from`)."""
-        start = self.run_dir.resume_from(None if state is None else state.next_iteration)
+    def _resume(self):
+        """Continue from the checkpoint if it is intact and the log holds every record before
+        it, else from iteration 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume`)."""
+        start, state = self.run_dir.resume(lambda: checkpoint.load(self.out))
         if start:
             self.iteration, self.rated = start, state.rated
             self.rng.bit_generator.state = state.rng_state

@@ -43,11 +43,11 @@ import numpy as np
 import metaeval
 from metaeval.runs.progress import LoopProgress
 from metaeval import games, spiel
-from metaeval.runs import rundir
+from metaeval.runs import checksums, rundir
 from metaeval.runs.memory import memory_usage
 from metaeval.runs.build import build_versions
 from metaeval.distributed.session import check_workers
-from metaeval.errors import MetaEvalError
+from metaeval.errors import DamagedFileError, MetaEvalError
 from metaeval.training.evaluator import Evaluator
 from metaeval.training import members
 from metaeval.responses import LEARNED, Opponents
@@ -64,6 +64,9 @@ KIND = "pbt"
 
 RATED = "rated.npz"
 """A checkpoint's file of the population the last record rates."""
+
+VALUES = "values.npz"
+"""A checkpoint's file of the members' values (Q-tables or network weights)."""
 
 RECORD_SCHEMA = rundir.RecordSchema({
     "policy_ids": rundir.LIST, "cce_gap": rundir.OPTIONAL_NUMBER, "cce_gap_per_player": rundir.OPTIONAL_NUMBERS,
@@ -155,6 +158,17 @@ class PBTConfig:
         return min(self.population - 1, max(1, math.floor(self.population * self.discard_fraction)))
 
 
+@dataclass(frozen=True)
+class Resumed:
+    """What a PBT run continues from: its checkpoint, loaded."""
+
+    next_iteration: int
+    evaluator: Evaluator
+    rated: spiel.Population
+    members: list[list[members.Member]]
+    rng_state: dict
+
+
 def member_rng(seed: int, step: int, player: int, index: int) -> np.random.Generator:
     """The generator of one member's training at one step (independent of the workers)."""
     return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(step, player, index)))
@@ -217,35 +231,44 @@ class PBT:
             shutil.rmtree(directory)
         self.evaluator.save(directory)
         self.rated.save(directory / RATED, tables=self.config.mode == "exact")
-        members.save(directory / "values.npz", self.members)
+        members.save(directory / VALUES, self.members)
         hyperparameters = [[member.hyperparameters() for member in player] for player in self.members]
+        files = [f"{directory.name}/{path.name}" for path in directory.iterdir()]
         rundir.write_json(self.out / rundir.STATE, {"next_step": self.step_index, "directory": directory.name,
                                                     "rng": self.rng.bit_generator.state,
-                                                    "hyperparameters": hyperparameters})
+                                                    "hyperparameters": hyperparameters,
+                                                    "checksums": checksums.of_files(self.out, files)})
         for old in self.out.glob("checkpoint-*"):
             if old.name != directory.name:
                 shutil.rmtree(old)
 
     def _resume(self):
-        """Continue from the checkpoint if the log holds every record before it, else from
-        step 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume_from`)."""
-        path = self.out / rundir.STATE
-        state = rundir.read_json(path) if path.exists() else None  # none: killed before the first checkpoint
-        try:
-            next_step = None if state is None else int(state["next_step"])
-            if self.run_dir.resume_from(next_step):
-                directory = self.out / state["directory"]
-                self.evaluator = Evaluator.load(directory, workers=self.config.workers, address=self.config.address)
-                self.evaluator.log_dir = self.out
-                self.rated = spiel.Population.load(directory / RATED)
-                kind = type(self.learner)
-                learners = [[kind(**settings) for settings in player] for player in state["hyperparameters"]]
-                self.members = members.load(directory / "values.npz", learners)
-                self.rng.bit_generator.state = state["rng"]
-                self.step_index = next_step
-        except (KeyError, TypeError, ValueError, OSError) as exc:
-            raise MetaEvalError(f"{path} or its checkpoint is damaged ({exc!r}); start a new run directory") from None
+        """Continue from the checkpoint if it is intact and the log holds every record before
+        it, else from step 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume`)."""
+        self.step_index, resumed = self.run_dir.resume(self._load_checkpoint)
+        if resumed is not None:
+            self.evaluator, self.rated, self.members = resumed.evaluator, resumed.rated, resumed.members
+            self.rng.bit_generator.state = resumed.rng_state
         self.records = self.run_dir.records_before(self.step_index)
+
+    def _load_checkpoint(self) -> Resumed | None:
+        """The checkpoint in ``self.out`` (None before the first one), or a
+        :class:`DamagedFileError` naming the file at fault."""
+        path = self.out / rundir.STATE
+        if not path.exists():  # killed before the first checkpoint
+            return None
+        state = rundir.read_json(path, sealed=True)
+        try:
+            directory = self.out / state["directory"]
+            learners = [[type(self.learner)(**settings) for settings in player] for player in state["hyperparameters"]]
+            next_step, rng_state = int(state["next_step"]), state["rng"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise DamagedFileError(f"{path} does not describe a checkpoint ({exc!r})") from None
+        checksums.verify(self.out, state.get("checksums"), path)
+        evaluator = Evaluator.load(directory, workers=self.config.workers, address=self.config.address)
+        evaluator.log_dir = self.out
+        return Resumed(next_step, evaluator, spiel.Population.load(directory / RATED),
+                       members.load(directory / VALUES, learners), rng_state)
 
     # -- the loop ----------------------------------------------------------------
     def _tasks(self) -> list[tuple]:

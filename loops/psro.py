@@ -237,15 +237,14 @@ class PSRO:
     # -- run directory ---------------------------------------------------------------
     def _open_run_directory(self):
         """Check ``self.out`` and resume the run there if its settings agree (writes nothing);
-        returns the checkpoint it continues from, if any (see :meth:`rundir.RunDirectory.resume_from`)."""
+        returns the checkpoint it continues from, if any (see :meth:`rundir.RunDirectory.resume`)."""
         self.run_dir = rundir.RunDirectory.open(
             self.out, KIND, settings=self.settings, result_settings=self._result_settings, schema=RECORD_SCHEMA,
             header={"metagame": self.config.metagame},
         )
-        resumed = checkpoint.load(self.out) if self.run_dir.exists else None
-        self.iteration = self.run_dir.resume_from(None if resumed is None else resumed.next_iteration)
+        self.iteration, resumed = self.run_dir.resume(lambda: checkpoint.load(self.out))
         self.records = self.run_dir.records_before(self.iteration)
-        if not self.iteration:
+        if resumed is None:
             return None
         self.rng.bit_generator.state = resumed.rng_state
         self.rated = resumed.rated

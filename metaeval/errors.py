@@ -1,8 +1,14 @@
-"""The one exception type metaeval raises for bad input or failed solves."""
+"""The exception metaeval raises for bad input or failed solves, and the kind of it a damaged file raises."""
 
 
 class MetaEvalError(ValueError):
     """Bad input, or a solver that did not reach an optimum; the message says which."""
+
+
+class DamagedFileError(MetaEvalError):
+    """A file metaeval wrote is missing, cut short or changed since (its checksum does not match);
+    the message names it. A run directory recovers from it where it can (its loop restarts
+    from iteration 0)."""
 
 
 class IdenticalPoliciesWarning(UserWarning):

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
-import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from metaeval.runs import budget
 from metaeval.errors import MetaEvalError
-from metaeval.runs.fileio import atomic_savez
+from metaeval.runs.fileio import atomic_savez, json_entry, read_arrays
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:
@@ -261,20 +258,12 @@ class MetaGame:
     def load(cls, path) -> MetaGame:
         """Read a game written by :meth:`save`, or a bare payoff tensor in ``.npy``/``.npz``."""
         path = Path(path)
-        try:
-            _check_stored_sizes(path)
-            data = np.load(path, allow_pickle=False)
-            if isinstance(data, np.ndarray):
-                arrays, found = {"payoffs": data}, ["payoffs"]
-            else:
-                with data:
-                    arrays = {name: data[name] for name in _SAVED_ARRAYS if name in data.files}
-                    found = sorted(data.files)
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-            raise MetaEvalError(f"cannot read a meta-game from {path}: {exc}") from None
+        arrays = read_arrays(path, "a meta-game", names=_SAVED_ARRAYS, float64_copy=True)
+        if "" in arrays:  # a bare .npy tensor
+            arrays = {"payoffs": arrays[""]}
         if "payoffs" not in arrays:
-            raise MetaEvalError(f"{path} has no 'payoffs' array (found {found})")
-        meta = _read_meta(path, arrays["meta"]) if "meta" in arrays else {}
+            raise MetaEvalError(f"{path} has no 'payoffs' array (found {sorted(arrays)})")
+        meta = _read_meta(path, arrays) if "meta" in arrays else {}
         return cls(
             arrays["payoffs"],
             strategy_names=meta.get("strategy_names"),
@@ -288,36 +277,9 @@ class MetaGame:
 _SAVED_ARRAYS = ("payoffs", "counts", "stderr", "meta")
 
 
-def _check_stored_sizes(path: Path) -> None:
-    """Refuse, from the ``.npy`` headers alone, arrays the memory budget cannot load: a
-    header's shape costs nothing to claim, reading the data it claims may cost 100s of GiB."""
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as archive:
-            for member in archive.namelist():
-                if member.removesuffix(".npy") in _SAVED_ARRAYS:
-                    with archive.open(member) as stream:
-                        _check_header(stream, f"its array {member.removesuffix('.npy')!r}")
-    else:
-        with open(path, "rb") as stream:
-            _check_header(stream, "its array")
-
-
-def _check_header(stream, what: str) -> None:
-    """Budget check of one ``.npy`` header: the array as stored and as float64 (MetaGame's copy)."""
-    version = np.lib.format.read_magic(stream)
-    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, _, dtype = read(stream)
-    entries = math.prod(shape)
-    budget.check(entries * (dtype.itemsize + budget.FLOAT),
-                 f"{what} of shape {shape} (as stored and as float64)", "is the file what it claims to be?")
-
-
-def _read_meta(path: Path, entry: np.ndarray) -> dict:
+def _read_meta(path: Path, arrays: dict) -> dict:
     """The names stored in a saved game's ``meta`` entry, or an error saying what is wrong."""
-    try:
-        meta = json.loads(str(entry))
-    except json.JSONDecodeError as exc:
-        raise MetaEvalError(f"{path}: its 'meta' entry is not valid JSON ({exc})") from None
+    meta = json_entry(arrays, "meta", "a meta-game", path)
     if not isinstance(meta, dict):
         raise MetaEvalError(f"{path}: its 'meta' entry must be a JSON object, got {type(meta).__name__}")
     missing = [key for key in ("strategy_names", "player_names") if key not in meta]

@@ -159,9 +159,9 @@ def test_plot_of_hand_edited_files_is_a_clear_error_or_skips_bad_records(tmp_pat
     del record["mean_payoff"]
     (run / "iterations.jsonl").write_text(lines[0] + "\n" + json.dumps(record) + "\n")
     assert main(["plot", str(run)]) == 0  # draws the valid record
-    config = json.loads((run / "config.json").read_text())
-    del config["settings"]["rater"]
-    (run / "config.json").write_text(json.dumps(config))
+    config = rundir.read_json(run / "config.json")
+    del config["settings"]["rater"]  # with its checksum made anew, as a config of another metaeval
+    rundir.write_json(run / "config.json", config)
     _one_line_error(capsys, ["plot", run], "lacks rater")
     _one_line_error(capsys, ["evolve", "--rater", "uniform", "--iterations", "2", "--population", "4",
                              "--out", run], "lacks rater")

@@ -5,7 +5,6 @@ on stderr, peak memory, nothing written); the others call ``main`` in-process.
 """
 
 import errno
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 import metaeval
 from metaeval import MetaEvalError
 from metaeval.cli import main
+from metaeval.runs import rundir
 from metaeval.ratings.contributions import contributions
 from metaeval.solvers.equilibria import deviation_payoffs
 from tests.test_cli import MEASURED
@@ -215,9 +215,9 @@ def test_plot_draws_a_pbt_run_and_names_unknown_psro_settings(tmp_path, capsys):
     assert (run / "cce_gap.png").stat().st_size > 0 and (run / "payoff.png").stat().st_size > 0
     psro = tmp_path / "psro"
     assert main(["psro", "--iterations", "1", "--out", str(psro)]) == 0
-    config = json.loads((psro / "config.json").read_text())
-    config["settings"]["frobnicate"] = 1
-    (psro / "config.json").write_text(json.dumps(config))
+    config = rundir.read_json(psro / "config.json")
+    config["settings"]["frobnicate"] = 1  # with its checksum made anew, as a config of a later metaeval
+    rundir.write_json(psro / "config.json", config)
     capsys.readouterr()
     one_line_refusal(*in_process(capsys, "plot", psro), "setting(s) this metaeval does not know: frobnicate")
 

@@ -166,22 +166,44 @@ def jpsro_meta_solver(method, **options) -> Callable:
     ``f(meta_game, per_player_repeats, ignore_repeats=False) -> (dist, {})``. Unless
     ``ignore_repeats``, a policy found k times weighs as k copies (the meta-game is
     expanded by the repeats, solved, and each copy's mass summed back), as jpsro's own
-    solvers do. ``method`` and ``options`` are tried as :func:`meta_strategy` tries them."""
+    solvers do: a policy found 0 times gets no mass. ``method`` and ``options`` are tried as
+    :func:`meta_strategy` tries them."""
     _tried(method, options)
 
     def metaeval_jpsro_solver(meta_game, per_player_repeats, ignore_repeats=False):
         payoffs = np.asarray(meta_game, dtype=np.float64)
-        if not ignore_repeats:
-            for player, repeats in enumerate(per_player_repeats):
-                payoffs = np.repeat(payoffs, repeats, axis=player + 1)
+        if ignore_repeats:
+            return distribution(MetaGame(payoffs), method, **options), {}
+        repeats = _repeat_counts(per_player_repeats, payoffs.shape[1:])
+        for player, counts in enumerate(repeats):
+            payoffs = np.repeat(payoffs, counts, axis=player + 1)
         sigma = distribution(MetaGame(payoffs), method, **options)
-        if not ignore_repeats:
-            for player, repeats in enumerate(per_player_repeats):
-                starts = np.concatenate([[0], np.cumsum(repeats)[:-1]])
-                sigma = np.add.reduceat(sigma, starts, axis=player)
+        for player, counts in enumerate(repeats):
+            found = np.flatnonzero(counts)  # each found policy's copies sum back to it
+            starts = np.concatenate([[0], np.cumsum(counts[found])[:-1]])
+            summed = np.zeros(sigma.shape[:player] + (len(counts),) + sigma.shape[player + 1:])
+            summed[(slice(None),) * player + (found,)] = np.add.reduceat(sigma, starts, axis=player)
+            sigma = summed
         return sigma, {}
 
     return metaeval_jpsro_solver
+
+
+def _repeat_counts(per_player_repeats, sizes: tuple[int, ...]) -> list[np.ndarray]:
+    """Each player's repeat counts, checked against the meta-game's ``sizes``."""
+    if len(per_player_repeats) != len(sizes):
+        raise MetaEvalError(f"{len(per_player_repeats)} lists of repeat counts for a {len(sizes)}-player meta-game")
+    repeats = []
+    for player, (counts, size) in enumerate(zip(per_player_repeats, sizes)):
+        counts = np.asarray(counts)
+        if counts.shape != (size,):
+            raise MetaEvalError(f"player {player} has repeat counts of shape {counts.shape} for {size} policies")
+        if not (np.issubdtype(counts.dtype, np.number) and np.all(counts >= 0) and np.all(counts % 1 == 0)
+                and counts.any()):
+            raise MetaEvalError(f"player {player}'s repeat counts must be non-negative integers, not all 0; "
+                                f"got {counts.tolist()}")
+        repeats.append(counts.astype(np.int64))
+    return repeats
 
 
 def register_jpsro(method, name: str | None = None, **options) -> str:

@@ -5,11 +5,16 @@ A run directory holds
 - ``config.json``: ``{"kind": ..., "settings": {...}, "sessions": [...], ...}``. The
   kind names the loop that owns the directory; a loop refuses a directory of another
   kind. The settings that change results must agree for a run to be resumed.
-- ``iterations.jsonl``: one record per line, appended and flushed one at a time.
-  Every record is checked against the loop's :class:`RecordSchema` when read; a
-  line that is not a valid record is reported with its line number and moved
-  aside into ``iterations.damaged.jsonl``, and the valid records are all kept.
+- ``iterations.jsonl``: one record per line, appended and flushed one at a time, each
+  with its checksum (:mod:`metaeval.runs.checksums`). Every record is checked against
+  the loop's :class:`RecordSchema` and its checksum when read; a line that is not a
+  valid record (garbage, cut off, a missing key, changed since it was written) is
+  reported with its line number and moved aside into ``iterations.damaged.jsonl``, and
+  the valid records are all kept.
 - checkpoints (see :mod:`metaeval.loops.checkpoint`) and the loop's result files.
+
+The JSON files carry their checksum too, and ``state.json`` the checksums of the
+checkpoint files it names: a file changed after it was written is detected, never used.
 
 Opening a run directory (:meth:`RunDirectory.open`) only reads and checks: the
 directory is created, repaired and ``config.json`` written only when the loop
@@ -25,9 +30,9 @@ from :meth:`RunDirectory.open` (or, for a directory that does not exist yet, fro
 :meth:`RunDirectory.begin`) until :meth:`RunDirectory.close`; the kernel releases
 it when the process dies, so a run killed with SIGKILL resumes at once.
 
-On resume (:meth:`RunDirectory.resume_from`) a loop continues from its checkpoint
-if the log holds every record before it, else from iteration 0; the records on
-disk at or past that point are checked against their recomputation
+On resume (:meth:`RunDirectory.resume`) a loop continues from its checkpoint if the
+checkpoint is intact and the log holds every record before it, else from iteration 0;
+the records on disk at or past that point are checked against their recomputation
 (:meth:`RunDirectory.commit`), so an edited or stale record is detected, never kept.
 """
 
@@ -42,7 +47,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from metaeval.errors import MetaEvalError
+from metaeval.errors import DamagedFileError, MetaEvalError
+from metaeval.runs import checksums
 from metaeval.runs.fileio import atomic_write, check_writable, temporary_path
 
 CONFIG = "config.json"
@@ -129,13 +135,14 @@ def read_log(out: Path, schema: RecordSchema | None = None) -> LogReading:
             last = number == len(lines) and not text.endswith("\n")
             damaged.append((number, "cut off (the run was killed while writing it)" if last else "not JSON", line))
             continue
-        reason = schema.problem(record)
+        plain = checksums.unsealed(record) if isinstance(record, dict) else record
+        reason = schema.problem(plain) or checksums.problem(record)
         if reason is None and record["iteration"] in by_iteration:
             reason = f"a second record of iteration {record['iteration']}"
         if reason is not None:
             damaged.append((number, reason, line))
         else:
-            by_iteration[record["iteration"]] = record
+            by_iteration[record["iteration"]] = plain
     return LogReading([by_iteration[i] for i in sorted(by_iteration)], damaged)
 
 
@@ -146,19 +153,38 @@ def read_records(out: Path, schema: RecordSchema | None = None) -> list[dict]:
 
 # -- JSON files ------------------------------------------------------------------
 def write_json(path: Path, data) -> None:
-    """Write JSON atomically (see :func:`metaeval.runs.fileio.atomic_write`)."""
+    """Write JSON atomically (see :func:`metaeval.runs.fileio.atomic_write`); an object
+    with its checksum (:func:`metaeval.runs.checksums.seal`)."""
+    if isinstance(data, dict):
+        data = checksums.seal(data)
     atomic_write(path, lambda f: f.write(json.dumps(data, indent=2, sort_keys=True) + "\n"), mode="w")
 
 
-def read_json(path: Path):
+def read_json(path: Path, sealed: bool = False):
+    """The JSON value :func:`write_json` wrote to ``path``, without its checksum. A checksum
+    is checked wherever there is one; ``sealed``: there must be one. A file that is missing,
+    unreadable or changed raises :class:`DamagedFileError` naming it."""
     try:
-        return json.loads(Path(path).read_text())
+        data = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise DamagedFileError(f"{path} is missing") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise MetaEvalError(f"cannot read {path}: {exc}") from None
+        raise DamagedFileError(f"cannot read {path}: {exc}") from None
+    if not (sealed or isinstance(data, dict) and checksums.KEY in data):
+        return data
+    reason = checksums.problem(data)
+    if reason is not None:
+        raise DamagedFileError(f"{path} is damaged: {reason}")
+    return checksums.unsealed(data)
+
+
+def record_line(record: dict) -> str:
+    """``record`` as a line of ``iterations.jsonl``: sorted keys and its checksum."""
+    return json.dumps(checksums.seal(record), sort_keys=True) + "\n"
 
 
 def _write_lines(path: Path, records: list[dict]) -> None:
-    text = "".join(json.dumps(r, sort_keys=True) + "\n" for r in records)
+    text = "".join(map(record_line, records))
     atomic_write(path, lambda f: f.write(text), mode="w")
 
 
@@ -224,7 +250,10 @@ def _stored_run(path: Path, kind: str, result_settings: Mapping[str, object]) ->
     config_path = path / CONFIG
     stored = None
     if config_path.exists():
-        stored = read_json(config_path)
+        try:
+            stored = read_json(config_path)
+        except DamagedFileError as exc:  # the run's definition: nothing to recover it from
+            raise DamagedFileError(f"{exc}; use another --out") from None
         found = stored_kind(stored)
         if found is None:
             raise MetaEvalError(f"{config_path} is not a metaeval run configuration; use another --out")
@@ -245,9 +274,10 @@ def _stored_run(path: Path, kind: str, result_settings: Mapping[str, object]) ->
                 "use a new --out directory or the same settings to resume"
             )
     elif (path / LOG).exists() or (path / STATE).exists():
-        raise MetaEvalError(f"{path} holds run files but no {CONFIG}; use another --out")
+        raise MetaEvalError(f"{config_path} is missing, though {path} holds run files; use another --out")
     elif path.is_dir() and any(p.name not in (RAY_LOGS, UNFINISHED_CONFIG) for p in path.iterdir()):
-        raise MetaEvalError(f"{path} is not empty and holds no metaeval run; use a new or empty --out")
+        raise MetaEvalError(f"{path} is not empty and holds no metaeval run (no {config_path}); "
+                            "use a new or empty --out")
     return stored
 
 
@@ -373,9 +403,26 @@ class RunDirectory:
         if reason is not None:
             raise MetaEvalError(f"refusing to log an invalid {self.kind} record: {reason}")
         with open(self.path / LOG, "a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.write(record_line(record))
             f.flush()
             os.fsync(f.fileno())
+
+    def resume(self, load_checkpoint: Callable[[], object | None]) -> tuple[int, object | None]:
+        """The iteration to continue from and the checkpoint to continue with (None: from 0).
+
+        ``load_checkpoint()`` returns the run's checkpoint (an object with ``next_iteration``),
+        or None before the first one. A damaged checkpoint (:class:`DamagedFileError`) is named
+        in a warning and the run restarts from iteration 0, as it does when the log lacks a
+        record before the checkpoint (:meth:`resume_from`)."""
+        checkpoint = None
+        if self.exists:
+            try:
+                checkpoint = load_checkpoint()
+            except DamagedFileError as exc:
+                log.warning(f"{exc}: the checkpoint is not used; the run restarts from iteration 0, recomputes "
+                            f"the records and checks the {len(self.records)} on disk against their recomputation")
+        start = self.resume_from(None if checkpoint is None else checkpoint.next_iteration)
+        return start, checkpoint if start else None
 
     def resume_from(self, checkpoint_iteration: int | None) -> int:
         """The iteration to continue from: the checkpoint's if the log holds every record

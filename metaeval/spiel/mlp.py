@@ -33,7 +33,7 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games
 from metaeval.errors import MetaEvalError
-from metaeval.runs.fileio import atomic_savez
+from metaeval.runs.fileio import atomic_savez, json_entry, read_arrays
 from metaeval.spiel.batched import observation_kind, observation_size
 
 FILE_FORMAT = "metaeval.mlp_policy/1"
@@ -192,11 +192,11 @@ class MLPPolicy(policy_lib.Policy):
         """The policy :meth:`save` wrote to ``path``."""
         from flax.traverse_util import unflatten_dict
 
-        with np.load(path, allow_pickle=False) as archive:
-            meta = json.loads(str(archive["meta"])) if "meta" in archive else {}
-            if meta.get("format") != FILE_FORMAT:
-                raise MetaEvalError(f"{path} is not a saved MLP policy (format {meta.get('format')!r})")
-            flat = {name[len("params/"):]: archive[name] for name in archive.files if name.startswith("params/")}
+        arrays = read_arrays(path, "an MLP policy")
+        meta = json_entry(arrays, "meta", "an MLP policy", path) if "meta" in arrays else {}
+        if not isinstance(meta, dict) or meta.get("format") != FILE_FORMAT:
+            raise MetaEvalError(f"{path} is not a saved MLP policy (format {FILE_FORMAT})")
+        flat = {name[len("params/"):]: value for name, value in arrays.items() if name.startswith("params/")}
         return cls(meta["game"], meta["player"], hidden=meta["hidden"], params=unflatten_dict(flat, sep="/"),
                    output=meta.get("output", "softmax"))
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
-import zipfile
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
@@ -22,8 +21,8 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games
 from metaeval.runs import budget
-from metaeval.errors import IdenticalPoliciesWarning, MetaEvalError
-from metaeval.runs.fileio import atomic_savez
+from metaeval.errors import DamagedFileError, IdenticalPoliciesWarning, MetaEvalError
+from metaeval.runs.fileio import atomic_savez, json_entry, read_arrays
 from metaeval.spiel.adapters import LazyRandomPolicy
 from metaeval.spiel.policies import policy_table, random_table, tabular_policy
 from metaeval.spiel.tree import game_tree
@@ -257,12 +256,8 @@ class Population:
     def load(cls, path) -> Population:
         """Read a population written by :meth:`save`; tables come back bit for bit."""
         path = Path(path)
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                header = json.loads(str(data["header"]))
-                arrays = {name: data[name] for name in data.files if name != "header"}
-        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
-            raise MetaEvalError(f"cannot read a population from {path}: {exc}") from None
+        arrays = read_arrays(path, "a population")
+        header = json_entry(arrays, "header", "a population", path)
         if isinstance(header, dict) and header.get("format") == OBJECTS_FORMAT:
             return cls._load_objects(path, header, arrays)
         if not isinstance(header, dict) or header.get("format") != FILE_FORMAT:
@@ -300,7 +295,7 @@ class Population:
             except KeyError as exc:
                 raise MetaEvalError(f"{path} lacks array {exc} for player {p}") from None
             except Exception as exc:  # unpickling errors come in many types
-                raise MetaEvalError(f"{path}: cannot read the policies of player {p}: {exc}") from None
+                raise DamagedFileError(f"{path}: cannot read the policies of player {p}: {exc}") from None
         return cls(game, policies, ids, header.get("next_ids"))
 
 

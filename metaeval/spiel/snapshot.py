@@ -8,7 +8,9 @@ later (a learner that keeps training it) cannot change what was evaluated.
   a new function over deep copies of its closure's variables; the module globals it reads
   are shared (Python cannot copy them), so keep its parameters in its closure, in its
   defaults or in an object;
-- any other object: ``copy.deepcopy``.
+- any other object: ``copy.deepcopy``, with OpenSpiel's ``_random_state`` (the generator
+  of ``Policy.sample_action``, which metaeval never calls) seeded: ``policy.Policy`` makes
+  it unseeded, so identical runs would otherwise save policies that differ in it.
 
 An object that cannot be copied (a ``pyspiel`` policy without a table, one holding a lock
 or an open file) is refused with a one-line ``MetaEvalError`` naming it.
@@ -19,10 +21,14 @@ from __future__ import annotations
 import copy
 import types
 
+import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
 
 from metaeval.errors import MetaEvalError
+
+SAMPLING_SEED = 0
+"""The seed of a snapshot's ``_random_state`` (OpenSpiel's generator for ``sample_action``)."""
 
 
 class PyspielTable(policy_lib.Policy):
@@ -60,12 +66,15 @@ def snapshot(policy):
                 "copied; wrap it in a Python policy (e.g. spiel.CallablePolicy) whose parameters can be"
             ) from None
     try:
-        return copy.deepcopy(policy, {id(f): _function_copy(f) for f in _functions(policy)})
+        copied = copy.deepcopy(policy, {id(f): _function_copy(f) for f in _functions(policy)})
     except Exception as exc:  # deepcopy fails in many types (locks, files, C extensions)
         raise MetaEvalError(
             f"cannot snapshot the policy {type(policy).__name__} (copy.deepcopy failed: {exc}); make it copyable "
             "(e.g. define __deepcopy__) so that what is evaluated cannot change after it is added"
         ) from None
+    if isinstance(getattr(copied, "_random_state", None), np.random.RandomState):
+        copied._random_state = np.random.RandomState(SAMPLING_SEED)
+    return copied
 
 
 def _functions(policy) -> list[types.FunctionType]:

@@ -37,7 +37,7 @@ from metaeval.training import matchmaking
 from metaeval.training import meta_solvers
 from metaeval.runs import rundir
 from metaeval.distributed import build_metagame, cce_gap
-from metaeval.errors import MetaEvalError
+from metaeval.errors import DamagedFileError, MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
 from metaeval.training.selection import lowest_rated, rank_order
@@ -462,8 +462,10 @@ class Evaluator:
             )
             evaluator._names = [{int(i): n for i, n in names.items()} for names in state["names"]]
             evaluator.rng.bit_generator.state = state["rng"]
+        except MetaEvalError:  # names the file at fault
+            raise
         except (KeyError, TypeError, ValueError) as exc:
-            raise MetaEvalError(f"{path} is damaged ({exc!r})") from None
+            raise DamagedFileError(f"{path} is damaged ({exc!r})") from None
         return evaluator
 
     @staticmethod

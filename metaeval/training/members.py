@@ -24,7 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from metaeval.runs.fileio import atomic_savez
+from metaeval.errors import DamagedFileError
+from metaeval.runs.fileio import atomic_savez, read_arrays
 from metaeval.training.mutation import perturb_values
 
 EXPLORED = {"DQN": ("learning_rate",), "PPO": ("learning_rate", "entropy_coef")}
@@ -81,7 +82,11 @@ def load(path, learners: list[list]) -> list[list[Member]]:
     """The members :func:`save` wrote, with ``learners[p][i]`` as their learners."""
     from flax.traverse_util import unflatten_dict
 
-    with np.load(path, allow_pickle=False) as archive:
-        nested = unflatten_dict({tuple(name.split("/")): archive[name] for name in archive.files})
+    arrays = read_arrays(path, "the members' values")
+    nested = unflatten_dict({tuple(name.split("/")): value for name, value in arrays.items()})
+    missing = [f"{p}/{i}" for p, player in enumerate(learners) for i in range(len(player))
+               if str(i) not in nested.get(str(p), {})]
+    if missing:
+        raise DamagedFileError(f"{path} lacks the values of member(s) {', '.join(missing)}")
     return [[Member(learner, nested[str(p)][str(i)]) for i, learner in enumerate(player)]
             for p, player in enumerate(learners)]

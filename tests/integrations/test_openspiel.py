@@ -71,6 +71,21 @@ def test_jpsro_meta_solver_counts_repeated_policies_as_copies():
     assert "metaeval_mecce" == openspiel.register_jpsro("mecce") and "metaeval_mecce" in jpsro.FLAG_TO_FUNC
 
 
+def test_jpsro_meta_solver_gives_a_policy_found_0_times_no_mass_and_checks_the_counts():
+    payoffs = np.random.default_rng(1).normal(size=(2, 2, 3))
+    solve = openspiel.jpsro_meta_solver("mecce")
+    sigma, _ = solve(payoffs, [[1, 0], [2, 1, 1]])
+    assert sigma.sum() == pytest.approx(1.0) and not sigma[1].any()
+    without, _ = solve(payoffs[:, :1], [[1], [2, 1, 1]])
+    np.testing.assert_allclose(sigma[:1], without)
+    for repeats, message in [([[1, 1], [1, 1]], r"player 1 has repeat counts of shape \(2,\) for 3 policies"),
+                             ([[1, 1]], "1 lists of repeat counts for a 2-player meta-game"),
+                             ([[0, 0], [1, 1, 1]], "player 0's repeat counts must be non-negative integers, not all 0"),
+                             ([[1, 1], [1, -1, 1]], "player 1's repeat counts must be non-negative integers")]:
+        with pytest.raises(metaeval.MetaEvalError, match=message):
+            solve(payoffs, repeats)
+
+
 def test_cfr_checkpoints_are_copies_with_distinct_ratings():
     rating = openspiel_loops.cfr_checkpoints(iterations=32)
     for values in rating.ratings:  # checkpoints 1, 2, 4, ..., 32: later ones rate higher

@@ -48,7 +48,7 @@ def test_jsonl_schema(tmp_path):
     assert len(lines) == 2
     for line in lines:
         record = json.loads(line)
-        assert set(record) == RECORD_KEYS
+        assert set(record) == RECORD_KEYS | {"checksum"}
         assert [len(ids) for ids in record["policy_ids"]] == [5, 5, 5]
         assert [len(r) for r in record["ratings"]] == [5, 5, 5]
         assert all(isinstance(x, float) for x in record["cce_gap_per_player"] + record["mean_payoff"])
@@ -152,15 +152,18 @@ def test_seed_and_episodes_validated():
         EvolveConfig(mode="sampled", episodes=1)
 
 
-def test_comparison_directory_or_damaged_state_is_a_clear_error(tmp_path):
+def test_comparison_directory_is_a_clear_error_and_a_damaged_state_restarts_the_run(tmp_path, caplog):
     rundir.write_json(tmp_path / "config.json", {"compare": {}})
     with pytest.raises(MetaEvalError, match="holds a 'compare' run, not 'evolve'"):
         Evolution(EvolveConfig(iterations=1), out=tmp_path)
     run = tmp_path / "run"
     evolve(EvolveConfig(rater="uniform", iterations=1), out=run, progress=False)
     (run / "state.json").write_text('{"next_iteration": 1}')
-    with pytest.raises(MetaEvalError, match="damaged"):
-        Evolution(EvolveConfig(rater="uniform", iterations=2), out=run)
+    with caplog.at_level("WARNING", logger="metaeval"):
+        resumed = Evolution(EvolveConfig(rater="uniform", iterations=2), out=run)
+    resumed.close()
+    assert resumed.iteration == 0
+    assert "state.json is damaged: no checksum" in caplog.text and "restarts from iteration 0" in caplog.text
 
 
 def test_resume_keeps_the_history_of_sessions(tmp_path):
@@ -267,7 +270,7 @@ def test_a_record_past_the_checkpoint_is_kept_not_rewritten(tmp_path):
     _steps(config, run, 2)
     extra = json.loads(json.dumps(evolve(config, progress=False)[2]))  # what iteration 2 will be
     with open(run / "iterations.jsonl", "a") as f:  # as if killed between log and checkpoint
-        f.write(json.dumps(extra, sort_keys=True) + "\n")
+        f.write(rundir.record_line(extra))
     evolve(config, out=run, progress=False)
     assert rundir.read_records(run)[2] == extra
     assert len((run / "iterations.jsonl").read_text().splitlines()) == 3

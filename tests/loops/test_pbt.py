@@ -50,7 +50,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, small_run):
     killed.run_dir = None
     logged = killed.step()
     with open(tmp_path / "iterations.jsonl", "a") as f:
-        f.write(json.dumps(logged, sort_keys=True) + "\n")
+        f.write(rundir.record_line(logged))
     resumed = pbt(PBTConfig(**SMALL), out=tmp_path, progress=False)
     assert without_timings(resumed) == without_timings(json.loads(json.dumps(uninterrupted)))
     assert rundir.read_records(tmp_path)[1] == json.loads(json.dumps(logged))  # kept, not rewritten

@@ -281,11 +281,12 @@ def run_loop(loop, out, steps=None):
 
 @pytest.mark.parametrize("loop", ["psro", "pbt"])
 def test_an_edited_record_is_detected_when_the_checkpoint_is_gone(tmp_path, loop):
+    """A record edited with its checksum made anew (what no damage does) is still caught by its recomputation."""
     run_loop(loop, tmp_path, steps=3)
-    lines = (tmp_path / rundir.LOG).read_text().splitlines()
+    lines = (tmp_path / rundir.LOG).read_text().splitlines(keepends=True)
     edited = json.loads(lines[1])
     edited["cce_gap"] = 123
-    (tmp_path / rundir.LOG).write_text("\n".join([lines[0], json.dumps(edited), *lines[2:]]) + "\n")
+    (tmp_path / rundir.LOG).write_text(lines[0] + rundir.record_line(edited) + "".join(lines[2:]))
     (tmp_path / rundir.STATE).unlink()
     with pytest.raises(MetaEvalError, match="iteration 1 recomputed differs from its record"):
         run_loop(loop, tmp_path)

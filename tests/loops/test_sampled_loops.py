@@ -85,3 +85,13 @@ def test_cli_builds_a_large_game_on_two_workers_and_rates_it_with_intervals(tmp_
         rows = [line for line in rated.stdout.splitlines() if line.startswith("goofspiel player")]
         assert len(rows) == 2 * 4  # every policy of both players
         assert rated.stdout.splitlines()[-1].startswith("ranks: ratings within")
+
+
+def test_identical_sampled_runs_write_identical_files(tmp_path):
+    """The policies a sampled run saves are pickled objects: OpenSpiel's unseeded
+    ``_random_state`` of each once made every file differ between identical runs."""
+    config = EvolveConfig(game="kuhn_poker", rater="uniform", mode="sampled", episodes=20, iterations=1, population=4)
+    for out in ("a", "b"):
+        evolve(config, out=tmp_path / out, progress=False)
+    for name in ("population.npz", "checkpoint-population-000001.npz", "checkpoint-rated-000001.npz"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
