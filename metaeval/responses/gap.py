@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 from scipy import stats
 
+from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.episodes import TrainingEpisodes
 from metaeval.responses.opponents import Opponents
@@ -153,17 +154,17 @@ def approximate_cce_gap(game, policies, sigma, responder, training_episodes: int
         raise MetaEvalError(f"evaluation_episodes must be an int of at least 2, got {evaluation_episodes!r}")
     responder = responder_named(responder, workers, address)
     seed = int(rng.integers(2**63))
-    num_players = game.num_players()
-    on_policy = on_policy_returns(game, policies, sigma, evaluation_episodes, np.random.SeedSequence(seed, spawn_key=(0,)),
-                                  workers, address)
-    deviation = []
-    for player in range(num_players):
-        opponents = Opponents.from_distribution(policies, player, sigma.sum(axis=player))
-        search_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, player)))
-        values = responder.train(game, player, opponents, training_episodes, search_rng)
-        deviation.append(deviation_returns(game, player, responder.policy(game, player, values), opponents,
-                                           evaluation_episodes, np.random.SeedSequence(seed, spawn_key=(2, player)),
-                                           workers, address))
+    with actor_scope(workers, address):  # one start-up of the actors for every stream of episodes
+        on_policy = on_policy_returns(game, policies, sigma, evaluation_episodes,
+                                      np.random.SeedSequence(seed, spawn_key=(0,)), workers, address)
+        deviation = []
+        for player in range(game.num_players()):
+            opponents = Opponents.from_distribution(policies, player, sigma.sum(axis=player))
+            search_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, player)))
+            values = responder.train(game, player, opponents, training_episodes, search_rng)
+            deviation.append(deviation_returns(game, player, responder.policy(game, player, values), opponents,
+                                               evaluation_episodes, np.random.SeedSequence(seed, spawn_key=(2, player)),
+                                               workers, address))
     deviation = np.array(deviation)
     on_policy_values, deviation_values = on_policy.mean(axis=0), deviation.mean(axis=1)
     return ApproximateGap(

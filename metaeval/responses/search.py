@@ -46,6 +46,7 @@ import numpy as np
 from open_spiel.python import policy as policy_lib
 
 from metaeval import games
+from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.gap import run_shards, shard_sizes
 from metaeval.spiel.tree import infostate_key
@@ -307,6 +308,11 @@ class Search:
         statistics = SearchStatistics(game.num_distinct_actions()) if values is None else values
         seed = int(rng.integers(2**63))
         budgets = np.diff(np.linspace(0, episodes, self.rounds + 1).round().astype(np.int64))
+        with actor_scope(self.workers, self.address):
+            self._rounds(game, player, opponents, statistics, budgets, seed)
+        return statistics
+
+    def _rounds(self, game, player, opponents, statistics, budgets, seed) -> None:
         for round_, budget in enumerate(budgets):
             choices = statistics.choices() if statistics.keys else None
             task = _SearchShard(str(game), player, opponents, choices, self.epsilon if choices else 1.0, self.num_envs)
@@ -314,7 +320,6 @@ class Search:
                       for shard, share in enumerate(shard_sizes(int(budget), self.shards)) if share]
             for shard in run_shards(task, chunks, self.workers, self.address, f"search, round {round_ + 1}"):
                 statistics.merge(shard)
-        return statistics
 
     def policy(self, game, player: int, values: SearchStatistics) -> SearchPolicy:
         """The greedy policy of the searched values."""

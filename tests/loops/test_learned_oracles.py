@@ -33,7 +33,7 @@ def test_a_resumed_learned_run_is_the_uninterrupted_one(tmp_path):
 
 
 def test_exact_best_responses_are_refused_in_sampled_mode_and_bad_budgets_too():
-    with pytest.raises(MetaEvalError, match="use a learned oracle"):
+    with pytest.raises(MetaEvalError, match="use a search or learned oracle"):
         psro(PSROConfig(game=LARGE, oracle="jpsro", iterations=1, episodes=10), progress=False)
     with pytest.raises(MetaEvalError, match="oracle_episodes must be a positive int"):
         PSROConfig(game="kuhn_2p", oracle="ppo", oracle_episodes=0)
