@@ -170,9 +170,10 @@ class EvaluatorPool:
             try:
                 self._refs[token] = ray.put(policy)
             except Exception as exc:  # serialisation errors come in many types
-                raise MetaEvalError(
-                    f"policy {policy_id} of player {player} cannot be sent to Ray workers: {exc}"
-                ) from None
+                while exc.__cause__ is not None:  # Ray's report (many lines) wraps the pickler's error
+                    exc = exc.__cause__
+                raise MetaEvalError(f"policy {policy_id} of player {player} cannot be sent to Ray workers: "
+                                    f"{type(exc).__name__}: {first_line(exc)}") from None
 
     def _dispatch(self, shards, progress: Progress, max_retries: int, timeout: float) -> tuple[list, int]:
         import ray
