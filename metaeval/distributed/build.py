@@ -136,8 +136,9 @@ def build_metagame(
             lineage, as the population loop does with its last meta-game.
         log_dir: where Ray keeps its logs when this call starts it.
         progress: None (bar on a terminal), True, False, or ``callable(done, total)``.
-        max_retries: resubmissions allowed per shard whose actor was lost or hung
-            before the build fails (an exception of a policy or the game fails it at once).
+        max_retries: resubmissions allowed per shard whose actor was lost before the
+            build fails (an exception of a policy or the game fails it at once; a shard
+            that times out is tried on one more actor at most).
         shard_timeout: seconds a policy may take to answer one call (a batch of
             decisions; in exact mode, every information state of a new policy). A call
             that takes longer is interrupted and fails the build in one line naming the
