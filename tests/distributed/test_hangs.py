@@ -111,7 +111,7 @@ def test_a_policy_that_never_answers_ends_a_build_on_two_actors_in_one_line(kuhn
     message = str(raised.value)
     assert re.fullmatch(r"shard \d+ of 8 \(policy ids .*entries\): policy ids \(1, \d, \d\): the policy of player 0 "
                         r"gave no answer within 3 s \(the shard timeout\), on 2 Ray actors in turn", message), message
-    assert 6 <= elapsed < 90, elapsed
+    assert 6 <= elapsed < 120, elapsed  # twice the timeout, an actor start and a build; loaded CI machines are slow
     assert current_pool() is None  # the failed pool was torn down
 
 
