@@ -30,6 +30,8 @@ from metaeval.training import oracles
 from metaeval.runs import rundir
 from metaeval.runs.memory import memory_usage
 from metaeval.runs.build import build_versions
+from metaeval.distributed.build import check_limits
+from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
@@ -89,6 +91,8 @@ class EvolveConfig:
     episodes: int = 1000
     workers: int = 1
     address: str | None = None
+    shard_timeout: float = SHARD_TIMEOUT
+    max_retries: int = MAX_RETRIES
     rater_options: dict = field(default_factory=dict)
     replace: str = "random"
     learner: str = "qlearning"
@@ -119,6 +123,7 @@ class EvolveConfig:
         if self.workers < 1:
             raise MetaEvalError(f"workers must be at least 1, got {self.workers}")
         check_workers(self.workers, self.address)
+        check_limits(self.max_retries, self.shard_timeout)
         if self.mode not in MODES:
             raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         if self.episodes < 2:
@@ -250,7 +255,8 @@ class Evolution:
         config = self.config
         return Evaluator(self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
                          address=config.address, seed=config.seed, population=population,
-                         metagame=metagame, log_dir=self.out)
+                         metagame=metagame, log_dir=self.out, shard_timeout=config.shard_timeout,
+                         max_retries=config.max_retries)
 
     @property
     def population(self) -> spiel.Population:

@@ -46,6 +46,8 @@ from metaeval import games, spiel
 from metaeval.runs import checksums, rundir
 from metaeval.runs.memory import memory_usage
 from metaeval.runs.build import build_versions
+from metaeval.distributed.build import check_limits
+from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT
 from metaeval.distributed.session import check_workers
 from metaeval.errors import DamagedFileError, MetaEvalError
 from metaeval.training.evaluator import Evaluator
@@ -93,6 +95,8 @@ class PBTConfig:
     seed: int = 0
     workers: int = 1
     address: str | None = None
+    shard_timeout: float = SHARD_TIMEOUT
+    max_retries: int = MAX_RETRIES
     rater_options: dict = field(default_factory=dict)
     learner_options: dict = field(default_factory=dict)
     mode: str = "exact"
@@ -114,6 +118,7 @@ class PBTConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise MetaEvalError(f"{name.replace('_', ' ')} must be a positive int, got {value!r}")
         check_workers(self.workers, self.address)
+        check_limits(self.max_retries, self.shard_timeout)
         if self.population < 4:
             raise MetaEvalError(f"population must be at least 4 per player, got {self.population}")
         if not 0 < self.discard_fraction < 1:
@@ -148,7 +153,7 @@ class PBTConfig:
         """The settings that change results; a resumed run must agree on all of them (the mode
         and episodes only in sampled mode, the approximate gap's only when it is on, so runs
         made before they existed still resume)."""
-        skip = {"steps", "workers", "address", *(("mode", "episodes") if self.mode == "exact" else ()),
+        skip = {"steps", "workers", "address", "shard_timeout", "max_retries", *(("mode", "episodes") if self.mode == "exact" else ()),
                 *(() if self.approximate_gap else approximate.SETTINGS)}
         return {k: v for k, v in asdict(self).items() if k not in skip}
 
@@ -201,7 +206,8 @@ class PBT:
         self.rng = np.random.default_rng(loop)
         check_population(config.population, num_players, "the PBT population")
         self.evaluator = Evaluator(self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
-                                   address=config.address, seed=config.seed, log_dir=self.out)
+                                   address=config.address, seed=config.seed, log_dir=self.out,
+                                   shard_timeout=config.shard_timeout, max_retries=config.max_retries)
         start = np.random.default_rng(initial)
         self.members = [[members.first(self.learner, self.game, p, start, config.mutation_scale, layout)
                          for _ in range(config.population)] for p, layout in enumerate(self.layouts)]
@@ -265,7 +271,8 @@ class PBT:
         except (KeyError, TypeError, ValueError) as exc:
             raise DamagedFileError(f"{path} does not describe a checkpoint ({exc!r})") from None
         checksums.verify(self.out, state.get("checksums"), path)
-        evaluator = Evaluator.load(directory, workers=self.config.workers, address=self.config.address)
+        evaluator = Evaluator.load(directory, workers=self.config.workers, address=self.config.address,
+                                   shard_timeout=self.config.shard_timeout, max_retries=self.config.max_retries)
         evaluator.log_dir = self.out
         return Resumed(next_step, evaluator, spiel.Population.load(directory / RATED),
                        members.load(directory / VALUES, learners), rng_state)

@@ -40,6 +40,8 @@ from metaeval import games, spiel
 from metaeval.runs import rundir
 from metaeval.runs.memory import memory_usage
 from metaeval.runs.build import build_versions
+from metaeval.distributed.build import check_limits
+from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT
 from metaeval.distributed.session import check_workers
 from metaeval.errors import MetaEvalError
 from metaeval.training.evaluator import Evaluator
@@ -109,6 +111,8 @@ class PSROConfig:
     episodes: int = 1000
     workers: int = 1
     address: str | None = None
+    shard_timeout: float = SHARD_TIMEOUT
+    max_retries: int = MAX_RETRIES
     solver_options: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -142,6 +146,7 @@ class PSROConfig:
                 raise MetaEvalError(message)
         approximate.check(self)
         check_workers(self.workers, self.address)
+        check_limits(self.max_retries, self.shard_timeout)
         object.__setattr__(self, "mode", resolve_mode(self.game, self.mode))
 
     @property
@@ -229,7 +234,7 @@ class PSRO:
         self.evaluator = Evaluator(
             self.game, mode=config.mode, episodes=config.episodes, workers=config.workers,
             address=config.address, seed=config.seed, population=population, metagame=metagame,
-            log_dir=self.out,
+            log_dir=self.out, shard_timeout=config.shard_timeout, max_retries=config.max_retries,
         )
         if config.cap is not None:  # pruning starts at the cap: a rater that cannot rate is refused now
             self.evaluator.check_rater(config.prune_by)

@@ -56,6 +56,14 @@ def _number(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    """A positive, finite number of seconds."""
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
 def _option(text: str):
     """``key=value`` with a JSON value (``alpha=10``, ``inf_alpha=true``)."""
     key, sep, value = text.partition("=")
@@ -105,9 +113,24 @@ def _quiet_argument(parser):
 
 
 def _ray_arguments(parser, what):
+    from metaeval.runs.time_limit import SHARD_TIMEOUT
+
     parser.add_argument("--workers", type=at_least(1), default=1, help=what)
     parser.add_argument("--address", default=None,
                         help="address of an existing Ray cluster (unset: an embedded Ray, or $RAY_ADDRESS)")
+    parser.add_argument("--shard-timeout", type=_seconds, default=SHARD_TIMEOUT, metavar="SECONDS",
+                        help="time a policy may take to answer one batch of decisions while a meta-game is "
+                             "built; one that takes longer stops the run with an error naming it (on Ray "
+                             "workers after a second try on a fresh worker)")
+    parser.add_argument("--max-retries", type=at_least(0), default=None,
+                        help="resubmissions of a meta-game shard whose Ray worker was lost before the run "
+                             "stops (unset: 3)")
+
+
+def _ray_settings(args) -> dict:
+    """The Ray and build settings of a loop's config (an unset retry count: the config's default)."""
+    retries = {} if args.max_retries is None else {"max_retries": args.max_retries}
+    return dict(workers=args.workers, address=args.address, shard_timeout=args.shard_timeout, **retries)
 
 
 def _run_arguments(parser):
@@ -298,7 +321,7 @@ def _config(args, **overrides):
     fields = dict(
         game=args.game, iterations=args.iterations, population=args.population,
         discard_fraction=args.discard_fraction, mode=args.mode, episodes=args.episodes,
-        workers=args.workers, address=args.address, rater_options=dict(args.option),
+        **_ray_settings(args), rater_options=dict(args.option),
         replace=args.replace, learner=args.learner, learner_episodes=args.learner_episodes,
         mutation_scale=args.mutation_scale, **_approximate_gap_settings(args),
     )
@@ -426,7 +449,7 @@ def _run(args) -> int:
             game=args.game, solver=args.solver, oracle=args.oracle, tie_break=args.tie_break,
             oracle_episodes=args.oracle_episodes, oracle_target=args.oracle_target, iterations=args.iterations,
             **_approximate_gap_settings(args), seed=args.seed, cap=args.cap, prune_by=args.prune_by,
-            initial=args.initial, mode=args.mode, episodes=args.episodes, workers=args.workers, address=args.address,
+            initial=args.initial, mode=args.mode, episodes=args.episodes, **_ray_settings(args),
             solver_options=dict(args.option),
         )
         games.load(config.game)  # fail fast on an unknown game
@@ -445,7 +468,7 @@ def _run(args) -> int:
             game=args.game, rater=args.rater, learner=args.learner, matchmaking=args.matchmaking,
             steps=args.steps, interval=args.interval, episodes_per_step=args.episodes_per_step,
             population=args.population, discard_fraction=args.discard_fraction,
-            mutation_scale=args.mutation_scale, seed=args.seed, workers=args.workers, address=args.address,
+            mutation_scale=args.mutation_scale, seed=args.seed, **_ray_settings(args),
             rater_options=dict(args.option), learner_options=dict(args.learner_option),
             mode=args.mode, episodes=args.episodes, **_approximate_gap_settings(args),
         )

@@ -14,3 +14,9 @@ class DamagedFileError(MetaEvalError):
 class IdenticalPoliciesWarning(UserWarning):
     """Policies of one player are the same policy: their meta-game rows are equal, so they
     tie under every rater (e.g. checkpoints that were all one live view of a solver)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (empty if it has none), for one-line errors."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""

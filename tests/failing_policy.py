@@ -28,3 +28,29 @@ class FailingPolicy(policy_lib.Policy):
                 time.sleep(600)
             raise RuntimeError("this policy failed on purpose")
         return self.inner.action_probabilities(state, player_id)
+
+
+class HangingPolicy(policy_lib.Policy):
+    """Never answers: sleeps (``"sleep"``), spins in a pure-Python loop that catches every
+    ``Exception`` (``"busy"``), or sleeps with SIGALRM blocked, out of reach of the time
+    limit's timer (``"uninterruptible"``); for ``seconds`` (forever by default)."""
+
+    def __init__(self, inner, how, seconds=float("inf")):
+        super().__init__(inner.game, inner.player_ids)
+        self.inner, self.how, self.seconds = inner, how, seconds
+
+    def action_probabilities(self, state, player_id=None):
+        end = time.monotonic() + self.seconds
+        if self.how == "uninterruptible":
+            import signal
+
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+        while time.monotonic() < end:
+            try:
+                if self.how == "busy":
+                    sum(range(1000))
+                else:
+                    time.sleep(min(end - time.monotonic(), 3600))
+            except Exception:  # noqa: BLE001 - a policy that swallows errors must be stopped all the same
+                pass
+        return self.inner.action_probabilities(state, player_id)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from metaeval import games
 from metaeval.distributed.evaluator import MODES, ShardEvaluator
 from metaeval.distributed.plan import plan_build
-from metaeval.distributed.pool import SHARD_TIMEOUT, EvaluatorPool
+from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT, EvaluatorPool
 from metaeval.distributed.progress import Progress
 from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import resolve_address, stop_ray
@@ -81,12 +81,13 @@ class _LocalBackend:
     def run(
         self, shards, sync: Sync, progress: Progress, max_retries: int, shard_timeout: float
     ) -> tuple[list, int]:
-        """Evaluate the shards in turn (nothing to retry, and no way to stop a hung one)."""
+        """Evaluate the shards in turn, each policy call within ``shard_timeout`` seconds
+        (nothing to retry: a policy that fails or times out fails the build)."""
         self.evaluator.forget(sync.dropped)
         self.evaluator.add(sync.new_policies)
         results = []
         for shard in shards:
-            results.append(self.evaluator.evaluate(shard.task))
+            results.append(self.evaluator.evaluate(shard.task, shard_timeout))
             progress.advance(results[-1].evaluated)
         return results, 0
 
@@ -111,7 +112,7 @@ def build_metagame(
     previous: MetaGame | None = None,
     log_dir=None,
     progress=None,
-    max_retries: int = 3,
+    max_retries: int = MAX_RETRIES,
     shard_timeout: float = SHARD_TIMEOUT,
     batch_size: int | None = BATCH_SIZE,
 ) -> MetaGame:
@@ -135,12 +136,14 @@ def build_metagame(
             lineage, as the population loop does with its last meta-game.
         log_dir: where Ray keeps its logs when this call starts it.
         progress: None (bar on a terminal), True, False, or ``callable(done, total)``.
-        max_retries: resubmissions allowed per shard whose actor was lost or hung
-            before the build fails (an exception of a policy or the game fails it at once).
-        shard_timeout: seconds an actor may spend on a shard before it is presumed
-            hung, killed and replaced, the shard counting as failed; applies to the actor pool only (an in-process build cannot be
-            interrupted). The default (10 minutes) is generous; raise it for
-            builds whose shards take longer.
+        max_retries: resubmissions allowed per shard whose actor was lost before the
+            build fails (an exception of a policy or the game fails it at once; a shard
+            that times out is tried on one more actor at most).
+        shard_timeout: seconds a policy may take to answer one call (a batch of
+            decisions; in exact mode, every information state of a new policy). A call
+            that takes longer is interrupted and fails the build in one line naming the
+            policy and its joint, in-process at once, on Ray actors after a second try
+            on a fresh actor. Raise it for policies that think longer (a search at every state).
         batch_size: sampled mode: episodes of a joint played in lock-step, each policy
             asked once per step for all of them (None: one episode and state at a
             time); the meta-game is the same for every choice.
@@ -151,7 +154,8 @@ def build_metagame(
     """
     start = time.perf_counter()
     game = games.load(game)
-    _check_arguments(game, population, mode, episodes, workers, seed, max_retries, shard_timeout, batch_size)
+    _check_arguments(game, population, mode, episodes, workers, seed, batch_size)
+    check_limits(max_retries, shard_timeout)
     address = resolve_address(address)
     plan = plan_build(population, previous, mode, episodes)
     use_pool = workers > 1 or address is not None
@@ -187,19 +191,28 @@ def build_metagame(
     )
 
 
-def _check_arguments(game, population, mode, episodes, workers, seed, max_retries, shard_timeout, batch_size) -> None:
+def check_limits(max_retries, shard_timeout) -> None:
+    """Refuse a retry count or shard timeout that ``build_metagame`` cannot use, in one line."""
+    _check_count("max_retries", max_retries, 0)
+    positive = isinstance(shard_timeout, (int, float)) and 0 < shard_timeout < math.inf
+    if isinstance(shard_timeout, bool) or not positive:
+        raise MetaEvalError(f"shard_timeout must be a positive number of seconds, got {shard_timeout!r}")
+
+
+def _check_count(name: str, value, least: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
+
+
+def _check_arguments(game, population, mode, episodes, workers, seed, batch_size) -> None:
     if mode not in MODES:
         raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if getattr(population, "game_string", None) != str(game):
         raise MetaEvalError(
             f"the population is for {getattr(population, 'game_string', population)!r}, not {game}"
         )
-    for name, value, least in (("workers", workers, 1), ("seed", seed, 0), ("max_retries", max_retries, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < least:
-            raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
-    positive = isinstance(shard_timeout, (int, float)) and 0 < shard_timeout < math.inf
-    if isinstance(shard_timeout, bool) or not positive:
-        raise MetaEvalError(f"shard_timeout must be a positive number of seconds, got {shard_timeout!r}")
+    for name, value, least in (("workers", workers, 1), ("seed", seed, 0)):
+        _check_count(name, value, least)
     if mode == "sampled" and (not isinstance(episodes, int) or episodes < 2):
         raise MetaEvalError(f"episodes must be an int of at least 2 (for a standard error), got {episodes!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):

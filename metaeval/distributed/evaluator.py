@@ -25,7 +25,8 @@ from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.spiel.exact import ExactEvaluator
 from metaeval.spiel.gap import GapPiece, piece_values
-from metaeval.spiel.lockstep import BATCH_SIZE
+from metaeval.spiel.lockstep import BATCH_SIZE, policy_errors
+from metaeval.runs.time_limit import named, time_limit
 
 #: Upper bound on the elements of one ``[joints, terminals]`` intermediate.
 CHUNK_ELEMENTS = 1 << 20
@@ -141,20 +142,23 @@ class ShardEvaluator:
             self._reach.pop(token, None)
 
     # -- evaluation -------------------------------------------------------------
-    def evaluate(self, task: ShardTask | GapTask) -> ShardResult | GapResult:
+    def evaluate(self, task: ShardTask | GapTask, timeout: float | None = None) -> ShardResult | GapResult:
+        """The values of ``task``; each call of a policy may take ``timeout`` seconds (None: no
+        limit), past which it raises a one-line :class:`PolicyTimeout` naming the policy."""
         missing = self.missing(task.tokens)
         if missing:
             raise MetaEvalError(f"shard {task.index}: no policy for tokens {missing}")
-        if isinstance(task, GapTask):
-            return self._gap_piece(task)
-        if task.mode == "exact":
-            return ShardResult(task.index, self._exact_values(task))
-        if task.mode == "sampled":
-            return self._sampled(task)
+        with time_limit(timeout):
+            if isinstance(task, GapTask):
+                return self._gap_piece(task)
+            if task.mode == "exact":
+                return ShardResult(task.index, self._exact_values(task))
+            if task.mode == "sampled":
+                return self._sampled(task)
         raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {task.mode!r}")
 
     def _exact_values(self, task: ShardTask) -> np.ndarray:
-        reaches = [np.stack(rows) for rows in self._reach_rows(task.columns)]
+        reaches = [np.stack(rows) for rows in self._reach_rows(task.columns, task)]
         return contract(reaches, task.joints, self._weights)
 
     def _gap_piece(self, task: GapTask) -> GapResult:
@@ -164,8 +168,9 @@ class ShardEvaluator:
         return GapResult(task.index, *piece_values(self._exact.tree, reaches, task.sigma, piece),
                          piece.stop - piece.start)
 
-    def _reach_rows(self, columns) -> list[list[np.ndarray]]:
-        """Per player, the reach rows ``[Z]`` of the policies with these tokens (cached)."""
+    def _reach_rows(self, columns, task: ShardTask | None = None) -> list[list[np.ndarray]]:
+        """Per player, the reach rows ``[Z]`` of the policies with these tokens (cached);
+        ``task``: the shard that needs them, whose ids name a policy that fails."""
         if self._exact is None:
             self._exact = ExactEvaluator(self.game)
             tree = self._exact.tree
@@ -174,11 +179,25 @@ class ShardEvaluator:
         for player, tokens in enumerate(columns):
             new = [t for t in tokens if t not in self._reach]
             if new:
-                matrix = self._exact.reach_matrix(player, [self._policies[t] for t in new])
+                tables = [self._table(player, token, task) for token in new]
+                matrix = self._exact.reach_matrix(player, tables)
                 for column, token in enumerate(new):
                     self._reach[token] = np.ascontiguousarray(matrix[:, column])
             result.append([self._reach[t] for t in tokens])
         return result
+
+    def _table(self, player: int, token: int, task: ShardTask | None) -> np.ndarray:
+        """The ``[S, A]`` table of the policy ``token`` of ``player``, asked at every information
+        state in one call (under the time limit); a failure names the policy by its id in ``task``."""
+        try:
+            with policy_errors(player):
+                return self._exact.tables(player, [self._policies[token]])[0]
+        except MetaEvalError as exc:
+            if task is None:
+                raise
+            column = task.columns[player].index(token)
+            policy_id = task.ids[np.flatnonzero(task.joints[:, player] == column)[0], player]
+            raise named(exc, f"policy id {policy_id}") from None
 
     def _sampled(self, task: ShardTask) -> ShardResult:
         from metaeval.spiel.sampled import joint_seed, sample_joints

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from metaeval import spiel
 from metaeval.distributed.build import actor_pool
 from metaeval.distributed.evaluator import GapTask
-from metaeval.distributed.pool import SHARD_TIMEOUT
+from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT
 from metaeval.distributed.progress import Progress
 from metaeval.distributed.session import resolve_address
 from metaeval.spiel.gap import cce_from_pieces, check_sigma, gap_pieces
@@ -34,7 +34,7 @@ class GapShard:
 
 
 def cce_gap(game, population, sigma, workers: int = 1, address: str | None = None, evaluator=None,
-            log_dir=None, progress=None, max_retries: int = 3, shard_timeout: float = SHARD_TIMEOUT):
+            log_dir=None, progress=None, max_retries: int = MAX_RETRIES, shard_timeout: float = SHARD_TIMEOUT):
     """:func:`metaeval.spiel.cce_gap`, on Ray actors when ``workers > 1`` or an ``address``
     (default ``$RAY_ADDRESS``) is given; ``evaluator``: the in-process path's
     :class:`metaeval.spiel.ExactEvaluator`. The other arguments are ``build_metagame``'s."""

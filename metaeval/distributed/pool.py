@@ -11,12 +11,16 @@ raised by the shard itself (a policy's or the game's) would be raised again, so 
 fails the build at once with its own message. Ray's own restarts and task retries
 stay off, so every retry is visible here and counted once.
 
-A hung actor (alive, but never answering) would block a build forever, so each
-shard gets ``shard_timeout`` seconds, counted from its submission to an actor that
-has started (an actor's own start-up, which loads the game, has its own allowance,
-``ACTOR_START_TIMEOUT``). A shard without a result by then counts as failed: its
-actor is killed and replaced and the shard resubmitted, within the same retry
-bound.
+A policy that hangs would block a build forever. Each call of a policy in a shard may
+take ``shard_timeout`` seconds (:mod:`metaeval.runs.time_limit`); one that takes longer
+fails its shard with a one-line error naming the policy and its joint. That may be the
+actor's fault (a loaded node), so the shard goes once more to a fresh actor (the first is
+killed: its policy was interrupted mid-call); timed out there too, it fails the build. An
+actor that gives no result at all, stuck where the time limit cannot reach (compiled code
+that never returns to the interpreter), is presumed hung after ``shard_timeout`` plus
+:data:`UNINTERRUPTIBLE_TIMEOUT` seconds, counted from the shard's submission to an actor
+that has started (an actor's own start-up, which loads the game, has its own allowance,
+:data:`ACTOR_START_TIMEOUT`): it is killed and replaced, and the shard is treated the same.
 """
 
 from __future__ import annotations
@@ -30,14 +34,18 @@ from metaeval.distributed.evaluator import ShardEvaluator
 from metaeval.distributed.progress import Progress
 from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import ensure_ray
-from metaeval.errors import MetaEvalError
+from metaeval.errors import MetaEvalError, first_line
 from metaeval.runs.memory import resident_memory
+from metaeval.runs.time_limit import SHARD_TIMEOUT, PolicyTimeout
 
-#: Seconds a shard may take before its actor is presumed hung. Generous: an exact
-#: shard takes milliseconds, and a sampled shard of a large build (4,096 joints of
-#: kuhn_3p at 1,000 episodes each, some 20,000 episodes a second) about three
-#: minutes. Raise it for slower games or larger shards.
-SHARD_TIMEOUT = 600.0
+#: Resubmissions allowed by default per shard whose actor was lost.
+MAX_RETRIES = 3
+#: Times a shard may time out, on as many fresh actors, before the build fails.
+TIMEOUTS = 2
+#: Seconds beyond ``shard_timeout`` an actor may take over a shard before it is presumed hung
+#: where no time limit reaches it. Generous: a sampled shard of a large build (4,096 joints of
+#: kuhn_3p at 1,000 episodes each, some 20,000 episodes a second) takes about three minutes.
+UNINTERRUPTIBLE_TIMEOUT = 600.0
 #: Seconds an actor may take to start (import, load the game) before the build
 #: fails; a cluster may first have to find room for it.
 ACTOR_START_TIMEOUT = 600.0
@@ -56,15 +64,16 @@ class ShardWorker:
     def memory(self) -> dict:
         return resident_memory()
 
-    def evaluate(self, task, refs: dict, forget: list[int]):
-        """Evaluate ``task``; ``refs`` maps its tokens to object-store policies."""
+    def evaluate(self, task, refs: dict, forget: list[int], timeout: float):
+        """Evaluate ``task``, each policy call within ``timeout`` seconds; ``refs`` maps its
+        tokens to object-store policies."""
         import ray
 
         self._evaluator.forget(forget)
         missing = self._evaluator.missing(task.tokens)
         if missing:
             self._evaluator.add(dict(zip(missing, ray.get([refs[t] for t in missing]))))
-        return self._evaluator.evaluate(task)
+        return self._evaluator.evaluate(task, timeout)
 
 
 @dataclass
@@ -138,7 +147,8 @@ class EvaluatorPool:
 
     # -- a build ------------------------------------------------------------------
     def run(
-        self, shards, sync: Sync, progress: Progress, max_retries: int, shard_timeout: float = SHARD_TIMEOUT
+        self, shards, sync: Sync, progress: Progress, max_retries: int = MAX_RETRIES,
+        shard_timeout: float = SHARD_TIMEOUT,
     ) -> tuple[list, int]:
         """Evaluate every shard (a ``.task`` for the actors, ``.describe(count)`` for errors)
         once; returns the results in shard order and the retries."""
@@ -160,9 +170,10 @@ class EvaluatorPool:
             try:
                 self._refs[token] = ray.put(policy)
             except Exception as exc:  # serialisation errors come in many types
-                raise MetaEvalError(
-                    f"policy {policy_id} of player {player} cannot be sent to Ray workers: {exc}"
-                ) from None
+                while exc.__cause__ is not None:  # Ray's report (many lines) wraps the pickler's error
+                    exc = exc.__cause__
+                raise MetaEvalError(f"policy {policy_id} of player {player} cannot be sent to Ray workers: "
+                                    f"{type(exc).__name__}: {first_line(exc)}") from None
 
     def _dispatch(self, shards, progress: Progress, max_retries: int, timeout: float) -> tuple[list, int]:
         import ray
@@ -170,11 +181,17 @@ class EvaluatorPool:
 
         results = [None] * len(shards)
         failures = [0] * len(shards)
+        timeouts = [0] * len(shards)
         queue = deque(range(len(shards)))
         running = {}  # ref -> (slot, shard number, deadline)
 
-        def failed(slot: _Slot, i: int, reason: str) -> None:
+        def failed(slot: _Slot, i: int, reason: str, timed_out: bool = False) -> None:
             failures[i] += 1
+            timeouts[i] += timed_out
+            if timeouts[i] >= TIMEOUTS or (timed_out and failures[i] > max_retries):
+                self._abandon(running)
+                on = f", on {timeouts[i]} Ray actors in turn" if timeouts[i] > 1 else ""
+                raise MetaEvalError(f"{shards[i].describe(len(shards))}: {reason}{on}") from None
             if failures[i] > max_retries:
                 raise MetaEvalError(
                     f"{shards[i].describe(len(shards))} failed {failures[i]} times "
@@ -190,8 +207,8 @@ class EvaluatorPool:
                     i = queue.popleft()
                     task = shards[i].task
                     refs = {token: self._refs[token] for token in task.tokens}
-                    ref = slot.actor.evaluate.remote(task, refs, slot.forget)
-                    running[ref] = (slot, i, time.monotonic() + timeout)
+                    ref = slot.actor.evaluate.remote(task, refs, slot.forget, timeout)
+                    running[ref] = (slot, i, time.monotonic() + timeout + UNINTERRUPTIBLE_TIMEOUT)
                     slot.forget, slot.busy = [], True
             first_deadline = min(deadline for _, _, deadline in running.values())
             ready, _ = ray.wait(list(running), num_returns=1, timeout=max(0.0, first_deadline - time.monotonic()))
@@ -201,17 +218,21 @@ class EvaluatorPool:
                     if deadline <= now:
                         del running[ref]
                         slot.busy = False
-                        failed(slot, i, f"no result within {timeout:g} s (its actor was killed)")
+                        failed(slot, i, f"no result within {timeout + UNINTERRUPTIBLE_TIMEOUT:g} s, a policy call "
+                                        "stuck beyond the reach of the shard timeout (its actor was killed)", True)
                 continue
             slot, i, _ = running.pop(ready[0])
             slot.busy = False
             try:
                 results[i] = ray.get(ready[0])
             except RayTaskError as exc:
-                if not isinstance(exc.cause, RayError):  # the shard's own error: it would happen again
+                if isinstance(exc.cause, PolicyTimeout):
+                    failed(slot, i, str(exc.cause), True)
+                elif not isinstance(exc.cause, RayError):  # the shard's own error: it would happen again
                     self._abandon(running)
                     raise MetaEvalError(f"{shards[i].describe(len(shards))}: {_cause(exc)}") from None
-                failed(slot, i, _cause(exc))
+                else:
+                    failed(slot, i, _cause(exc))
             except RayError as exc:  # the actor was lost
                 failed(slot, i, _cause(exc))
             else:
@@ -272,7 +293,5 @@ def _cause(exc) -> str:
     if isinstance(cause, MetaEvalError):
         return str(cause)
     if isinstance(cause, BaseException) and not isinstance(cause, type(exc)):
-        lines = str(cause).strip().splitlines()
-        return f"{type(cause).__name__}: {lines[0] if lines else ''}"
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
+        return f"{type(cause).__name__}: {first_line(cause)}"
+    return f"{type(exc).__name__}: {first_line(exc)}"

@@ -27,6 +27,12 @@ session's processes and removes the directory when the driver dies, even by SIGK
 Should the watchdog be killed too, the next embedded start finds the directory of
 the dead driver and does the same.
 
+Ray prints its messages to the driver (``(raylet) A worker died ...`` when an actor is
+killed, several lines in colour) on stdout, whatever ``log_to_driver`` says, beside a
+command's results. In a session this module starts they go to the logger
+``metaeval.ray`` instead, which an embedded session writes to its own directory
+(:data:`MESSAGES_FILE`, in the run directory's Ray logs when there is one).
+
 To tell its own session from a caller's, this module keeps process-wide state
 (whether it called ``ray.init``, with which address, and its session directory),
 as Ray itself is process-wide: one session per process.
@@ -63,6 +69,11 @@ LOOPBACK = "127.0.0.1"
 #: a game loaded holds 174 MiB of its own (proportional set size, kuhn_3p and sheriff).
 WORKER_MEMORY = 192 << 20
 CLIENT_FIX = "pip install 'metaeval[client]' (or 'ray[client]'), or give the cluster's GCS address host:6379"
+#: Where an embedded session writes Ray's messages to the driver, in its Ray temp dir.
+MESSAGES_FILE = "driver-messages.log"
+#: Ray's messages to the driver in a session this module started (see the module docstring).
+ray_messages = logging.getLogger("metaeval.ray")
+ray_messages.setLevel(logging.INFO)  # below the WARNING at which Python prints a logger without handlers
 
 
 class _State:
@@ -73,6 +84,8 @@ class _State:
     link_dir: str | None = None  # the embedded session's short directory
     watchdog: subprocess.Popen | None = None  # the process ending the session if the driver dies
     pipe: int | None = None  # the write end of the watchdog's stdin, held by this driver only
+    printer = None  # Ray's printer of its messages to the driver, while they are logged instead
+    messages: logging.Handler | None = None  # the embedded session's file of those messages
 
 
 def resolve_address(address: str | None) -> str | None:
@@ -138,6 +151,8 @@ def start_embedded(num_cpus: int | None = None, log_dir: Path | None = None) -> 
     for the driver's death (see the module docstring); stop it with :func:`stop_embedded`."""
     clean_stale_sessions()
     temp_dir = _open_session(log_dir)
+    _State.messages = logging.FileHandler(os.path.join(temp_dir, MESSAGES_FILE), delay=True)
+    ray_messages.addHandler(_State.messages)
     _init(None, num_cpus=num_cpus, _temp_dir=temp_dir, _node_ip_address=LOOPBACK, dashboard_host=LOOPBACK)
 
 
@@ -153,6 +168,7 @@ def _init(address: str | None, **options) -> None:
         if address and os.environ.get("RAY_AUTH_MODE", "").lower() == "token" else ""
     )
     loopback = keep_loopback() if address is None or is_loopback(address) else contextlib.nullcontext()
+    _log_ray_messages()
     try:
         with _keep_sigterm_handler(), _quiet_stderr(), loopback:
             ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
@@ -167,6 +183,28 @@ def _init(address: str | None, **options) -> None:
         _close_session()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise MetaEvalError(f"cannot start {where}: {first}{token_hint}") from None
+
+
+def _log_ray_messages() -> None:
+    """Have Ray's messages to the driver logged to ``metaeval.ray`` instead of printed on stdout.
+
+    Ray's listener of its error channel hands each message to
+    ``ray._private.worker.print_to_stdstream`` (looked up at each message; the printer of
+    workers' output, off here, holds its own reference), which is replaced until
+    :func:`_print_ray_messages`."""
+    from ray._private import worker
+
+    if _State.printer is None:
+        _State.printer = worker.print_to_stdstream
+        worker.print_to_stdstream = lambda data, ignore_prefix: ray_messages.info("\n".join(data["lines"]))
+
+
+def _print_ray_messages() -> None:
+    """Give Ray back its printer of messages to the driver."""
+    if _State.printer is not None:
+        from ray._private import worker
+
+        worker.print_to_stdstream, _State.printer = _State.printer, None
 
 
 def is_loopback(address: str) -> bool:
@@ -316,7 +354,13 @@ def _open_session(log_dir: Path | None) -> str:
 
 
 def _close_session() -> None:
-    """End the embedded session's processes, remove its directory and let its watchdog go."""
+    """End the embedded session's processes, remove its directory and let its watchdog go;
+    Ray's messages are printed again."""
+    _print_ray_messages()
+    if _State.messages is not None:
+        ray_messages.removeHandler(_State.messages)
+        _State.messages.close()
+        _State.messages = None
     if _State.link_dir is None:
         return
     watchdog = _State.watchdog

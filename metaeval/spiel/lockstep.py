@@ -28,10 +28,11 @@ from contextlib import contextmanager
 import numpy as np
 import pyspiel
 
-from metaeval.errors import MetaEvalError
+from metaeval.errors import MetaEvalError, first_line
 from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, checked
 from metaeval.spiel.population import check_seed
+from metaeval.runs.time_limit import PolicyTimeout, limited
 
 CHANCE = int(pyspiel.PlayerId.CHANCE)
 TERMINAL = int(pyspiel.PlayerId.TERMINAL)
@@ -112,12 +113,16 @@ def draw_actions(probabilities: np.ndarray, u: np.ndarray) -> np.ndarray:
 
 @contextmanager
 def policy_errors(player: int):
-    """Whatever a policy of ``player`` raises, as a one-line ``MetaEvalError`` naming it."""
+    """A call of a policy of ``player``, under the time limit in force
+    (:mod:`metaeval.runs.time_limit`): whatever it raises, as a one-line ``MetaEvalError``
+    naming it (a :class:`PolicyTimeout` if it took too long)."""
     try:
-        yield
+        with limited():
+            yield
+    except PolicyTimeout as exc:
+        raise PolicyTimeout(f"the policy of player {player} gave {exc} (the shard timeout)") from None
     except Exception as exc:  # a policy may raise anything
-        lines = str(exc).strip().splitlines() or [""]
-        cause = lines[0] if isinstance(exc, MetaEvalError) else f"{type(exc).__name__}: {lines[0]}"
+        cause = first_line(exc) if isinstance(exc, MetaEvalError) else f"{type(exc).__name__}: {first_line(exc)}"
         raise MetaEvalError(f"the policy of player {player} failed: {cause}") from None
 
 

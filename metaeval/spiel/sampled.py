@@ -21,13 +21,14 @@ import pyspiel
 from open_spiel.python import policy as policy_lib
 
 from metaeval import games
-from metaeval.errors import MetaEvalError
+from metaeval.errors import MetaEvalError, first_line
 from metaeval.game import MetaGame
 from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.batched import DecisionBatch, as_batched, checked
 from metaeval.spiel.lockstep import BATCH_SIZE, Uniforms, chance_step, draw_index, play_episodes, policy_errors
 from metaeval.spiel.policies import probability_row
 from metaeval.spiel.population import check_joints, check_seed
+from metaeval.runs.time_limit import named
 
 
 def joint_seed(seed: int, ids: Sequence[int]) -> np.random.SeedSequence:
@@ -87,12 +88,11 @@ def sample_joints(
                 returns = play_one_by_one(game, policies, seed, episodes)
             else:
                 returns = play_episodes(game, policies, seed, episodes, batch_size)
-        except MetaEvalError as exc:  # a policy's failure, named by policy_errors
+        except MetaEvalError as exc:  # a policy's failure (or time-out), named by policy_errors
             label = "policy ids" if ids is not None else "joint"
-            raise MetaEvalError(f"{label} {tuple(int(i) for i in names[m])}: {exc}") from None
+            raise named(exc, f"{label} {tuple(int(i) for i in names[m])}") from None
         except Exception as exc:  # the game's own errors (pyspiel.SpielError, ...): they would recur
-            lines = str(exc).strip().splitlines() or [""]
-            raise MetaEvalError(f"{game} raised {type(exc).__name__}: {lines[0]} playing joint "
+            raise MetaEvalError(f"{game} raised {type(exc).__name__}: {first_line(exc)} playing joint "
                                 f"{tuple(int(i) for i in names[m])}") from None
         mean[m] = returns.mean(axis=0)
         stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(episodes)

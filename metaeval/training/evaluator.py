@@ -37,6 +37,8 @@ from metaeval.training import matchmaking
 from metaeval.training import meta_solvers
 from metaeval.runs import rundir
 from metaeval.distributed import build_metagame, cce_gap
+from metaeval.distributed.build import check_limits
+from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT
 from metaeval.errors import DamagedFileError, MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings import Rating, rate
@@ -87,17 +89,23 @@ class Evaluator:
             in a checkpoint; strategy names ``"policy <id>"``): the next build copies
             its entries and evaluates only joints touching policies it lacks.
         log_dir: where an embedded Ray writes its logs.
+        shard_timeout: seconds a policy may take to answer one call in a build before the
+            build fails naming it; max_retries: resubmissions of a shard whose Ray actor was
+            lost (see ``build_metagame``).
     """
 
     def __init__(self, game, mode: str = "auto", episodes: int = 1000, workers: int = 1,
                  address: str | None = None, seed: int = 0, population: spiel.Population | None = None,
-                 metagame: MetaGame | None = None, log_dir=None):
+                 metagame: MetaGame | None = None, log_dir=None, shard_timeout: float = SHARD_TIMEOUT,
+                 max_retries: int = MAX_RETRIES):
         self.game = games.load(game)
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 2:
             raise MetaEvalError(f"episodes must be an int of at least 2 (for a standard error), got {episodes!r}")
+        check_limits(max_retries, shard_timeout)
         self.mode = resolve_mode(self.game, mode)
         self._tabulation_unsaid = mode == "auto" and self.mode == "exact"
         self.episodes, self.workers, self.address = int(episodes), workers, address
+        self.shard_timeout, self.max_retries = shard_timeout, max_retries
         self.seed = spiel.population.check_seed(seed)
         self.log_dir = log_dir
         self.rng = np.random.default_rng(self.seed)
@@ -224,6 +232,7 @@ class Evaluator:
             self._metagame = build_metagame(
                 self.game, population, mode=self.mode, episodes=self.episodes, workers=self.workers,
                 seed=self.seed, address=self.address, previous=self._metagame, log_dir=self.log_dir,
+                shard_timeout=self.shard_timeout, max_retries=self.max_retries,
             )
             self._built = self._key()
         if not any(self._names):
@@ -341,7 +350,8 @@ class Evaluator:
         key = (self._key(), sigma.shape, sigma.tobytes())
         if self._gap_cache is None or self._gap_cache[0] != key:
             self._gap_cache = (key, cce_gap(self.game, population, sigma, workers=self.workers, address=self.address,
-                                            evaluator=exact, log_dir=self.log_dir))
+                                            evaluator=exact, log_dir=self.log_dir, max_retries=self.max_retries,
+                                            shard_timeout=self.shard_timeout))
         return self._gap_cache[1]
 
     def approximate_gap(self, sigma, learner="search", episodes: int = 100_000, evaluation_episodes: int = 2000,
@@ -429,7 +439,8 @@ class Evaluator:
             self._metagame.save(directory / files["metagame"])
         state = {
             "format": FILE_FORMAT, "game": str(self.game), "mode": self.mode, "episodes": self.episodes,
-            "workers": self.workers, "address": self.address, "seed": self.seed, "tag": int(tag),
+            "workers": self.workers, "address": self.address, "shard_timeout": self.shard_timeout,
+            "max_retries": self.max_retries, "seed": self.seed, "tag": int(tag),
             "names": [{str(i): n for i, n in names.items()} for names in self._names],
             "rng": self.rng.bit_generator.state, **files,
         }
@@ -440,8 +451,10 @@ class Evaluator:
         return directory
 
     @classmethod
-    def load(cls, directory, workers: int | None = None, address: str | None = None) -> Evaluator:
-        """An evaluator saved by :meth:`save` (optionally on other workers or cluster)."""
+    def load(cls, directory, workers: int | None = None, address: str | None = None,
+             shard_timeout: float | None = None, max_retries: int | None = None) -> Evaluator:
+        """An evaluator saved by :meth:`save` (optionally on other workers or cluster, with
+        another shard timeout or retry count)."""
         directory = Path(directory)
         path = directory / STATE_FILE
         if not path.exists():
@@ -459,6 +472,8 @@ class Evaluator:
                 workers=state["workers"] if workers is None else workers,
                 address=state["address"] if address is None else address,
                 seed=state["seed"], population=population, metagame=metagame,
+                shard_timeout=state.get("shard_timeout", SHARD_TIMEOUT) if shard_timeout is None else shard_timeout,
+                max_retries=state.get("max_retries", MAX_RETRIES) if max_retries is None else max_retries,
             )
             evaluator._names = [{int(i): n for i, n in names.items()} for names in state["names"]]
             evaluator.rng.bit_generator.state = state["rng"]
