@@ -12,6 +12,7 @@ from metaeval.loops.evolve import EvolveConfig, Evolution
 from metaeval.loops.pbt import PBT, PBTConfig, pbt
 from metaeval.spiel.mlp import MLPPolicy
 from metaeval.responses import DQN, PPO, Opponents, dqn, ppo
+from metaeval.responses.gap import describe
 from tests.conftest import without_timings
 
 pytest.importorskip("jax")
@@ -125,11 +126,15 @@ def test_evolve_replaces_with_dqn_networks_on_the_command_line(tmp_path, capsys)
             "--population", "4", "--replace", "learned", "--learner", "dqn", "--learner-episodes", "64",
             "--approximate-gap", "64", "--approximate-gap-episodes", "20", "--out", str(tmp_path)]
     assert main(args) == 0
-    assert "approximate CCE gap at least" in capsys.readouterr().out
+    out = capsys.readouterr().out
     settings = json.loads((tmp_path / "config.json").read_text())["settings"]
     assert (settings["replace"], settings["learner"]) == ("learned", "dqn")
     records = [json.loads(line) for line in (tmp_path / "iterations.jsonl").read_text().splitlines()]
     assert all(r["approximate_cce_gap"] is not None for r in records)
+    last = records[-1]  # the command's last line reads the last record's estimate as a bound
+    assert last["approximate_cce_gap_responder"] == "ppo"  # the default responder of the gap
+    assert "approximate gap: " + describe(last["approximate_cce_gap_estimate"], last["approximate_cce_gap_stderr"],
+                                          "ppo") in out
     run = Evolution(EvolveConfig(game="kuhn_poker", mode="sampled", episodes=20, iterations=1, population=4,
                                  replace="learned", learner="dqn", learner_episodes=64))
     record = run.step()

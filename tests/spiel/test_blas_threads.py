@@ -7,11 +7,11 @@ from open_spiel.python import policy as policy_lib
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from metaeval import games
-from metaeval.spiel.approximate_gap import deviation_returns
+from metaeval.responses.gap import deviation_returns
 from metaeval.spiel.lockstep import play_episodes
 from metaeval.spiel.sampled import play_one_by_one
-from metaeval.training.learners.episodes import TrainingEpisodes
-from metaeval.training.learners.opponents import Opponents
+from metaeval.responses.episodes import TrainingEpisodes
+from metaeval.responses.opponents import Opponents
 
 
 def blas_threads() -> int:
@@ -50,7 +50,7 @@ PLAYS = {
     "episodes one by one": lambda game, policy, rng: play_one_by_one(game, [policy, policy], 0, 4),
     "a learner's opponents": learner_episodes,
     "the approximate gap's deviations": lambda game, policy, rng: deviation_returns(
-        game, 0, policy, Opponents([(None, ThreadsSeen(game))], [1.0]), 4, rng),
+        game, 0, policy, Opponents([(None, ThreadsSeen(game))], [1.0]), 4, np.random.SeedSequence(0)),
 }
 
 
