@@ -53,21 +53,21 @@ def problem(name: str, seed: int):
     return game, population, sigma, spiel.cce_gap(game, population, sigma).total
 
 
-def timed_gap(game, population, sigma, responder, episodes: int, evaluation: int, seed: int):
+def timed_gap(game, policies, sigma, responder, episodes: int, evaluation: int, seed: int):
+    """The approximate gap and its CPU seconds per player."""
     start = time.process_time()
-    estimate = approximate_cce_gap(game, population.policies, sigma, responder, episodes, evaluation,
-                                   np.random.default_rng(seed))
+    estimate = approximate_cce_gap(game, policies, sigma, responder, episodes, evaluation, np.random.default_rng(seed))
     return estimate, (time.process_time() - start) / game.num_players()
 
 
-def ppo_seconds_per_episode(name: str, tune_seed: int, evaluation: int) -> float:
+def ppo_cost(game, policies, sigma, evaluation: int, seed: int) -> tuple[float, float]:
     """PPO's CPU seconds per player per training episode and fixed CPU seconds per player (the
-    evaluation), from two budgets on a population of ``tune_seed`` after a warm-up."""
-    game, population, sigma, _ = problem(name, tune_seed)
-    timed_gap(game, population, sigma, PPO(), 1_000, evaluation, tune_seed)  # warm-up: JAX compiles here
-    _, short = timed_gap(game, population, sigma, PPO(), 2_000, evaluation, tune_seed)
-    _, long = timed_gap(game, population, sigma, PPO(), 12_000, evaluation, tune_seed)
-    return (long - short) / 10_000, short - 2_000 * (long - short) / 10_000
+    evaluation), from two budgets after a warm-up (JAX compiles in the first call)."""
+    timed_gap(game, policies, sigma, PPO(), 1_000, evaluation, seed)
+    _, short = timed_gap(game, policies, sigma, PPO(), 2_000, evaluation, seed)
+    _, long = timed_gap(game, policies, sigma, PPO(), 12_000, evaluation, seed)
+    per_episode = (long - short) / 10_000
+    return per_episode, short - 2_000 * per_episode
 
 
 def compare(args) -> None:
@@ -75,15 +75,16 @@ def compare(args) -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.games.split(","):
-        per_episode, fixed = ppo_seconds_per_episode(name, args.tune_seed, args.evaluation)
+        game, population, sigma, _ = problem(name, args.tune_seed)
+        per_episode, fixed = ppo_cost(game, population.policies, sigma, args.evaluation, args.tune_seed)
         print(f"{name}: PPO {per_episode * 1e6:.0f} CPU us per training episode per player, "
               f"{fixed:.2f} s fixed (tuned on seed {args.tune_seed})", flush=True)
         for seed in range(args.seeds):
             game, population, sigma, exact = problem(name, seed)
-            search, search_cpu = timed_gap(game, population, sigma, Search(), SEARCH_EPISODES[name],
+            search, search_cpu = timed_gap(game, population.policies, sigma, Search(), SEARCH_EPISODES[name],
                                            args.evaluation, seed)
             ppo_episodes = max(1_000, int((search_cpu - fixed) / per_episode))
-            ppo, ppo_cpu = timed_gap(game, population, sigma, PPO(), ppo_episodes, args.evaluation, seed)
+            ppo, ppo_cpu = timed_gap(game, population.policies, sigma, PPO(), ppo_episodes, args.evaluation, seed)
             for responder, estimate, cpu, episodes in (("search", search, search_cpu, SEARCH_EPISODES[name]),
                                                        ("ppo", ppo, ppo_cpu, ppo_episodes)):
                 low, _ = estimate.interval(0.95)

@@ -16,15 +16,13 @@ seconds per player, and in how many seeds the search's estimate is above PPO's.
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from bench.approx_gap import ppo_cost, timed_gap
 from metaeval import Evaluator, games
 from metaeval.responses import PPO, Search
-from metaeval.responses.gap import approximate_cce_gap
 from metaeval.spiel.mlp import MLPPolicy
 
 GAMES = {"goofspiel8": "goofspiel(num_cards=8,imp_info=True)", "liars_dice": "liars_dice"}
@@ -42,12 +40,6 @@ def problem(name: str, seed: int, entry_episodes: int):
     return game, policies, evaluator.meta_distribution("mecce")
 
 
-def timed_gap(game, policies, sigma, responder, episodes: int, evaluation: int, seed: int):
-    start = time.process_time()
-    estimate = approximate_cce_gap(game, policies, sigma, responder, episodes, evaluation, np.random.default_rng(seed))
-    return estimate, (time.process_time() - start) / game.num_players()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -62,11 +54,8 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.games.split(","):
-        game, policies, sigma = problem(name, args.tune_seed, args.entry_episodes)
-        timed_gap(game, policies, sigma, PPO(), 1_000, args.evaluation, args.tune_seed)  # warm-up: JAX compiles
-        _, short = timed_gap(game, policies, sigma, PPO(), 2_000, args.evaluation, args.tune_seed)
-        _, long = timed_gap(game, policies, sigma, PPO(), 12_000, args.evaluation, args.tune_seed)
-        per_episode, fixed = (long - short) / 10_000, short - 2_000 * (long - short) / 10_000
+        per_episode, fixed = ppo_cost(*problem(name, args.tune_seed, args.entry_episodes), args.evaluation,
+                                      args.tune_seed)
         for seed in range(args.seeds):
             game, policies, sigma = problem(name, seed, args.entry_episodes)
             search, search_cpu = timed_gap(game, policies, sigma, Search(), args.search_episodes, args.evaluation, seed)

@@ -307,7 +307,7 @@ class Search:
             raise MetaEvalError(f"episodes must be a positive int, got {episodes!r}")
         statistics = SearchStatistics(game.num_distinct_actions()) if values is None else values
         seed = int(rng.integers(2**63))
-        budgets = np.diff(np.linspace(0, episodes, self.rounds + 1).round().astype(np.int64))
+        budgets = shard_sizes(int(episodes), self.rounds)
         with actor_scope(self.workers, self.address):
             self._rounds(game, player, opponents, statistics, budgets, seed)
         return statistics
