@@ -132,7 +132,7 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
 
 
 def _tabulate(out: Path, base: EvolveConfig, configs: list[EvolveConfig], outcomes: dict):
-    """``failures.csv`` and the tables and figures of the finished runs; see :func:`compare`."""
+    """``failures.csv`` and the tables and figures of the finished runs; see [`compare`][metaeval.loops.compare.compare]."""
     runs: dict[str, dict[int, list[dict]]] = {}
     failed = []
     for config in configs:  # in the order asked for
@@ -210,7 +210,7 @@ def write_comparison(out: Path, runs, title: str = ""):
 
 
 def write_comparison_frame(out: Path, comparison: pd.DataFrame, title: str = ""):
-    """As :func:`write_comparison`, from a ``reports.comparison_frame`` table."""
+    """As [`write_comparison`][metaeval.loops.compare.write_comparison], from a ``reports.comparison_frame`` table."""
     Path(out).mkdir(parents=True, exist_ok=True)
     final = reports.final_gaps(comparison)
     comparison.to_csv(Path(out) / "comparison.csv", index=False)

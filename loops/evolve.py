@@ -5,10 +5,10 @@ player's policies, records the full-game CCE gap of the meta-game's maximum
 entropy CCE, and replaces each player's lowest-rated quarter with new policies.
 
 In sampled mode (any game that can be simulated) nothing walks the game tree: the
-policies are random ones drawn state by state (:class:`metaeval.spiel.LazyRandomPolicy`),
+policies are random ones drawn state by state ([`metaeval.spiel.LazyRandomPolicy`][metaeval.spiel.LazyRandomPolicy]),
 a ``new_policy`` hook's objects or networks a DQN or PPO learner trained, and the CCE gap
 is not computed (null in the log); ``approximate_gap`` estimates a lower bound on it every
-iteration instead (:mod:`metaeval.loops.approximate`).
+iteration instead ([`metaeval.loops.approximate`][metaeval.loops.approximate]).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class EvolveConfig:
 
     ``mode="sampled"`` estimates the meta-game from ``episodes`` per entry and never
     builds the game tree (so only random replacements or ones learned by networks, and no
-    exact CCE gap: ``approximate_gap`` as in :mod:`metaeval.loops.approximate`); ``"auto"``
+    exact CCE gap: ``approximate_gap`` as in [`metaeval.loops.approximate`][metaeval.loops.approximate]); ``"auto"``
     (the default) becomes ``"exact"`` for a game that can be enumerated and ``"sampled"``
     otherwise, and the config holds the mode it became.
     """
@@ -246,7 +246,7 @@ class Evolution:
             self._open_run_directory()
 
     def close(self) -> None:
-        """Release the run directory (:meth:`run` does at its end)."""
+        """Release the run directory ([`run`][metaeval.loops.evolve.Evolution.run] does at its end)."""
         if self.run_dir is not None:
             self.run_dir.close()
 
@@ -277,7 +277,7 @@ class Evolution:
 
     def _resume(self):
         """Continue from the checkpoint if it is intact and the log holds every record before
-        it, else from iteration 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume`)."""
+        it, else from iteration 0 ([`metaeval.runs.rundir.RunDirectory.resume`][metaeval.runs.rundir.RunDirectory.resume])."""
         start, state = self.run_dir.resume(lambda: checkpoint.load(self.out))
         if start:
             self.iteration, self.rated = start, state.rated
@@ -351,7 +351,7 @@ class Evolution:
         return record
 
     def _oracle(self, rating):
-        """The oracle of ``config.replace`` (signature of :mod:`metaeval.training.oracles`)."""
+        """The oracle of ``config.replace`` (signature of [`metaeval.training.oracles`][metaeval.training.oracles])."""
         replace = self.config.replace
         if replace == "random":
             return oracles.from_new_policy(self.new_policy)

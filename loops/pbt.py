@@ -1,18 +1,18 @@
 """Population-based training with metaeval as selector and matchmaker.
 
 Every player has ``population`` members; a member is a learner with its hyper-parameters
-and what it learns (:class:`metaeval.training.members.Member`: a Q-learner's value table, or
-a DQN's or PPO's network weights), and its policy is held in a :class:`metaeval.Evaluator`.
+and what it learns ([`metaeval.training.members.Member`][metaeval.training.members.Member]: a Q-learner's value table, or
+a DQN's or PPO's network weights), and its policy is held in a [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator].
 One *step* (Jaderberg et al. 2017, section 3):
 
 1. every member draws its opponents by the matchmaking rule
-   (:meth:`metaeval.Evaluator.opponents`, member by member, on the population as it
+   ([`metaeval.Evaluator.opponents`][metaeval.training.evaluator.Evaluator.opponents], member by member, on the population as it
    stood at the start of the step) and trains for ``episodes_per_step`` episodes;
 2. the trained policies replace the old ones; the step's record holds the full-game CCE
    gap of the meta-game's MECCE and the population's average payoff, as in ``evolve``;
 3. every ``interval`` steps the rater rates the meta-game and each player's
    lowest-rated quarter is replaced (exploit) by copies of members drawn uniformly from
-   its top-rated quarter, perturbed (explore, :func:`metaeval.training.members.exploit_and_explore`:
+   its top-rated quarter, perturbed (explore, [`metaeval.training.members.exploit_and_explore`][metaeval.training.members.exploit_and_explore]:
    the copied weights with perturbed hyper-parameters, or the copied values with noise).
 
 Members start from perturbed all-zero values, or from fresh weights with hyper-parameters
@@ -24,7 +24,7 @@ as Ray tasks, and the meta-game is built on as many Ray actors.
 
 ``mode="sampled"`` estimates the meta-game from ``episodes`` per entry; the CCE gap is
 then not computed (null in the log), but ``approximate_gap`` estimates a lower bound on it
-every step (:mod:`metaeval.loops.approximate`). Q-learning keeps a table over the game's
+every step ([`metaeval.loops.approximate`][metaeval.loops.approximate]). Q-learning keeps a table over the game's
 information states (the game must be enumerable); DQN and PPO never walk the tree, so with
 them PBT runs on any game that can be simulated.
 """
@@ -250,7 +250,7 @@ class PBT:
 
     def _resume(self):
         """Continue from the checkpoint if it is intact and the log holds every record before
-        it, else from step 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume`)."""
+        it, else from step 0 ([`metaeval.runs.rundir.RunDirectory.resume`][metaeval.runs.rundir.RunDirectory.resume])."""
         self.step_index, resumed = self.run_dir.resume(self._load_checkpoint)
         if resumed is not None:
             self.evaluator, self.rated, self.members = resumed.evaluator, resumed.rated, resumed.members
@@ -259,7 +259,7 @@ class PBT:
 
     def _load_checkpoint(self) -> Resumed | None:
         """The checkpoint in ``self.out`` (None before the first one), or a
-        :class:`DamagedFileError` naming the file at fault."""
+        [`DamagedFileError`][metaeval.errors.DamagedFileError] naming the file at fault."""
         path = self.out / rundir.STATE
         if not path.exists():  # killed before the first checkpoint
             return None

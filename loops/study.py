@@ -116,7 +116,7 @@ def mean(values) -> float:
 
 
 def std(values) -> float:
-    """Sample standard deviation (n − 1) from correctly rounded sums, as :func:`mean`."""
+    """Sample standard deviation (n − 1) from correctly rounded sums, as [`mean`][metaeval.loops.study.mean]."""
     values = list(values)
     if len(values) < 2:
         return float("nan")
@@ -176,7 +176,7 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
 
 def _tabulate_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
                     every: int, jobs: int, learner_episodes: int, finished_only: bool, records: Path) -> pd.DataFrame:
-    """:func:`raters_study` with ``out`` locked."""
+    """[`raters_study`][metaeval.loops.study.raters_study] with ``out`` locked."""
     tables, paired, timing, failures = [], [], [], []
     for replacement in replacements:
         for game in games:
@@ -224,7 +224,7 @@ def _run_unrecorded(base: EvolveConfig, seeds: int, out: Path, recorded: RunReco
 
 def check_study(records: Path, out: Path, games: list[str], replacements: list[str], raters: list[str],
                 seeds: list[int], jobs: int, rewrite: bool = False) -> pd.DataFrame:
-    """:func:`check_records` for every recorded game and replacement, into ``OUT/check.csv``;
+    """`check_records` for every recorded game and replacement, into ``OUT/check.csv``;
     every asked rater and seed must be recorded there (checked before anything runs)."""
     recorded = {}
     for game in games:
@@ -319,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    """Run one study; errors end in one line on stderr (see :func:`metaeval.cli.guarded`)."""
+    """Run one study; errors end in one line on stderr (see `metaeval.cli.guarded`)."""
     code = guarded(lambda: _run(build_parser().parse_args(argv)))
     if code:
         raise SystemExit(code)

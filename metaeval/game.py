@@ -256,7 +256,7 @@ class MetaGame:
 
     @classmethod
     def load(cls, path) -> MetaGame:
-        """Read a game written by :meth:`save`, or a bare payoff tensor in ``.npy``/``.npz``."""
+        """Read a game written by [`save`][metaeval.game.MetaGame.save], or a bare payoff tensor in ``.npy``/``.npz``."""
         path = Path(path)
         arrays = read_arrays(path, "a meta-game", names=_SAVED_ARRAYS, float64_copy=True)
         if "" in arrays:  # a bare .npy tensor
@@ -273,7 +273,7 @@ class MetaGame:
         )
 
 
-#: The arrays :meth:`MetaGame.save` writes.
+#: The arrays ``MetaGame.save`` writes.
 _SAVED_ARRAYS = ("payoffs", "counts", "stderr", "meta")
 
 

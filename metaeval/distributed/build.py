@@ -119,8 +119,8 @@ def build_metagame(
     """The meta-game of ``population`` (SPEC 3), exact or sampled.
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
-        population: a :class:`metaeval.spiel.Population` for ``game``.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+        population: a [`metaeval.spiel.Population`][metaeval.spiel.Population] for ``game``.
         mode: ``"exact"`` (enumerable games) or ``"sampled"``.
         episodes: episodes per joint in sampled mode (at least 2).
         workers: Ray actors; 1 evaluates in-process unless an address is given.

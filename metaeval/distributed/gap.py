@@ -1,6 +1,6 @@
 """``cce_gap``: the full-game CCE gap (SPEC 4), in-process or on the builds' actor pool.
 
-The gap's pieces (:func:`metaeval.spiel.gap.gap_pieces`: per player, runs of terminals)
+The gap's pieces (`metaeval.spiel.gap.gap_pieces`: per player, runs of terminals)
 go to the actors that build the meta-game, which already hold the population's policies
 and reach rows; the driver sums the pieces in order and runs the best responses' backward
 pass over information states. Both paths run the same code on the same pieces, so they
@@ -35,9 +35,9 @@ class GapShard:
 
 def cce_gap(game, population, sigma, workers: int = 1, address: str | None = None, evaluator=None,
             log_dir=None, progress=None, max_retries: int = MAX_RETRIES, shard_timeout: float = SHARD_TIMEOUT):
-    """:func:`metaeval.spiel.cce_gap`, on Ray actors when ``workers > 1`` or an ``address``
+    """[`metaeval.spiel.cce_gap`][metaeval.spiel.cce_gap], on Ray actors when ``workers > 1`` or an ``address``
     (default ``$RAY_ADDRESS``) is given; ``evaluator``: the in-process path's
-    :class:`metaeval.spiel.ExactEvaluator`. The other arguments are ``build_metagame``'s."""
+    [`metaeval.spiel.ExactEvaluator`][metaeval.spiel.ExactEvaluator]. The other arguments are ``build_metagame``'s."""
     address = resolve_address(address)
     if workers <= 1 and address is None:
         return spiel.cce_gap(game, population, sigma, evaluator=evaluator)

@@ -12,15 +12,15 @@ fails the build at once with its own message. Ray's own restarts and task retrie
 stay off, so every retry is visible here and counted once.
 
 A policy that hangs would block a build forever. Each call of a policy in a shard may
-take ``shard_timeout`` seconds (:mod:`metaeval.runs.time_limit`); one that takes longer
+take ``shard_timeout`` seconds (`metaeval.runs.time_limit`); one that takes longer
 fails its shard with a one-line error naming the policy and its joint. That may be the
 actor's fault (a loaded node), so the shard goes once more to a fresh actor (the first is
 killed: its policy was interrupted mid-call); timed out there too, it fails the build. An
 actor that gives no result at all, stuck where the time limit cannot reach (compiled code
 that never returns to the interpreter), is presumed hung after ``shard_timeout`` plus
-:data:`UNINTERRUPTIBLE_TIMEOUT` seconds, counted from the shard's submission to an actor
+`UNINTERRUPTIBLE_TIMEOUT` seconds, counted from the shard's submission to an actor
 that has started (an actor's own start-up, which loads the game, has its own allowance,
-:data:`ACTOR_START_TIMEOUT`): it is killed and replaced, and the shard is treated the same.
+`ACTOR_START_TIMEOUT`): it is killed and replaced, and the shard is treated the same.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ class EvaluatorPool:
         return ray.get([slot.pid for slot in self._slots])
 
     def memory(self) -> list[dict]:
-        """Each actor's resident memory (:func:`metaeval.runs.memory.resident_memory`); none
+        """Each actor's resident memory ([`metaeval.runs.memory.resident_memory`][metaeval.runs.memory.resident_memory]); none
         if an actor was lost since the last build (the next build replaces it)."""
         import ray
 

@@ -1,19 +1,19 @@
 """metaeval inside OpenSpiel's own loops.
 
-- :func:`meta_strategy`: a ``psro_v2`` ``meta_strategy_method`` from any metaeval
-  meta-solver (:data:`metaeval.training.meta_solvers.SOLVERS`) or rater whose rating
+- [`meta_strategy`][metaeval.integrations.openspiel.meta_strategy]: a ``psro_v2`` ``meta_strategy_method`` from any metaeval
+  meta-solver ([`metaeval.training.meta_solvers.SOLVERS`][metaeval.training.meta_solvers.SOLVERS]) or rater whose rating
   carries a distribution (``payoff``, ``nash``, ``deviation``, ...)::
 
       psro_v2.PSROSolver(game, oracle, sims_per_entry=1000,
                          meta_strategy_method=meta_strategy("deviation"))
 
-- :class:`PSROSolver`: ``psro_v2.PSROSolver`` whose meta-game is filled by a
-  :class:`metaeval.Evaluator` (exact expected returns by default, or episodes sampled by
+- [`PSROSolver`][metaeval.integrations.openspiel.PSROSolver]: ``psro_v2.PSROSolver`` whose meta-game is filled by a
+  [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator] (exact expected returns by default, or episodes sampled by
   metaeval's batched builder with ``mode="sampled"``) instead of ``sims_per_entry``
   episodes per entry.
-- :func:`jpsro_meta_solver` and :func:`register_jpsro`: metaeval meta-solvers under a
+- [`jpsro_meta_solver`][metaeval.integrations.openspiel.jpsro_meta_solver] and [`register_jpsro`][metaeval.integrations.openspiel.register_jpsro]: metaeval meta-solvers under a
   name ``jpsro.run_loop`` accepts as ``train_meta_solver`` / ``eval_meta_solver``.
-- :class:`Checkpoints`: snapshots of a CFR-style solver's average policy, copied when
+- [`Checkpoints`][metaeval.integrations.openspiel.Checkpoints]: snapshots of a CFR-style solver's average policy, copied when
   taken (``CFRSolver.average_policy()`` returns one object updated in place), with a
   warning when a snapshot equals an earlier one; rated through an Evaluator.
 """
@@ -86,7 +86,7 @@ TRIAL_GAMES = {
 
 
 def _tried(method, options: dict):
-    """``method`` (checked), once tried on each of :data:`TRIAL_GAMES`: refused when it gives
+    """``method`` (checked), once tried on each of `TRIAL_GAMES`: refused when it gives
     no distribution or plays on none of them, and the kinds it cannot play on named in a
     ``UserWarning``. A callable is not called before the loop calls it."""
     _checked(method, options)
@@ -116,7 +116,7 @@ def meta_strategy(method="deviation", **options) -> Callable:
     ``return_joint`` also the joint distribution (shape ``[K_1..K_N]``, which psro_v2's
     joint sampler indexes by shape). ``options`` go to the meta-solver or rater.
 
-    A named method is tried here on small meta-games of each kind (:data:`TRIAL_GAMES`):
+    A named method is tried here on small meta-games of each kind (`TRIAL_GAMES`):
     one that gives no distribution, or an option it does not take or cannot use, is a
     ``MetaEvalError`` now; the kinds of meta-game it cannot play on are named in a
     ``UserWarning``."""
@@ -133,7 +133,7 @@ def meta_strategy(method="deviation", **options) -> Callable:
 
 
 class PSROSolver(psro_v2.PSROSolver):
-    """``psro_v2.PSROSolver`` with the meta-game built by a :class:`metaeval.Evaluator`.
+    """``psro_v2.PSROSolver`` with the meta-game built by a [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator].
 
     Every new policy is added to the evaluator (stored as a table on the game's
     information states), and the meta-game is the evaluator's: exact expected returns
@@ -167,7 +167,7 @@ def jpsro_meta_solver(method, **options) -> Callable:
     ``ignore_repeats``, a policy found k times weighs as k copies (the meta-game is
     expanded by the repeats, solved, and each copy's mass summed back), as jpsro's own
     solvers do: a policy found 0 times gets no mass. ``method`` and ``options`` are tried as
-    :func:`meta_strategy` tries them."""
+    [`meta_strategy`][metaeval.integrations.openspiel.meta_strategy] tries them."""
     _tried(method, options)
 
     def metaeval_jpsro_solver(meta_game, per_player_repeats, ignore_repeats=False):
@@ -224,7 +224,7 @@ class Checkpoints:
     OpenSpiel's ``CFRSolver.average_policy()`` returns the same ``TabularPolicy`` object,
     updated in place, on every call, so references kept across iterations would all end
     as the final policy. A snapshot equal to an earlier one draws a ``UserWarning``.
-    :meth:`evaluator` puts every snapshot in each player's population.
+    [`evaluator`][metaeval.integrations.openspiel.Checkpoints.evaluator] puts every snapshot in each player's population.
     """
 
     def __init__(self, game):
@@ -261,7 +261,7 @@ class Checkpoints:
         return snapshot
 
     def evaluator(self, **options) -> Evaluator:
-        """An :class:`metaeval.Evaluator` with every snapshot, by name, in each player's
+        """An [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator] with every snapshot, by name, in each player's
         population (``options`` go to the Evaluator: mode, episodes, workers, seed)."""
         if not self.policies:
             raise MetaEvalError("no checkpoints yet: add() some first")

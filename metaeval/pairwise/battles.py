@@ -122,7 +122,7 @@ class BattleCounts:
 
 
 def count_battles(battles) -> BattleCounts:
-    """Aggregate a battle table (DataFrame or CSV path) into :class:`BattleCounts`."""
+    """Aggregate a battle table (DataFrame or CSV path) into `BattleCounts`."""
     table = read_battles(battles)
     both = pd.concat([table["model_a"], table["model_b"]], ignore_index=True)
     codes, names = pd.factorize(both)  # hashing, not Python iteration over a million strings
@@ -193,7 +193,7 @@ def to_metagame(battles) -> MetaGame:
 
 
 def game_from_wins(wins: np.ndarray, models) -> MetaGame:
-    """:func:`to_metagame` of a win matrix ``wins[i, j]`` (i's wins over j) with model names."""
+    """[`to_metagame`][metaeval.pairwise.to_metagame] of a win matrix ``wins[i, j]`` (i's wins over j) with model names."""
     games = wins + wins.T
     rate = np.divide(wins, games, out=np.full_like(wins, 0.5), where=games > 0)
     np.fill_diagonal(rate, 0.5)

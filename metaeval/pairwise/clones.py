@@ -25,7 +25,7 @@ from metaeval.ratings.elo import fit_batch
 
 @dataclass(frozen=True)
 class CloneLottery:
-    """Per-run results of :func:`clone_lottery` (arrays of length ``runs``) and their summary."""
+    """Per-run results of [`clone_lottery`][metaeval.pairwise.clone_lottery] (arrays of length ``runs``) and their summary."""
 
     gain: np.ndarray  # rank alone minus best rank of the copies (positive: cloning paid)
     top: np.ndarray  # the best copy ranked first

@@ -5,7 +5,7 @@ lowest raw score among the models its owner ranked at or above it (Algorithm 2, 
 the running minimum down the owner's list), so a copy the owner did not put first can
 never outrank the copy it did: submitting clones buys no lottery tickets.  Models no owner
 lists keep their scores.  Variants: ``intervals`` gives ua-yrwr (only models above whose
-confidence intervals overlap constrain a model, section 4.4) and :func:`local_yrwr` corrects
+confidence intervals overlap constrain a model, section 4.4) and [`local_yrwr`][metaeval.pairwise.local_yrwr] corrects
 each leaderboard separately (section 4.5).
 """
 
@@ -98,7 +98,7 @@ def owner_order_ranks(scores: pd.Series, owner_rankings: Mapping[str, Sequence[s
 
 
 def correct_rating(rating, owner_rankings):
-    """A :class:`~metaeval.Rating` whose every player's ratings went through :func:`yrwr`.
+    """A [`Rating`][metaeval.ratings.base.Rating] whose every player's ratings went through `yrwr`.
 
     Strategy names are the models; each player's ratings are corrected with the owners'
     lists cut to that player's strategies (a task player, say, is left alone).  The raw

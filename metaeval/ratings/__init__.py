@@ -45,7 +45,7 @@ def rate(
     With ``bootstrap=B`` the game is resampled B times (from its ``stderr``, or from
     ``samples`` of episode returns), re-rated, on ``workers`` Ray actors when more than
     one, and the Rating gains ``intervals`` at ``level``, ``p_top`` and CI-aware ranks;
-    see :mod:`metaeval.ratings.bootstrap`. ``correction="yrwr"`` with ``owner_rankings``
+    see [`metaeval.ratings.bootstrap`][metaeval.ratings.bootstrap]. ``correction="yrwr"`` with ``owner_rankings``
     (owner -> its strategies by name, best first) post-processes every player's ratings
     by You-Rank-We-Rank (``metaeval.pairwise.yrwr``); the owners are the keys of that
     mapping. Other keywords are the rater's options.

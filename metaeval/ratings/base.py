@@ -129,13 +129,13 @@ def shared_ranks(low, high, tolerance: float) -> np.ndarray:
 
 UNIT_SCALES = (2.0**-64, 2.0**64)
 """Games whose largest |payoff| lies outside this range are rated by homogeneous raters at
-unit scale (:func:`homogeneous`); ordinary games are rated as given, bit for bit."""
+unit scale ([`homogeneous`][metaeval.ratings.base.homogeneous]); ordinary games are rated as given, bit for bit."""
 
 
 def homogeneous(*payoff_diagnostics: str):
     """Make a rater whose ratings of ``a * game`` are ``a`` times those of ``game`` (a > 0)
     rate extreme games at unit scale: payoffs (and standard errors) divided by the power of
-    two :meth:`MetaGame.payoff_scale` (exact), ratings, tolerance and the diagnostics named
+    two [`MetaGame.payoff_scale`][metaeval.game.MetaGame.payoff_scale] (exact), ratings, tolerance and the diagnostics named
     in ``payoff_diagnostics`` multiplied back. Sums and differences of payoffs near 1e308
     would overflow inside the solvers; ratings that themselves overflow are refused."""
 

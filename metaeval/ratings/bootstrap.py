@@ -168,7 +168,7 @@ def summarise(replicates: list[np.ndarray], level: float,
               tolerance: float = 0.0) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Percentile intervals ``[K_p, 2]`` ((B+1)a-th order statistics, module docstring) and
     top probabilities ``[K_p]`` from replicates ``[B, K_p]``; ratings within ``tolerance``
-    (the rater's, :attr:`Rating.tolerance`) of a replicate's best share its top."""
+    (the rater's, `Rating.tolerance`) of a replicate's best share its top."""
     intervals, p_top = [], []
     for values in replicates:
         intervals.append(percentile_interval(values, level).T)

@@ -25,12 +25,12 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
     The Rating's ``distribution`` is the MECCE; diagnostics hold ``newton_steps``,
     ``entropy`` (nats), ``cce_violation`` (max(0, largest gain), payoff units),
     ``kkt_residual`` (relative to the largest payoff difference) and how often each
-    safeguard of :func:`metaeval.solvers.mecce.max_entropy` fired (``safeguard_*``).
+    safeguard of [`metaeval.solvers.mecce.max_entropy`][metaeval.solvers.mecce.max_entropy] fired (``safeguard_*``).
     ``target="affinity"`` uses the CCE of maximum entropy relative to the clone-invariant
     affinity-entropy target instead (Liu et al. 2025; metaeval.ratings.affinity).
 
     ``implicit``: True: the dual is solved through contractions of the payoffs, never
-    storing the CCE matrix (:func:`metaeval.solvers.mecce.max_entropy_implicit`; it falls
+    storing the CCE matrix ([`metaeval.solvers.mecce.max_entropy_implicit`][metaeval.solvers.mecce.max_entropy_implicit]; it falls
     back to the stored matrix, ``safeguard_dense_fallbacks``, if some joint leaves the
     support); False: on the stored matrix; None (default): implicit above
     NEWTON_FIRST_JOINTS joints. Both give the same MECCE to the accepted KKT residual.

@@ -2,8 +2,8 @@
 
 The opponents' profiles become a population with one placeholder policy for the responder
 and sigma the profiles' probabilities; the best response to that correlated mixture is read
-off the full-game CCE gap's backward pass (:mod:`metaeval.spiel.gap`,
-:mod:`metaeval.spiel.best_response`). The episode budget is not used: nothing is sampled.
+off the full-game CCE gap's backward pass (`metaeval.spiel.gap`,
+`metaeval.spiel.best_response`). The episode budget is not used: nothing is sampled.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Approximate full-game CCE gap, for games too large to walk.
 
-For each player p, a deviation b_p is found by a responder (:mod:`metaeval.responses`: a
+For each player p, a deviation b_p is found by a responder ([`metaeval.responses`][metaeval.responses]: a
 search against the known opponents, or a learner trained for a budget of episodes) against
 the opponents' joint policies drawn from sigma's marginal on them, fixed for the episode.
 Then, from fresh episodes that the responder never saw,
@@ -49,7 +49,7 @@ def found(estimate: float, stderr: float, level: float = 0.95) -> bool:
 
 def describe(estimate: float, stderr: float, responder: str = "", level: float = 0.95) -> str:
     """How an estimated lower bound on a CCE gap reads: ``CCE gap at least 0.42 ...``, or, where
-    no profitable deviation was found (:func:`found`), ``no profitable deviation found
+    no profitable deviation was found ([`found`][metaeval.responses.gap.found]), ``no profitable deviation found
     (estimate -0.38 +- 0.09)``."""
     half = stats.norm.ppf(0.5 + level / 2) * stderr
     by = f"{responder} deviations" if responder else "deviations"
@@ -119,7 +119,7 @@ class ApproximateGap:
 
 
 def responder_named(responder, workers: int = 1, address: str | None = None):
-    """``responder`` itself, or the responder of that name in :data:`metaeval.responses.RESPONDERS`
+    """``responder`` itself, or the responder of that name in [`metaeval.responses.RESPONDERS`][metaeval.responses.RESPONDERS]
     (a search spread over ``workers`` Ray workers)."""
     from metaeval.responses import RESPONDERS, Search
 
@@ -143,9 +143,9 @@ def responder_name(responder) -> str:
 
 def approximate_cce_gap(game, policies, sigma, responder, training_episodes: int, evaluation_episodes: int,
                         rng: np.random.Generator, workers: int = 1, address: str | None = None) -> ApproximateGap:
-    """:class:`ApproximateGap` of ``sigma [K_1..K_N]`` over ``policies`` (one list of policy
+    """[`ApproximateGap`][metaeval.responses.gap.ApproximateGap] of ``sigma [K_1..K_N]`` over ``policies`` (one list of policy
     objects per player), each player's deviation found by ``responder`` (a name in
-    :data:`metaeval.responses.RESPONDERS` or a responder, e.g. :class:`metaeval.responses.Search`)
+    [`metaeval.responses.RESPONDERS`][metaeval.responses.RESPONDERS] or a responder, e.g. [`metaeval.responses.Search`][metaeval.responses.search.Search])
     with ``training_episodes`` episodes and every value estimated from ``evaluation_episodes``
     fresh episodes, played on ``workers`` Ray workers when more than one. All randomness from ``rng``."""
     sigma = np.clip(check_joint_distribution(sigma, [len(member) for member in policies], "population"), 0, None)

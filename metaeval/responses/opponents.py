@@ -36,7 +36,7 @@ class Opponents:
         """The profiles in the support of a matchmaking distribution over ``policies`` (one
         list per player, of policies or ``[S, A]`` policy tables, e.g. a population's
         ``policies``); the distribution's shape is their sizes without ``player``'s (see
-        :mod:`metaeval.training.matchmaking`)."""
+        [`metaeval.training.matchmaking`][metaeval.training.matchmaking])."""
         distribution = np.asarray(distribution, dtype=np.float64)
         expected = matchmaking.opponent_shape([len(member) for member in policies], player)
         if distribution.shape != expected:

@@ -9,13 +9,13 @@ minibatches of the clipped surrogate (eq. 7 of the paper)
     L = -E[min(rho A, clip(rho, 1 - clip, 1 + clip) A)] + value_coef E[(V - R)^2] - entropy_coef E[H(pi)]
 
 with ``rho = pi(a|s) / pi_old(a|s)`` over the legal actions only. Actor and critic are two
-MLPs; the actor's weights are an :class:`metaeval.spiel.mlp.MLPPolicy` as they stand.
+MLPs; the actor's weights are an [`metaeval.spiel.mlp.MLPPolicy`][metaeval.spiel.mlp.MLPPolicy] as they stand.
 
 Why here and not OpenSpiel's ``open_spiel.python.jax.policy_gradient``: that one needs
 haiku and rlax (not installed beside flax) and is stepped one ``TimeStep`` at a time;
 OpenSpiel's PPO (``open_spiel.python.pytorch.ppo``) needs PyTorch.
 
-``values`` (what :meth:`PPO.train` returns and continues from) are the actor's and the
+``values`` (what [`PPO.train`][metaeval.responses.ppo.PPO.train] returns and continues from) are the actor's and the
 critic's weights, ``{"actor": ..., "critic": ...}``. Training is reproducible from ``rng``.
 """
 

@@ -9,7 +9,7 @@ of the hidden state). Its best response maximises, over p's pure policies pi',
 A terminal's weight ``w(z) = P_c(z) sum_j Pr(j) P_-p^j(z) u_p(z)`` belongs to the last
 sequence (I, a) of p on the way to z, and a state's value is the best of its sequences'
 values (the terminals' weights below them plus the values of the states that follow), as in
-:mod:`metaeval.spiel.best_response`, which walks the tree. Here nothing is walked: episodes
+`metaeval.spiel.best_response`, which walks the tree. Here nothing is walked: episodes
 are simulated with chance, j and the opponents' actions drawn from their known
 probabilities and p's actions from a behaviour policy b (uniform at first, then
 epsilon-greedy around the current best choice), and each finished episode adds
@@ -24,7 +24,7 @@ profile j is playing, weighted by chance and the opponents' own action probabili
 estimated, never enumerated; only the responder's visited information states are stored
 (a sampled tabular best response: for games whose responder states fit in memory although
 the tree does not). With every episode's outcome enumerated instead of drawn
-(:func:`exhaustive_statistics`), the same backward pass gives the exact best response.
+([`exhaustive_statistics`][metaeval.responses.search.exhaustive_statistics]), the same backward pass gives the exact best response.
 
 Why the value is a lower bound. The responder's policy (greedy in the estimated values;
 uniform at information states never visited) is one fixed policy of the full game. Its
@@ -32,7 +32,7 @@ value against the opponents, measured on fresh episodes the search did not see, 
 unbiased estimate of a number at most the best response's value; the estimate made while
 searching (the maximum of noisy values) is biased upward and is never reported.
 
-Episodes are played in lock-step (:class:`metaeval.responses.episodes.TrainingEpisodes`:
+Episodes are played in lock-step ([`metaeval.responses.episodes.TrainingEpisodes`][metaeval.responses.episodes.TrainingEpisodes]:
 each opponent policy answers a batch of decisions at once), in a fixed number of shards per
 round whose statistics are summed in shard order: the same seed gives the same response on
 any number of Ray workers.
@@ -62,7 +62,7 @@ class SearchStatistics:
     """What the episodes taught about the responder's visited information states.
 
     ``keys[s]``: the information state's key (as ``TabularPolicy`` keys it); ``parent[s]``:
-    its parent sequence ``t * A + a`` (state t, action a) or :data:`ROOT`; ``legal [S, A]``;
+    its parent sequence ``t * A + a`` (state t, action a) or `ROOT`; ``legal [S, A]``;
     ``sums [S, A]``: the summed ``u_p(z) / b_p(z)`` of the episodes ending in each sequence;
     ``episodes``: how many episodes the sums are over.
     """
@@ -93,7 +93,7 @@ class SearchStatistics:
         return found
 
     def add(self, sequence: int, value: float) -> None:
-        """Add ``value`` to the sequence ``s * A + a`` (nothing for :data:`ROOT`)."""
+        """Add ``value`` to the sequence ``s * A + a`` (nothing for `ROOT`)."""
         if sequence != ROOT:
             self.sums[divmod(sequence, self.num_actions)] += value
 
@@ -163,7 +163,7 @@ class SearchPolicy(policy_lib.Policy):
 
 def search_shard(game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
                  choices: dict[str, int] | None, epsilon: float, num_envs: int = 256) -> SearchStatistics:
-    """:class:`SearchStatistics` of ``episodes`` episodes in which ``player`` plays, at a state
+    """[`SearchStatistics`][metaeval.responses.search.SearchStatistics] of ``episodes`` episodes in which ``player`` plays, at a state
     with a choice in ``choices``, that action with probability ``1 - epsilon`` and a uniform
     legal one otherwise (uniform everywhere without ``choices``)."""
     width = game.num_distinct_actions()
@@ -206,10 +206,10 @@ def search_shard(game, player: int, opponents: Opponents, episodes: int, rng: np
 
 
 def exhaustive_statistics(game, player: int, opponents: Opponents) -> SearchStatistics:
-    """The :class:`SearchStatistics` of every episode at once: each terminal's outcome
+    """The [`SearchStatistics`][metaeval.responses.search.SearchStatistics] of every episode at once: each terminal's outcome
     enumerated with its probability (chance, the profile j and the opponents' actions; the
     responder's actions all taken, unweighted) instead of drawn, so the sums are the
-    sequences' exact weights and :meth:`SearchStatistics.best` is the exact best response. A
+    sequences' exact weights and [`SearchStatistics.best`][metaeval.responses.search.SearchStatistics.best] is the exact best response. A
     tree walk: for checks on games small enough to enumerate."""
     from metaeval.spiel.policies import probability_row
 
@@ -301,7 +301,7 @@ class Search:
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> SearchStatistics:
-        """:class:`SearchStatistics` of ``episodes`` simulated episodes against ``opponents``."""
+        """[`SearchStatistics`][metaeval.responses.search.SearchStatistics] of ``episodes`` simulated episodes against ``opponents``."""
         game = games.load(game)
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
             raise MetaEvalError(f"episodes must be a positive int, got {episodes!r}")

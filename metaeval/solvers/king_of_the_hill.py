@@ -19,7 +19,7 @@ What the raters exploit, with M models and P prompts (M^2 P joints; 8.2M at 64 x
 - Deviation ratings need no structured path: the first LP of Algorithm 1 binds few
   deviations and joints, and on its optimal face most gains are constant
   (metaeval.solvers.cce_first_round, metaeval.solvers.cce_face).
-- The antisymmetry is what makes a game recognisable as one (:func:`is_king_of_the_hill`);
+- The antisymmetry is what makes a game recognisable as one ([`is_king_of_the_hill`][metaeval.solvers.king_of_the_hill.is_king_of_the_hill]);
   the solvers above need only the prompt player's large strategy set, not the rest.
 """
 

@@ -36,7 +36,7 @@ rates are spread evenly over hundreds of orders of magnitude.  Linear systems ar
 M-matrices: dense LU up to ``DENSE_MAX`` unknowns, otherwise BiCGSTAB with Jacobi
 preconditioning (GMRES if BiCGSTAB stalls), every answer checked by its backward error.
 Every system is a principal submatrix of ``D - N`` (N the rates, or their transpose),
-applied without copying N (:class:`_MMatrix`), and state ids are int32 when they fit: a
+applied without copying N (`_MMatrix`), and state ids are int32 when they fit: a
 64^3 alpha-Rank chain has 5e7 transitions.  A sparse LU is not used because these transition graphs
 (Hamming graphs: states differing in one coordinate are adjacent) have no small
 separators, so the factors fill in almost completely; power iteration is not used because

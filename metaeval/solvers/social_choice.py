@@ -135,7 +135,7 @@ def kemeny_young(profile: Profile, max_alternatives: int = KEMENY_MAX_ALTERNATIV
     Among optimal orders the lexicographically first is returned (the smallest possible
     top, then recursively below it), the one OpenSpiel's enumeration of all m! orders
     finds. Up to KEMENY_SUBSET_ALTERNATIVES alternatives, dynamic programming over subsets
-    (O(2^m m)); above, an integer program solved by HiGHS (:func:`_kemeny_program`).
+    (O(2^m m)); above, an integer program solved by HiGHS (`_kemeny_program`).
     """
     m = len(profile.alternatives)
     if m > max_alternatives:

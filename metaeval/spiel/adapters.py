@@ -1,7 +1,7 @@
 """Policies that are not tables: a plain callable, and random policies drawn state by state.
 
 Neither needs the game tree, so both work in games far too large to enumerate
-(sampled meta-games, :class:`metaeval.Evaluator` with ``mode="sampled"``).
+(sampled meta-games, [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator] with ``mode="sampled"``).
 
     policy = spiel.CallablePolicy(lambda state, player: {0: 0.5, 1: 0.5})
     policy = spiel.CallablePolicy(net_probabilities, game)   # a vector over all actions
@@ -20,7 +20,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.spiel.policies import KINDS, PROBABILITY_TOLERANCE, SUM_TOLERANCE, action_index, where
 from metaeval.spiel.tree import infostate_key
 
-#: Information states whose drawn probabilities a :class:`LazyRandomPolicy` keeps.
+#: Information states whose drawn probabilities a ``LazyRandomPolicy`` keeps.
 CACHED_STATES = 1 << 16
 
 
@@ -77,7 +77,7 @@ def _check(probabilities: dict[int, float], state, player: int) -> None:
 
 
 class LazyRandomPolicy(policy_lib.Policy):
-    """A random policy of ``kind`` (see :data:`metaeval.spiel.KINDS`) drawn at each
+    """A random policy of ``kind`` (see `metaeval.spiel.KINDS`) drawn at each
     information state when first asked, from a generator seeded by ``seed``, the player
     and the state's key: the same policy in every process, without enumerating the game.
 

@@ -51,7 +51,7 @@ class ExactEvaluator:
 
     Reach columns are cached by ``(player, policy id)`` and the last payoff tensor
     by the ids along its axes, each together with the policy object (so a population
-    of another lineage that reuses an id is recomputed): :meth:`metagame` then
+    of another lineage that reuses an id is recomputed): `metagame` then
     contracts only the slices of policies that changed.
     """
 

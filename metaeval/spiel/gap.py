@@ -14,11 +14,11 @@ Per-player gains are floored at 0, as OpenSpiel's ``cce_dist`` and JPSRO do: a
 correlated mixture can be worth more to p than any unilateral policy.
 
 The work is cut into pieces, one per player and run of ``PIECE_TERMINALS`` terminals
-(:func:`gap_pieces`): a piece yields its on-policy values and its terminals' deviation
-weights summed per sequence of the player (:func:`piece_values`), and the pieces are summed
-in order before the best responses' backward pass (:func:`cce_from_pieces`). The pieces depend on
+(`gap_pieces`): a piece yields its on-policy values and its terminals' deviation
+weights summed per sequence of the player (`piece_values`), and the pieces are summed
+in order before the best responses' backward pass (`cce_from_pieces`). The pieces depend on
 the game alone, so a gap is the same bit for bit in-process and on Ray actors
-(:func:`metaeval.distributed.cce_gap`).
+([`metaeval.distributed.cce_gap`][metaeval.distributed.cce_gap]).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from metaeval.runs.threads import one_blas_thread
 #: OpenSpiel's JPSRO drops joint and opponents' marginal masses below this (its ``DIST_TOL``).
 OPENSPIEL_DIST_TOL = 1e-8
 #: Best-response actions within this fraction of the terminals' total absolute weight of the
-#: best are tied (:func:`metaeval.spiel.best_response.backward_pass`): well above the rounding
+#: best are tied (``metaeval.spiel.best_response.backward_pass``): well above the rounding
 #: of the values, so which actions tie does not depend on the build of the linear algebra.
 #: (The terminals' weights, not the values: a player's values can cancel to rounding residue.)
 TIE_TOLERANCE = 1e-9
@@ -56,7 +56,7 @@ class CCEGap:
     ``best_actions[p] [S, A]``: at each of player p's states, the actions within
     ``TIE_TOLERANCE`` of the best; ``best_responses[p]`` is the pure ``TabularPolicy`` taking
     the lowest of them (any choice among them attains the value,
-    :meth:`metaeval.Evaluator.best_response`)."""
+    [`metaeval.Evaluator.best_response`][metaeval.training.evaluator.Evaluator.best_response])."""
 
     total: float
     per_player: np.ndarray
@@ -98,7 +98,7 @@ def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) ->
 
 
 def cce_from_pieces(tree, pieces: list[GapPiece], results) -> CCEGap:
-    """The CCE gap from the :func:`piece_values` of :func:`gap_pieces` (in their order)."""
+    """The CCE gap from the `piece_values` of `gap_pieces` (in their order)."""
     deviations = list(_deviations(tree, pieces, results))
     values = np.array([d.values[0] for d in deviations])
     on_policy = np.array([d.follow[0] for d in deviations])

@@ -102,7 +102,7 @@ def draw_index(probabilities, u: float) -> int:
 
 
 def draw_actions(probabilities: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Row-wise :func:`draw_index` of ``probabilities [B, A]`` with ``u [B]``."""
+    """Row-wise `draw_index` of ``probabilities [B, A]`` with ``u [B]``."""
     cumulative = np.cumsum(probabilities, axis=1)
     index = (cumulative <= (u * cumulative[:, -1])[:, None]).sum(axis=1)
     over = np.flatnonzero(index == probabilities.shape[1])
@@ -114,8 +114,8 @@ def draw_actions(probabilities: np.ndarray, u: np.ndarray) -> np.ndarray:
 @contextmanager
 def policy_errors(player: int):
     """A call of a policy of ``player``, under the time limit in force
-    (:mod:`metaeval.runs.time_limit`): whatever it raises, as a one-line ``MetaEvalError``
-    naming it (a :class:`PolicyTimeout` if it took too long)."""
+    (`metaeval.runs.time_limit`): whatever it raises, as a one-line ``MetaEvalError``
+    naming it (a `PolicyTimeout` if it took too long)."""
     try:
         with limited():
             yield
@@ -170,7 +170,7 @@ def next_decisions(game, states, rows, uniforms: Uniforms, returns: list):
 
 def play(game, answers, uniforms: Uniforms) -> np.ndarray:
     """Returns ``[E, N]`` of the episodes of ``uniforms``, player p answered by ``answers[p]``
-    (from :func:`metaeval.spiel.batched.as_batched`), all advancing in lock-step."""
+    (from [`metaeval.spiel.batched.as_batched`][metaeval.spiel.as_batched]), all advancing in lock-step."""
     num_players = game.num_players()
     states = [game.new_initial_state() for _ in range(len(uniforms))]
     reader = TensorReader(game)

@@ -7,7 +7,7 @@
     trained = policy.imitate(obs, legal, targets)          # a new policy (optax Adam)
 
 The network maps the acting player's information-state tensor (observation tensor
-where the game has none; :func:`metaeval.spiel.batched.observation_kind`) through
+where the game has none; [`metaeval.spiel.batched.observation_kind`][metaeval.spiel.observation_kind]) through
 ReLU hidden layers to one logit per action; illegal actions are masked out before
 the softmax. Parameters are kept as NumPy arrays, so a policy pickles (Ray) and
 copies cheaply; the jitted forward pass is shared by all policies of one shape.
@@ -74,7 +74,7 @@ class MLPPolicy(policy_lib.Policy):
     """An MLP policy for one player of ``game``.
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
         player: the player it acts for.
         seed: seeds the initial weights (flax's default initialisers).
         hidden: widths of the hidden layers.
@@ -164,7 +164,7 @@ class MLPPolicy(policy_lib.Policy):
     # -- state -----------------------------------------------------------------
     def __deepcopy__(self, memo):
         """A copy sharing what cannot change: the read-only weights, their device copy
-        (immutable JAX arrays) and the game. A snapshot (:func:`metaeval.spiel.snapshot`)
+        (immutable JAX arrays) and the game. A snapshot (`metaeval.spiel.snapshot`)
         then holds no second copy of the weights; rebinding a weight in this policy's
         dicts leaves the copy as it was, and a writeable array given as a weight is copied."""
         shared = {"game": self.game, "params": _share(self.params, memo), "_device_params": self._device_params}
@@ -189,7 +189,7 @@ class MLPPolicy(policy_lib.Policy):
 
     @classmethod
     def load(cls, path) -> MLPPolicy:
-        """The policy :meth:`save` wrote to ``path``."""
+        """The policy [`save`][metaeval.spiel.mlp.MLPPolicy.save] wrote to ``path``."""
         from flax.traverse_util import unflatten_dict
 
         arrays = read_arrays(path, "an MLP policy")

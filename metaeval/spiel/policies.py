@@ -1,7 +1,7 @@
 """Tabular policies: random ones (SPEC section 3), and any policy as a per-state table.
 
 A policy *table* for player p is an array ``[S_p, A]`` laid out like the player's
-template ``TabularPolicy`` (see :mod:`metaeval.spiel.tree`): row = information
+template ``TabularPolicy`` (see `metaeval.spiel.tree`): row = information
 state, column = action. Random policies are ``TabularPolicy`` objects sharing the
 template's lookup tables, with a read-only probability array, so a policy never
 changes after it has been evaluated (meta-game caches key on policy ids).

@@ -59,7 +59,7 @@ def identical_groups(policies: Sequence, new: Collection[int] | None = None) -> 
 
 def warn_identical(player: int, names: Sequence[str], policies: Sequence,
                    new: Collection[int] | None = None, stacklevel: int = 3) -> None:
-    """Warn (:class:`IdenticalPoliciesWarning`) about every group of :func:`identical_groups`,
+    """Warn ([`IdenticalPoliciesWarning`][metaeval.errors.IdenticalPoliciesWarning]) about every group of `identical_groups`,
     naming its policies (with ``new``: each new one, and the others it equals)."""
     for group in identical_groups(policies, new):
         if new is None:
@@ -74,7 +74,7 @@ def warn_identical(player: int, names: Sequence[str], policies: Sequence,
 
 @contextlib.contextmanager
 def identical_policies_warned():
-    """Silence :class:`IdenticalPoliciesWarning` where the policies were checked when added
+    """Silence [`IdenticalPoliciesWarning`][metaeval.errors.IdenticalPoliciesWarning] where the policies were checked when added
     (a saved population, the Evaluator's population)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdenticalPoliciesWarning)
@@ -83,7 +83,7 @@ def identical_policies_warned():
 
 def random_policies(game, player: int, ids: Sequence[int], seed, kind: str = "dirichlet", lazy: bool = False) -> list:
     """Random tabular policies of ``kind`` for ``player``, the one with id i from ``policy_rng(seed, player, i)``;
-    ``lazy``: :class:`~metaeval.spiel.LazyRandomPolicy` objects instead (no game tree), each seeded from that generator."""
+    ``lazy``: [`LazyRandomPolicy`][metaeval.spiel.LazyRandomPolicy] objects instead (no game tree), each seeded from that generator."""
     if lazy:
         return [lazy_random_policy(game, player, policy_rng(seed, player, i), kind) for i in ids]
     layout = game_tree(game).players[player]
@@ -101,7 +101,7 @@ class Population:
     """Per-player lists of policies (``policies[p][i]``) with ids (``ids[p][i]``).
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
         policies: one non-empty sequence of OpenSpiel policies per player.
         ids: ints unique per player; default ``0..K_p-1``.
         next_ids: per player, the next unused id (default: one past the largest).
@@ -175,7 +175,7 @@ class Population:
         """Random tabular policies (SPEC section 3): ``size`` per player (an int or one per player).
 
         The policy with id i of player p is drawn from ``policy_rng(seed, p, i)``; ``lazy``:
-        drawn state by state when asked (:class:`~metaeval.spiel.LazyRandomPolicy`), for
+        drawn state by state when asked ([`LazyRandomPolicy`][metaeval.spiel.LazyRandomPolicy]), for
         games too large to enumerate.
         """
         game = games.load(game)
@@ -254,7 +254,7 @@ class Population:
 
     @classmethod
     def load(cls, path) -> Population:
-        """Read a population written by :meth:`save`; tables come back bit for bit."""
+        """Read a population written by `save`; tables come back bit for bit."""
         path = Path(path)
         arrays = read_arrays(path, "a population")
         header = json_entry(arrays, "header", "a population", path)

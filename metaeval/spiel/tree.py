@@ -103,7 +103,7 @@ def game_tree(game, max_terminals: int | None = None) -> GameTree:
     """The (cached) sequence-form tree of ``game``: a ``pyspiel.Game`` or a name for ``games.load``.
 
     The tree's size is estimated first and enumeration refused (a ``MetaEvalError``
-    with the estimate) when it would exceed the memory budget (:mod:`metaeval.runs.budget`)
+    with the estimate) when it would exceed the memory budget ([`metaeval.runs.budget`][metaeval.runs.budget])
     or ``max_terminals``; the walk itself stops at the same limit.
     """
     game = games.load(game)

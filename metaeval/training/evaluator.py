@@ -13,10 +13,10 @@ It holds a game and a population per player, and keeps their meta-game current:
 Every policy is snapshotted when added, so a caller changing its own policy object later
 (a learner that keeps training it) cannot change what was evaluated. In exact mode the
 snapshot is a read-only table on the game's information states
-(:mod:`metaeval.spiel.policies`); in sampled mode it is a copy of the object itself
-(:func:`metaeval.spiel.snapshot`), and nothing enumerates the game tree: any game that
+(`metaeval.spiel.policies`); in sampled mode it is a copy of the object itself
+(`metaeval.spiel.snapshot`), and nothing enumerates the game tree: any game that
 can be simulated, any policy. Ids are unique per player and never reused, as in
-:class:`metaeval.spiel.Population`, which is what the meta-game caches key on.
+[`metaeval.spiel.Population`][metaeval.spiel.Population], which is what the meta-game caches key on.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ STATE_FILE = "evaluator.json"
 
 @dataclass(frozen=True)
 class Pruned:
-    """What :meth:`Evaluator.prune` did: per player, the ids removed (in population order),
+    """What [`Evaluator.prune`][metaeval.training.evaluator.Evaluator.prune] did: per player, the ids removed (in population order),
     their names and the tie-break keys drawn (empty for a player already within the cap);
     the rating the choice was made on, and the ids that were protected."""
 
@@ -72,7 +72,7 @@ class Evaluator:
     """A game, one population per player, and their meta-game kept current.
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
         mode: ``"exact"`` meta-games (the game is enumerated; policies are stored as tables;
             the CCE gap and best responses walk the tree), ``"sampled"`` from ``episodes``
             per joint (any game that can be simulated; policies are stored as objects; no
@@ -84,7 +84,7 @@ class Evaluator:
             computing the CCE gap (``metaeval.distributed.cce_gap``).
         address: the Ray cluster those actors run on (None: an embedded Ray, or ``$RAY_ADDRESS``).
         seed: seeds sampled entries and the generator that breaks rating ties.
-        population: an initial :class:`metaeval.spiel.Population` (kept with its ids).
+        population: an initial [`metaeval.spiel.Population`][metaeval.spiel.Population] (kept with its ids).
         metagame: a meta-game built earlier for this population's lineage (e.g. kept
             in a checkpoint; strategy names ``"policy <id>"``): the next build copies
             its entries and evaluates only joints touching policies it lacks.
@@ -162,7 +162,7 @@ class Evaluator:
         return self._population
 
     def name(self, player: int, policy_id: int) -> str:
-        """The name of a policy (``"policy <id>"`` unless one was given to :meth:`add`)."""
+        """The name of a policy (``"policy <id>"`` unless one was given to [`add`][metaeval.training.evaluator.Evaluator.add])."""
         self._index(player, policy_id)
         return self._names[player].get(policy_id, f"policy {policy_id}")
 
@@ -170,7 +170,7 @@ class Evaluator:
         """Add an OpenSpiel policy (``TabularPolicy``, a ``policy.Policy`` subclass, a ``pyspiel``
         policy, a function wrapped as ``spiel.CallablePolicy(fn)``) for ``player``, as a snapshot
         taken now; returns its new id. A policy whose table equals one the player holds is
-        named in an :class:`~metaeval.IdenticalPoliciesWarning`."""
+        named in an [`IdenticalPoliciesWarning`][metaeval.errors.IdenticalPoliciesWarning]."""
         self._check_player(player)
         stored = self._stored(player, policy)
         policy_id = self._next_ids[player]
@@ -243,7 +243,7 @@ class Evaluator:
                         counts=mg.counts, stderr=mg.stderr)
 
     def rate(self, rater: str, **options) -> Rating:
-        """Rate the current meta-game with any rater in :data:`metaeval.RATERS`."""
+        """Rate the current meta-game with any rater in [`metaeval.RATERS`][metaeval.ratings.RATERS]."""
         return rate(self.metagame(), rater, **options)
 
     def check_rater(self, rater: str, **options) -> None:
@@ -301,7 +301,7 @@ class Evaluator:
 
     def meta_distribution(self, solver="mecce", **options) -> np.ndarray:
         """A joint distribution over the population (an array of the meta-game's shape):
-        a name in :data:`metaeval.training.meta_solvers.SOLVERS` (``uniform``, ``nash``, ``alpharank``,
+        a name in [`metaeval.training.meta_solvers.SOLVERS`][metaeval.training.meta_solvers.SOLVERS] (``uniform``, ``nash``, ``alpharank``,
         ``mecce``, ``mgcce``, ``deviation``) or a callable ``solver(metagame, **options)``."""
         metagame = self.metagame()
         if callable(solver):
@@ -316,14 +316,14 @@ class Evaluator:
     def opponents(self, player: int, rule: str = "uniform", member: int | None = None, **options) -> np.ndarray:
         """Whom ``player``'s policy ``member`` (an id; None: the whole population) trains
         against: a distribution over the other players' joint profiles, an array of the
-        meta-game's shape without ``player``'s axis (see :mod:`metaeval.training.matchmaking`).
+        meta-game's shape without ``player``'s axis (see [`metaeval.training.matchmaking`][metaeval.training.matchmaking]).
 
         - ``"uniform"``: every profile equally likely;
         - ``"pfsp"``: prioritised fictitious self-play, weight ``(1 - x)^exponent`` with ``x``
           the member's payoff against the profile rescaled from the game's utility range to
           [0, 1] (its win probability in a +1/-1 game); option ``exponent`` (default 2);
         - a meta-solver name (``"nash"``, ``"mecce"``, ``"deviation"``, ...): the conditional
-          of :meth:`meta_distribution` given that ``player`` plays ``member`` (its opponents'
+          of [`meta_distribution`][metaeval.training.evaluator.Evaluator.meta_distribution] given that ``player`` plays ``member`` (its opponents'
           marginal when ``member`` is None or has no mass); options go to the solver.
         """
         self._check_player(player)
@@ -358,10 +358,10 @@ class Evaluator:
                         rng: np.random.Generator | None = None) -> ApproximateGap:
         """An estimated lower bound on the full-game CCE gap of ``sigma``, for any game that can
         be simulated: each player's deviation found by ``learner`` (a name in
-        :data:`metaeval.responses.RESPONDERS`, e.g. ``"search"``, which simulates the game
-        against the known policies, or a responder such as :class:`metaeval.responses.PPO`)
+        [`metaeval.responses.RESPONDERS`][metaeval.responses.RESPONDERS], e.g. ``"search"``, which simulates the game
+        against the known policies, or a responder such as [`metaeval.responses.PPO`][metaeval.responses.ppo.PPO])
         with ``episodes`` episodes, values from ``evaluation_episodes`` fresh episodes
-        (:func:`metaeval.responses.gap.approximate_cce_gap`), on this evaluator's Ray workers
+        ([`metaeval.responses.gap.approximate_cce_gap`][metaeval.responses.gap.approximate_cce_gap]), on this evaluator's Ray workers
         when it has several. ``rng`` defaults to one seeded by the evaluator's seed."""
         if rng is None:
             rng = np.random.default_rng(self.seed)
@@ -370,7 +370,7 @@ class Evaluator:
 
     def best_response(self, player: int, sigma, rng: np.random.Generator) -> policy_lib.TabularPolicy:
         """A pure best response of ``player`` to the opponents' joint marginal of ``sigma``
-        (read off the cached :meth:`gap`): at every state one of the actions within
+        (read off the cached [`gap`][metaeval.training.evaluator.Evaluator.gap]): at every state one of the actions within
         ``spiel.gap.TIE_TOLERANCE`` of the best, drawn uniformly by ``rng``.
 
         Drawn, not the lowest: ties are common (at a state the opponents never reach every
@@ -389,7 +389,7 @@ class Evaluator:
 
     def openspiel_best_response(self, player: int, sigma) -> policy_lib.TabularPolicy:
         """The best response OpenSpiel's JPSRO would add for ``player`` against sigma
-        (:func:`metaeval.spiel.openspiel_best_response`)."""
+        ([`metaeval.spiel.openspiel_best_response`][metaeval.spiel.openspiel_best_response])."""
         self._check_player(player)
         exact = self._exact("OpenSpiel's best response")
         return spiel.openspiel_best_response(self.game, self.population, sigma, player, evaluator=exact)
@@ -423,7 +423,7 @@ class Evaluator:
     # -- persistence ----------------------------------------------------------------
     def save(self, directory) -> Path:
         """Write the population (tables, ids), names, settings, the last meta-game and the
-        generator's state to ``directory``; :meth:`load` restores them exactly. The files
+        generator's state to ``directory``; [`load`][metaeval.training.evaluator.Evaluator.load] restores them exactly. The files
         become current when ``evaluator.json`` naming them is replaced (atomically)."""
         directory = Path(directory)
         try:
@@ -453,7 +453,7 @@ class Evaluator:
     @classmethod
     def load(cls, directory, workers: int | None = None, address: str | None = None,
              shard_timeout: float | None = None, max_retries: int | None = None) -> Evaluator:
-        """An evaluator saved by :meth:`save` (optionally on other workers or cluster, with
+        """An evaluator saved by [`save`][metaeval.training.evaluator.Evaluator.save] (optionally on other workers or cluster, with
         another shard timeout or retry count)."""
         directory = Path(directory)
         path = directory / STATE_FILE

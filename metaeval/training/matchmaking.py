@@ -5,12 +5,12 @@ Every rule returns an array of the meta-game's shape without the player's axis,
 members. ``member`` is the index of the training member within the player's population;
 ``None`` means the player's population as a whole (its members weighted uniformly).
 
-- :func:`uniform`: every opponent profile equally likely.
-- :func:`conditional`: ``sigma(member, .) / sum sigma(member, .)``, the conditional of a
+- [`uniform`][metaeval.training.matchmaking.uniform]: every opponent profile equally likely.
+- [`conditional`][metaeval.training.matchmaking.conditional]: ``sigma(member, .) / sum sigma(member, .)``, the conditional of a
   joint meta-distribution (Nash, MECCE, the deviation rating's CCE, ...) given that the
   player plays ``member``; the opponents' marginal of sigma when ``member`` is ``None``
   or has no mass under sigma.
-- :func:`pfsp`: prioritised fictitious self-play (Vinyals et al. 2019, AlphaStar league):
+- [`pfsp`][metaeval.training.matchmaking.pfsp]: prioritised fictitious self-play (Vinyals et al. 2019, AlphaStar league):
   ``w(j) = f(x_j)``, ``x_j`` the member's probability of beating profile j, with
   ``f_hard(x) = (1 - x)^exponent``, normalised; uniform when every weight is 0.
   ``x_j`` is the member's expected payoff against j rescaled from the game's utility
@@ -63,7 +63,7 @@ def conditional(metagame: MetaGame, player: int, sigma, member: int | None = Non
 
 
 def win_probability(metagame: MetaGame, player: int, member: int | None, utility_range) -> np.ndarray:
-    """``x_j`` of :func:`pfsp`: payoff against each opponent profile rescaled to [0, 1]."""
+    """``x_j`` of [`pfsp`][metaeval.training.matchmaking.pfsp]: payoff against each opponent profile rescaled to [0, 1]."""
     _check(metagame, player, member)
     lo, hi = (float(u) for u in utility_range)
     if not hi > lo:

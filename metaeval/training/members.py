@@ -1,16 +1,16 @@
 """PBT members: a learner with its hyper-parameters and what it has learned (Jaderberg et al. 2017).
 
-A :class:`Member` is a learner (a frozen dataclass of hyper-parameters, e.g.
-:class:`metaeval.responses.PPO`) and its ``values`` (a Q-table, or network weights).
+A [`Member`][metaeval.training.members.Member] is a learner (a frozen dataclass of hyper-parameters, e.g.
+[`metaeval.responses.PPO`][metaeval.responses.ppo.PPO]) and its ``values`` (a Q-table, or network weights).
 PBT's *exploit* copies a better member; its *explore* perturbs the copy (section 3 of the paper):
 
 - a neural member (``dqn``, ``ppo``) keeps the copied weights and multiplies each of its
-  :data:`EXPLORED` hyper-parameters by ``1 - scale`` or ``1 + scale``, drawn evenly (the
+  `EXPLORED` hyper-parameters by ``1 - scale`` or ``1 + scale``, drawn evenly (the
   paper's "perturb", 0.8 or 1.2 at ``scale=0.2``); the first population draws each from
   ``[x / 2, 2 x]`` log-uniformly around the learner's setting ``x`` (the paper's random
   initial hyper-parameters);
 - a tabular member (``qlearning``) keeps its hyper-parameters and adds Gaussian noise to the
-  copied values (:func:`metaeval.training.mutation.perturb_values`); the first population
+  copied values ([`metaeval.training.mutation.perturb_values`][metaeval.training.mutation.perturb_values]); the first population
   perturbs all-zero tables.
 
 The optimiser's state is not part of a member: every training step starts Adam afresh from
@@ -79,7 +79,7 @@ def save(path, members: list[list[Member]]) -> None:
 
 
 def load(path, learners: list[list]) -> list[list[Member]]:
-    """The members :func:`save` wrote, with ``learners[p][i]`` as their learners."""
+    """The members [`save`][metaeval.training.members.save] wrote, with ``learners[p][i]`` as their learners."""
     from flax.traverse_util import unflatten_dict
 
     arrays = read_arrays(path, "the members' values")

@@ -3,10 +3,10 @@
 PSRO-style loops mix the population with these (SPEC 1 notation). Product distributions
 (Nash) are the outer product of the players' mixtures. The public entry points:
 
-- :func:`solve` ``(game, solver, **options)``: the joint distribution of a named solver
-  (:data:`SOLVERS`) or a callable, checked to be a distribution over the game's joints;
-- :func:`marginals` ``(sigma)``: each player's marginal of a joint distribution;
-- :func:`product_distribution` ``(marginals)``: the joint of independent mixtures.
+- [`solve`][metaeval.training.meta_solvers.solve] ``(game, solver, **options)``: the joint distribution of a named solver
+  ([`SOLVERS`][metaeval.training.meta_solvers.SOLVERS]) or a callable, checked to be a distribution over the game's joints;
+- [`marginals`][metaeval.ratings.base.marginals] ``(sigma)``: each player's marginal of a joint distribution;
+- [`product_distribution`][metaeval.ratings.base.product_distribution] ``(marginals)``: the joint of independent mixtures.
 
 For example, the players' mixtures of the maximum-entropy CCE of rock-paper-scissors::
 
@@ -16,7 +16,7 @@ For example, the players' mixtures of the maximum-entropy CCE of rock-paper-scis
     rps = MetaGame.from_matrix([[0, -1, 1], [1, 0, -1], [-1, 1, 0]])
     meta_solvers.marginals(meta_solvers.solve(rps, "mecce"))  # [1/3, 1/3, 1/3] twice
 
-:mod:`metaeval.integrations.openspiel` hands these to OpenSpiel's ``psro_v2`` and ``jpsro``.
+[`metaeval.integrations.openspiel`][metaeval.integrations.openspiel] hands these to OpenSpiel's ``psro_v2`` and ``jpsro``.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def deviation(game: MetaGame, **options) -> np.ndarray:
     return rate(game, "deviation", **options).distribution
 
 
-#: The named meta-solvers :func:`solve` accepts: name -> ``f(game, **options) -> sigma``.
+#: The named meta-solvers ``solve`` accepts: name -> ``f(game, **options) -> sigma``.
 SOLVERS: dict[str, Callable[..., np.ndarray]] = {
     "uniform": uniform,
     "nash": nash,
@@ -75,7 +75,7 @@ def solve(game: MetaGame, solver, **options) -> np.ndarray:
 
     Args:
         game: the meta-game.
-        solver: a name in :data:`SOLVERS` (``uniform``, ``nash``, ``alpharank``, ``mecce``,
+        solver: a name in [`SOLVERS`][metaeval.training.meta_solvers.SOLVERS] (``uniform``, ``nash``, ``alpharank``, ``mecce``,
             ``mgcce``, ``deviation``) or a callable ``solver(game, **options) -> array``.
         options: the solver's options (an unknown one is an error).
 

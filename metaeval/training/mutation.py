@@ -1,10 +1,10 @@
 """Exploit and explore: perturbed copies of policy and value tables (seeded).
 
-- :func:`perturb_policy`: each information state's action distribution ``pi(s)`` becomes
+- [`perturb_policy`][metaeval.training.mutation.perturb_policy]: each information state's action distribution ``pi(s)`` becomes
   ``(1 - scale) * pi(s) + scale * d(s)``, ``d(s) ~ Dirichlet(1)`` over the legal actions
   (the SPEC's random policy). A convex combination of two distributions over the legal
   actions, so the result is always a valid policy; ``scale = 1`` is a fresh random policy.
-- :func:`perturb_values`: every legal entry of a value table ``Q [S, A]`` gets independent
+- [`perturb_values`][metaeval.training.mutation.perturb_values]: every legal entry of a value table ``Q [S, A]`` gets independent
   Gaussian noise ``N(0, (scale * spread)^2)``, ``spread`` the table's largest absolute
   legal value (1 for an all-zero table), so the noise is relative to the values' size and
   changes the greedy policy where values are close.

@@ -93,7 +93,7 @@ def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
     ``loops.study.paired_statistics`` (every iteration), each rater's mean gap minus the
     baseline's over seeds with a band of one standard error (top), and the two-sided
     Wilcoxon signed-rank p-value on a log scale, with 0.05 marked (bottom). Colours are
-    those of :func:`plot_comparison` when the baseline comes first there."""
+    those of [`plot_comparison`][metaeval.viz.plots.plot_comparison] when the baseline comes first there."""
     raters = list(dict.fromkeys(paired.rater))
     colors = dict(zip(raters, plt.cm.tab10.colors[1:]))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True, height_ratios=(3, 2))
@@ -123,7 +123,7 @@ def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
 
 def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "") -> list[Path]:
     """The same figures for a single run; with an approximate gap in its records, the gap
-    figure is :func:`plot_psro`'s (exact gap, if any, and the approximate one with its band)."""
+    figure is [`plot_psro`][metaeval.viz.plots.plot_psro]'s (exact gap, if any, and the approximate one with its band)."""
     written = plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)
     if any(r.get("approximate_cce_gap") is not None for r in records):
         written = sorted({*written, *plot_psro(out, {label: records}, title=title)})
@@ -183,7 +183,7 @@ MEMORY_PLOT = "memory.png"
 
 
 def plot_memory(out: Path, records: list[dict], title: str = "") -> Path | None:
-    """Resident memory per iteration (MiB; :mod:`metaeval.runs.memory`): the driver's peak
+    """Resident memory per iteration (MiB; [`metaeval.runs.memory`][metaeval.runs.memory]): the driver's peak
     and current, each build actor's peak, beside the largest population (right axis).
     None (nothing written) when the records hold no memory."""
     records = [r for r in records if r.get("memory")]
