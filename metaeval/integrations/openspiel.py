@@ -2,7 +2,7 @@
 
 - [`meta_strategy`][metaeval.integrations.openspiel.meta_strategy]: a ``psro_v2`` ``meta_strategy_method`` from any metaeval
   meta-solver ([`metaeval.training.meta_solvers.SOLVERS`][metaeval.training.meta_solvers.SOLVERS]) or rater whose rating
-  carries a distribution (``payoff``, ``nash``, ``deviation``, ...)::
+  carries a distribution (``payoff``, ``nash``, ``deviation``, ...):
 
       psro_v2.PSROSolver(game, oracle, sims_per_entry=1000,
                          meta_strategy_method=meta_strategy("deviation"))

@@ -25,6 +25,7 @@ RATERS = {
     "payoff": payoff,
     **VOTING_RATERS,
 }
+"""Every rater by name: the ``method`` names [`rate`][metaeval.ratings.rate] accepts."""
 
 
 def rate(

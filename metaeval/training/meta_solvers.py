@@ -8,7 +8,7 @@ PSRO-style loops mix the population with these (SPEC 1 notation). Product distri
 - [`marginals`][metaeval.ratings.base.marginals] ``(sigma)``: each player's marginal of a joint distribution;
 - [`product_distribution`][metaeval.ratings.base.product_distribution] ``(marginals)``: the joint of independent mixtures.
 
-For example, the players' mixtures of the maximum-entropy CCE of rock-paper-scissors::
+For example, the players' mixtures of the maximum-entropy CCE of rock-paper-scissors:
 
     from metaeval import MetaGame
     from metaeval.training import meta_solvers
