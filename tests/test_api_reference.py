@@ -59,3 +59,15 @@ def test_the_games_example_runs_as_shown():
 
     result = doctest.testmod(metaeval.games)
     assert result.attempted >= 3 and result.failed == 0
+
+
+def test_the_site_loads_nothing_from_outside(site):
+    """Maths renders offline: MathJax is served by the site itself, and no page loads a
+    script, style sheet or font from elsewhere."""
+    outside = re.compile(r'<(script|link)\b[^>]*\b(src|href)="(https?:)?//')
+    for page in site.rglob("*.html"):
+        assert not outside.search(page.read_text()), page.relative_to(site)
+    maths = (site / "maths" / "index.html").read_text()
+    assert 'src="../javascripts/mathjax/tex-mml-chtml.js"' in maths
+    assert (site / "javascripts" / "mathjax" / "tex-mml-chtml.js").stat().st_size > 500_000
+    assert list((site / "javascripts" / "mathjax" / "output" / "chtml" / "fonts" / "woff-v2").glob("*.woff"))
