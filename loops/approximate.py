@@ -4,7 +4,7 @@
 estimates a lower bound on the full-game CCE gap of the meta-distribution
 ([`metaeval.Evaluator.approximate_gap`][metaeval.training.evaluator.Evaluator.approximate_gap]: one ``approximate_gap_learner`` deviation per
 player, searched or trained with that many episodes, values from ``approximate_gap_episodes``
-fresh episodes), recorded as ``approximate_cce_gap`` (the bound) and the fields of [`fields`][metaeval.loops.approximate.fields].
+fresh episodes), recorded as ``approximate_cce_gap`` (the bound) and the fields of `fields`.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the population the last record rates (what ``population.npz`` holds when the run
 Its files become current only when ``state.json`` naming them (with their checksums) is
 replaced atomically, so a run killed at any instant resumes from the last whole iteration;
 a checkpoint whose files are missing or changed is refused by `load` naming the file
-(and the run restarts from iteration 0: [`metaeval.runs.rundir.RunDirectory.resume`][metaeval.runs.rundir.RunDirectory.resume]).
+(and the run restarts from iteration 0: `metaeval.runs.rundir.RunDirectory.resume`).
 """
 
 from __future__ import annotations

@@ -277,7 +277,7 @@ class Evolution:
 
     def _resume(self):
         """Continue from the checkpoint if it is intact and the log holds every record before
-        it, else from iteration 0 ([`metaeval.runs.rundir.RunDirectory.resume`][metaeval.runs.rundir.RunDirectory.resume])."""
+        it, else from iteration 0 (`metaeval.runs.rundir.RunDirectory.resume`)."""
         start, state = self.run_dir.resume(lambda: checkpoint.load(self.out))
         if start:
             self.iteration, self.rated = start, state.rated

@@ -250,7 +250,7 @@ class PBT:
 
     def _resume(self):
         """Continue from the checkpoint if it is intact and the log holds every record before
-        it, else from step 0 ([`metaeval.runs.rundir.RunDirectory.resume`][metaeval.runs.rundir.RunDirectory.resume])."""
+        it, else from step 0 (`metaeval.runs.rundir.RunDirectory.resume`)."""
         self.step_index, resumed = self.run_dir.resume(self._load_checkpoint)
         if resumed is not None:
             self.evaluator, self.rated, self.members = resumed.evaluator, resumed.rated, resumed.members

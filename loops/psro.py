@@ -195,7 +195,7 @@ class PSRO:
             and an existing run in it is resumed.
         oracle: any ``oracle(evaluator, player, sigma, rng)`` (see [`metaeval.training.oracles`][metaeval.training.oracles])
             instead of ``config.oracle``, e.g. a learner; recorded by its qualified name
-            ([`run_settings`][metaeval.loops.psro.run_settings]).
+            (`run_settings`).
     """
 
     def __init__(self, config: PSROConfig, out: Path | str | None = None, oracle=None):
@@ -242,7 +242,7 @@ class PSRO:
     # -- run directory ---------------------------------------------------------------
     def _open_run_directory(self):
         """Check ``self.out`` and resume the run there if its settings agree (writes nothing);
-        returns the checkpoint it continues from, if any (see [`rundir.RunDirectory.resume`][metaeval.runs.rundir.RunDirectory.resume])."""
+        returns the checkpoint it continues from, if any (see `rundir.RunDirectory.resume`)."""
         self.run_dir = rundir.RunDirectory.open(
             self.out, KIND, settings=self.settings, result_settings=self._result_settings, schema=RECORD_SCHEMA,
             header={"metagame": self.config.metagame},
@@ -355,7 +355,7 @@ class PSRO:
 
     @staticmethod
     def title_of(settings: dict) -> str:
-        """The figures' title, from a run's settings ([`run_settings`][metaeval.loops.psro.run_settings])."""
+        """The figures' title, from a run's settings (`run_settings`)."""
         cap = "" if settings["cap"] is None else f", cap {settings['cap']} by {settings['prune_by']}"
         ties = "" if settings["tie_break"] == "drawn" else f", {settings['tie_break']} ties"
         oracle = f"custom oracle {settings['oracle']}" if settings.get("custom_oracle") else settings["oracle"]

@@ -116,7 +116,7 @@ def mean(values) -> float:
 
 
 def std(values) -> float:
-    """Sample standard deviation (n − 1) from correctly rounded sums, as [`mean`][metaeval.loops.study.mean]."""
+    """Sample standard deviation (n − 1) from correctly rounded sums, as `mean`."""
     values = list(values)
     if len(values) < 2:
         return float("nan")

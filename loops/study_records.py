@@ -6,7 +6,7 @@ one row per iteration). The records keep just that, gzipped CSV with full float
 precision (about 20 kB a run), in ``RECORDS/RATER/seedS.csv.gz`` beside a
 ``settings.json`` of the settings that change results and the number of iterations,
 and ``RECORDS/RATER/seedS.build.json``: the build of each session of the run
-([`metaeval.runs.build.build_versions`][metaeval.runs.build.build_versions]), so a check can tell a run that differs on
+(`metaeval.runs.build.build_versions`), so a check can tell a run that differs on
 the same build from one made on another.
 Being small, the records can be kept with the published tables, so a study continues
 where it stopped on another machine, or is re-tabulated, without rerunning finished

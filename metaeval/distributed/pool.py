@@ -127,7 +127,7 @@ class EvaluatorPool:
         return ray.get([slot.pid for slot in self._slots])
 
     def memory(self) -> list[dict]:
-        """Each actor's resident memory ([`metaeval.runs.memory.resident_memory`][metaeval.runs.memory.resident_memory]); none
+        """Each actor's resident memory (`metaeval.runs.memory.resident_memory`); none
         if an actor was lost since the last build (the next build replaces it)."""
         import ray
 

@@ -32,7 +32,7 @@ Both agree with ``open_spiel.python.egt.alpharank.compute``; the chain is built 
 (sum_p (K_p - 1) transitions per profile) and solved by [`metaeval.solvers.markov`][metaeval.solvers.markov], so
 32,768 profiles take seconds instead of OpenSpiel's dense eigendecomposition.  From
 ``LINE_MIN_SWITCHES`` transitions on, the multi-population chain is never stored: its
-rates are applied along sorted payoff lines ([`line_rates`][metaeval.ratings.alpharank.line_rates],
+rates are applied along sorted payoff lines (`line_rates`,
 [`metaeval.solvers.line_rates`][metaeval.solvers.line_rates]) and solved by [`metaeval.solvers.line_markov`][metaeval.solvers.line_markov], so
 16.7M profiles (4.2e9 transitions) take 140-150 CPU s and 5.4 GiB when the chain has one
 metastable class, and one more linear solve per further class (753 CPU s with five;
@@ -278,7 +278,7 @@ MAX_SERIES_TERMS = 8
 
 
 def line_rates(game: MetaGame, alpha: float, population_size: int, inf_alpha_eps: float) -> LineRates:
-    """The multi-population chain of ``game`` as matrix-free [`LineRates`][metaeval.solvers.line_rates.LineRates].
+    """The multi-population chain of ``game`` as matrix-free `LineRates`.
 
     For u = alpha d > 0, rho = (1 - e^-u) / (1 - e^-mu) = sum_{k>=0} (e^-kmu - e^-(km+1)u),
     and rho(-d) = e^-(m-1)u rho(d) = sum_k (e^-(km+m-1)u - e^-(km+m)u): T terms of each are

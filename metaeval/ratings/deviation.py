@@ -33,9 +33,9 @@ nearly tied (the frozen face is then thin and ill-conditioned):
   exceed RESIDUAL_TOLERANCE (the warm basis drifts on nearly tied games), is solved again
   in a fresh model, with presolve and the dual simplex, frozen gains as plain rows;
 - ``looser_tolerances``: that fresh model needed feasibility tolerances looser than
-  1e-10 (up to 1e-7 of the largest payoff difference, [`metaeval.solvers.lp.solve`][metaeval.solvers.lp.solve]);
+  1e-10 (up to 1e-7 of the largest payoff difference, `metaeval.solvers.lp.solve`);
 - ``largest_gain_freezes``: a round whose duals name no active constraint freezes the
-  largest gain (see [`constraints_to_freeze`][metaeval.ratings.deviation.constraints_to_freeze]);
+  largest gain (see `constraints_to_freeze`);
 - ``column_generation_retries`` (in [`deviation`][metaeval.ratings.deviation.deviation]): if the LPs over every joint still
   fail, the game is rated by column generation over its own joints instead;
 - ``final_resolves``: the last LP's sigma must reproduce every frozen value to
@@ -433,7 +433,7 @@ def _masses_on(model: FirstRoundModel, result: _Round, joints: np.ndarray) -> np
 
 class _Pricer:
     """Reduced costs -(s + A_j^T y) of every joint, priced by one contraction
-    ([`GameColumns.price`][metaeval.solvers.cce_columns.GameColumns.price]) into an array kept between pricings.
+    (`GameColumns.price`) into an array kept between pricings.
 
     Each round needs at least one pricing to prove its LP optimal over every joint: at
     4 x 64 (16.7M joints) pricing is most of the time. Bounding the change of reduced

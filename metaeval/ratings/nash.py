@@ -56,7 +56,7 @@ def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
 def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its payoff against the selected equilibrium, minus its value.
 
-    The solvers see [`well_scaled`][metaeval.ratings.nash.well_scaled] payoffs, so the ratings of ``a * game + b`` are
+    The solvers see `well_scaled` payoffs, so the ratings of ``a * game + b`` are
     ``a`` times those of ``game``; the max regret is accepted up to REGRET_TOLERANCE times
     the payoff range. ``target="affinity"`` selects the equilibrium with the
     clone-invariant affinity-entropy target instead (Liu et al. 2025;

@@ -10,7 +10,7 @@ epsilon-greedy play with epsilon decaying linearly from ``epsilon_start`` to
 Why not ``open_spiel.python.jax.dqn.DQN`` itself: it is stepped through ``rl_environment``
 one ``TimeStep`` at a time (a network call per move) and it brings flax.nnx, orbax and
 chex along; here the network answers all ``num_envs`` running episodes at once
-([`metaeval.responses.episodes.TrainingEpisodes`][metaeval.responses.episodes.TrainingEpisodes]), and the trained weights
+(`metaeval.responses.episodes.TrainingEpisodes`), and the trained weights
 are an [`metaeval.spiel.mlp.MLPPolicy`][metaeval.spiel.mlp.MLPPolicy] (``output="greedy"``) as they stand, so the
 Evaluator, the batched builder and Ray take them without conversion.
 

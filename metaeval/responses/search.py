@@ -24,7 +24,7 @@ profile j is playing, weighted by chance and the opponents' own action probabili
 estimated, never enumerated; only the responder's visited information states are stored
 (a sampled tabular best response: for games whose responder states fit in memory although
 the tree does not). With every episode's outcome enumerated instead of drawn
-([`exhaustive_statistics`][metaeval.responses.search.exhaustive_statistics]), the same backward pass gives the exact best response.
+(`exhaustive_statistics`), the same backward pass gives the exact best response.
 
 Why the value is a lower bound. The responder's policy (greedy in the estimated values;
 uniform at information states never visited) is one fixed policy of the full game. Its
@@ -32,7 +32,7 @@ value against the opponents, measured on fresh episodes the search did not see, 
 unbiased estimate of a number at most the best response's value; the estimate made while
 searching (the maximum of noisy values) is biased upward and is never reported.
 
-Episodes are played in lock-step ([`metaeval.responses.episodes.TrainingEpisodes`][metaeval.responses.episodes.TrainingEpisodes]:
+Episodes are played in lock-step (`metaeval.responses.episodes.TrainingEpisodes`:
 each opponent policy answers a batch of decisions at once), in a fixed number of shards per
 round whose statistics are summed in shard order: the same seed gives the same response on
 any number of Ray workers.

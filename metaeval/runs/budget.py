@@ -2,7 +2,7 @@
 
 Every allocation whose size grows with the input (tree enumeration, policy tables,
 reach matrices, meta-game tensors, constraint matrices and LP models) calls
-[`check`][metaeval.runs.budget.check] with an estimate of its bytes before allocating. Over the budget, it
+`check` with an estimate of its bytes before allocating. Over the budget, it
 raises a [`MetaEvalError`][metaeval.errors.MetaEvalError] with the estimate and the limit instead of letting
 the process grow until the machine swaps or the kernel kills it.
 

@@ -1,7 +1,7 @@
 """Writing and reading metaeval's files.
 
 Writes are atomic: a reader sees the old file or the new one, never a partial one.
-Reads of ``.npz`` archives go through [`read_arrays`][metaeval.runs.fileio.read_arrays], which turns whatever a damaged,
+Reads of ``.npz`` archives go through `read_arrays`, which turns whatever a damaged,
 cut-off or missing file makes numpy or zipfile raise into one [`DamagedFileError`][metaeval.errors.DamagedFileError]
 naming the file.
 """
@@ -46,7 +46,7 @@ def atomic_write(path, write, mode: str = "wb") -> Path:
 
 
 def temporary_path(path) -> Path:
-    """Where [`atomic_write`][metaeval.runs.fileio.atomic_write] writes ``path`` before the rename; a process killed
+    """Where `atomic_write` writes ``path`` before the rename; a process killed
     between the two (SIGKILL, power loss) leaves this file behind."""
     path = Path(path)
     return path.with_name(f".{path.name}.tmp")
@@ -115,7 +115,7 @@ def _check_header(stream, what: str, float64_copy: bool) -> None:
 
 
 def json_entry(arrays: dict, name: str, what: str, path) -> object:
-    """The JSON text an archive read by [`read_arrays`][metaeval.runs.fileio.read_arrays] keeps in its array ``name``, parsed."""
+    """The JSON text an archive read by `read_arrays` keeps in its array ``name``, parsed."""
     if name not in arrays:
         raise DamagedFileError(f"cannot read {what} from {path}: it has no {name!r} entry")
     try:

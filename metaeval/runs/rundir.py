@@ -7,7 +7,7 @@ A run directory holds
   kind. The settings that change results must agree for a run to be resumed.
 - ``iterations.jsonl``: one record per line, appended and flushed one at a time, each
   with its checksum (`metaeval.runs.checksums`). Every record is checked against
-  the loop's [`RecordSchema`][metaeval.runs.rundir.RecordSchema] and its checksum when read; a line that is not a
+  the loop's `RecordSchema` and its checksum when read; a line that is not a
   valid record (garbage, cut off, a missing key, changed since it was written) is
   reported with its line number and moved aside into ``iterations.damaged.jsonl``, and
   the valid records are all kept.
@@ -16,24 +16,24 @@ A run directory holds
 The JSON files carry their checksum too, and ``state.json`` the checksums of the
 checkpoint files it names: a file changed after it was written is detected, never used.
 
-Opening a run directory ([`RunDirectory.open`][metaeval.runs.rundir.RunDirectory.open]) only reads and checks: the
+Opening a run directory (`RunDirectory.open`) only reads and checks: the
 directory is created, repaired and ``config.json`` written only when the loop
-calls [`RunDirectory.begin`][metaeval.runs.rundir.RunDirectory.begin] and commits its first record, so a command
+calls `RunDirectory.begin` and commits its first record, so a command
 refused for any reason (or failing before its first record) writes nothing. A
 non-empty directory that holds no run is refused (it holds someone's files).
 Every file is replaced atomically or appended one flushed line at a time, so a
 killed process never leaves a half-written file behind.
 
 One process at a time writes a run directory: the directory itself is locked
-([`lock_directory`][metaeval.runs.rundir.lock_directory], an OS lock on the directory, so no lock file is written)
-from [`RunDirectory.open`][metaeval.runs.rundir.RunDirectory.open] (or, for a directory that does not exist yet, from
-[`RunDirectory.begin`][metaeval.runs.rundir.RunDirectory.begin]) until [`RunDirectory.close`][metaeval.runs.rundir.RunDirectory.close]; the kernel releases
+(`lock_directory`, an OS lock on the directory, so no lock file is written)
+from `RunDirectory.open` (or, for a directory that does not exist yet, from
+`RunDirectory.begin`) until `RunDirectory.close`; the kernel releases
 it when the process dies, so a run killed with SIGKILL resumes at once.
 
-On resume ([`RunDirectory.resume`][metaeval.runs.rundir.RunDirectory.resume]) a loop continues from its checkpoint if the
+On resume (`RunDirectory.resume`) a loop continues from its checkpoint if the
 checkpoint is intact and the log holds every record before it, else from iteration 0;
 the records on disk at or past that point are checked against their recomputation
-([`RunDirectory.commit`][metaeval.runs.rundir.RunDirectory.commit]), so an edited or stale record is detected, never kept.
+(`RunDirectory.commit`), so an edited or stale record is detected, never kept.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ RAY_LOGS = "ray"
 """Where an embedded Ray keeps its logs in a run directory (possibly before its first record)."""
 UNFINISHED_CONFIG = temporary_path(CONFIG).name
 """What a process killed while writing the first ``config.json`` leaves behind: the directory
-holds no run yet, and [`RunDirectory.begin`][metaeval.runs.rundir.RunDirectory.begin] removes it."""
+holds no run yet, and `RunDirectory.begin` removes it."""
 MEASUREMENTS = ("seconds", "memory")
 """The record fields of wall-clock timings and resident memory, which vary between identical runs."""
 
@@ -153,7 +153,7 @@ def read_records(out: Path, schema: RecordSchema | None = None) -> list[dict]:
 
 # -- JSON files ------------------------------------------------------------------
 def write_json(path: Path, data) -> None:
-    """Write JSON atomically (see [`metaeval.runs.fileio.atomic_write`][metaeval.runs.fileio.atomic_write]); an object
+    """Write JSON atomically (see `metaeval.runs.fileio.atomic_write`); an object
     with its checksum (`metaeval.runs.checksums.seal`)."""
     if isinstance(data, dict):
         data = checksums.seal(data)
@@ -161,7 +161,7 @@ def write_json(path: Path, data) -> None:
 
 
 def read_json(path: Path, sealed: bool = False):
-    """The JSON value [`write_json`][metaeval.runs.rundir.write_json] wrote to ``path``, without its checksum. A checksum
+    """The JSON value `write_json` wrote to ``path``, without its checksum. A checksum
     is checked wherever there is one; ``sealed``: there must be one. A file that is missing,
     unreadable or changed raises [`DamagedFileError`][metaeval.errors.DamagedFileError] naming it."""
     try:
@@ -284,9 +284,9 @@ def _stored_run(path: Path, kind: str, result_settings: Mapping[str, object]) ->
 class RunDirectory:
     """One run directory of a named kind; see the module docstring.
 
-    Use [`open`][metaeval.runs.rundir.RunDirectory.open] to check a directory, [`begin`][metaeval.runs.rundir.RunDirectory.begin] before the loop writes
+    Use `open` to check a directory, `begin` before the loop writes
     anything (it creates the directory and moves damaged log lines aside), and
-    [`append`][metaeval.runs.rundir.RunDirectory.append] for each record (the first one also writes ``config.json``).
+    `append` for each record (the first one also writes ``config.json``).
     """
 
     def __init__(self, path: Path, kind: str, settings: dict, header: dict, stored: dict | None,
@@ -338,7 +338,7 @@ class RunDirectory:
 
     @property
     def records(self) -> list[dict]:
-        """The valid records on disk (by iteration), as read by [`open`][metaeval.runs.rundir.RunDirectory.open]."""
+        """The valid records on disk (by iteration), as read by `open`."""
         return list(self._reading.records)
 
     @property
@@ -395,7 +395,7 @@ class RunDirectory:
         return self._committed
 
     def append(self, record: dict) -> None:
-        """Append one record to the log and flush it to disk (call [`write_config`][metaeval.runs.rundir.RunDirectory.write_config] first)."""
+        """Append one record to the log and flush it to disk (call `write_config` first)."""
         if not self.committed:
             raise MetaEvalError("write_config() must come before the first record of a session")
         self._check_locked()
@@ -413,7 +413,7 @@ class RunDirectory:
         ``load_checkpoint()`` returns the run's checkpoint (an object with ``next_iteration``),
         or None before the first one. A damaged checkpoint ([`DamagedFileError`][metaeval.errors.DamagedFileError]) is named
         in a warning and the run restarts from iteration 0, as it does when the log lacks a
-        record before the checkpoint ([`resume_from`][metaeval.runs.rundir.RunDirectory.resume_from])."""
+        record before the checkpoint (`resume_from`)."""
         checkpoint = None
         if self.exists:
             try:
@@ -427,7 +427,7 @@ class RunDirectory:
     def resume_from(self, checkpoint_iteration: int | None) -> int:
         """The iteration to continue from: the checkpoint's if the log holds every record
         before it, else 0 (the only earlier consistent state; a warning names the missing
-        iterations). The records on disk at or past it are kept to be checked by [`commit`][metaeval.runs.rundir.RunDirectory.commit]."""
+        iterations). The records on disk at or past it are kept to be checked by `commit`."""
         logged = {r["iteration"]: r for r in self.records}
         start = checkpoint_iteration or 0
         missing = [i for i in range(start) if i not in logged]
@@ -442,7 +442,7 @@ class RunDirectory:
         return start
 
     def records_before(self, iteration: int) -> list[dict]:
-        """The records before ``iteration`` (all on disk, as [`resume_from`][metaeval.runs.rundir.RunDirectory.resume_from] made sure)."""
+        """The records before ``iteration`` (all on disk, as `resume_from` made sure)."""
         logged = {r["iteration"]: r for r in self.records}
         return [logged[i] for i in range(iteration)]
 

@@ -142,7 +142,7 @@ def _neighbours(shape, mask_flat) -> np.ndarray:
 
 
 class _Off:
-    """N or N^T of a [`LineRates`][metaeval.solvers.line_rates.LineRates] as the off-diagonal part of an `_MMatrix`,
+    """N or N^T of a `LineRates` as the off-diagonal part of an `_MMatrix`,
     restricted to the profiles of the mask ``free`` (zero rows and columns elsewhere).
 
     Systems are kept at full length, with identity rows off ``free`` (see `_system`):

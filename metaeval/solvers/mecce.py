@@ -103,7 +103,7 @@ class _Point:
 
 class _Dense:
     """The constraint matrix M as Newton uses it, stored. The same methods without M in
-    memory: [`metaeval.solvers.cce_columns.GameColumns`][metaeval.solvers.cce_columns.GameColumns] (M the CCE matrix of a game)."""
+    memory: `metaeval.solvers.cce_columns.GameColumns` (M the CCE matrix of a game)."""
 
     def __init__(self, matrix: np.ndarray):
         self.matrix = matrix
@@ -377,7 +377,7 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
 
 def max_entropy_implicit(system, dense) -> MaxEntropy:
     """[`max_entropy`][metaeval.solvers.mecce.max_entropy] of the constraint matrix M that ``system`` computes with
-    ([`metaeval.solvers.cce_columns.GameColumns`][metaeval.solvers.cce_columns.GameColumns]: the CCE matrix of a game, entries
+    (`metaeval.solvers.cce_columns.GameColumns`: the CCE matrix of a game, entries
     at most 1), without storing M.
 
     Newton, then damped Newton, run on every joint through the system's contractions
