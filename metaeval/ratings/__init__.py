@@ -50,6 +50,25 @@ def rate(
     (owner -> its strategies by name, best first) post-processes every player's ratings
     by You-Rank-We-Rank (``metaeval.pairwise.yrwr``); the owners are the keys of that
     mapping. Other keywords are the rater's options.
+
+    Args:
+        game: the meta-game to rate.
+        method: a rater's name in [`RATERS`][metaeval.ratings.RATERS] (or a rater function).
+        bootstrap: B >= 2 replicates for intervals; 0: point ratings only.
+        seed: the bootstrap's seed; same seed, same intervals.
+        level: the intervals' coverage, in (0, 1).
+        samples: episode returns ``[S, N, K_1, ..., K_N]`` to resample instead of ``stderr``.
+        workers: Ray actors rating the replicates.
+        address: an existing Ray cluster to rate them on.
+        correction: ``"yrwr"``, or None for no correction.
+        owner_rankings: owner -> its strategies by name, best first (with ``correction``).
+        **options: the rater's options.
+
+    Returns:
+        The [`Rating`][metaeval.ratings.base.Rating]: one number per strategy of every player.
+
+    Raises:
+        MetaEvalError: an unknown rater or option, or options that do not go together.
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"rate() needs a MetaGame, got {type(game).__name__}")
@@ -75,7 +94,18 @@ def rate(
 
 def check_options(method, options: dict):
     """The rater registered as ``method`` (or the rater function ``method``), once its name
-    and option names are checked."""
+    and option names are checked.
+
+    Args:
+        method: a rater's name in [`RATERS`][metaeval.ratings.RATERS], or a rater function.
+        options: the options meant for it.
+
+    Returns:
+        The rater function.
+
+    Raises:
+        MetaEvalError: an unknown rater, or an option it does not take.
+    """
     if callable(method):
         rater, method = method, getattr(method, "__name__", repr(method))
     else:

@@ -83,6 +83,10 @@ def alpharank(
         single_population: use one population for a symmetric 2-player game.
         local_selection: False: the non-local selection model of Han et al. 2013 (module
             docstring; single population, finite alpha).
+
+    Returns:
+        The Rating; its ``distribution`` is the stationary distribution over joint profiles
+        (with one population: the product of its stationary mass with itself).
     """
     start = time.perf_counter()
     chain = _Chain(game, single_population, local_selection)
@@ -116,7 +120,19 @@ def alpharank_sweep(
     single_population: bool = False,
     local_selection: bool = True,
 ) -> list[np.ndarray]:
-    """Marginal stationary masses over a grid of alphas: one ``[len(alphas), K_p]`` array per player."""
+    """Marginal stationary masses over a grid of alphas: one ``[len(alphas), K_p]`` array per player.
+
+    Args:
+        game: the meta-game.
+        alphas: the selection intensities.
+        population_size: as in [`alpharank`][metaeval.ratings.alpharank.alpharank].
+        inf_alpha_eps: as in [`alpharank`][metaeval.ratings.alpharank.alpharank].
+        single_population: as in [`alpharank`][metaeval.ratings.alpharank.alpharank].
+        local_selection: as in [`alpharank`][metaeval.ratings.alpharank.alpharank].
+
+    Returns:
+        One array ``[len(alphas), K_p]`` per player.
+    """
     alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
     if alphas.ndim != 1 or len(alphas) == 0:
         raise MetaEvalError("alphas must be a non-empty 1-D sequence")

@@ -330,6 +330,13 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     if that has at most FACE_JOINTS joints, else from the first round again in one
     warm-started HiGHS model with the safeguards of `_Safeguards`
     (`_warm_rounds`).
+
+    Args:
+        source: the column source of the CCE system.
+        joints: the joints the first working set starts from; default: all.
+
+    Returns:
+        The strictest CCE, its ratings and how it was found.
     """
     rows = source.num_rows
     pricer = _Pricer(source)
@@ -488,18 +495,19 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
             False: every joint of the reduced system in the LPs; None (default): column
             generation above COLUMN_GENERATION_JOINTS joints. Both give the same ratings.
 
-    Returns a Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
-    diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
-    round and per pricing or row generation that added joints or rows, plus any
-    safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
-    safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
-    ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size
-    (``lp_rows``: deviations, ``first_rows``: those in the first LP, ``lp_columns``: joints
-    in the first LP, and in the warm one if the later rounds ran there), ``face_rounds``
-    (rounds on the first LP's optimal face), ``read_off`` (ratings read there as gains
-    constant on the face), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
-    |delta(sigma*) - rating| over all constraints in payoff units (at most
-    CHECK_TOLERANCE times the largest payoff difference).
+    Returns:
+        A Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
+        diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
+        round and per pricing or row generation that added joints or rows, plus any
+        safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
+        safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
+        ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size
+        (``lp_rows``: deviations, ``first_rows``: those in the first LP, ``lp_columns``: joints
+        in the first LP, and in the warm one if the later rounds ran there), ``face_rounds``
+        (rounds on the first LP's optimal face), ``read_off`` (ratings read there as gains
+        constant on the face), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
+        |delta(sigma*) - rating| over all constraints in payoff units (at most
+        CHECK_TOLERANCE times the largest payoff difference).
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"deviation ratings need a MetaGame, got {type(game).__name__}")

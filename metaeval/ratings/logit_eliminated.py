@@ -43,7 +43,7 @@ So at 64 x 2,000 the branch ends in about 540 steps (130 of them substituted), 7
 where it did not end in 1,500 s; at 64 x 500 in 1.6 CPU s instead of 3.4, at the same
 equilibrium as the full tracer (to 1e-14 on the KOTH games of the tests). The end point
 is refined and checked exactly as the full tracer's (`metaeval.ratings.logit._refined`),
-followed further where that refinement is not exact ([`limiting_logit_equilibrium`][metaeval.ratings.logit_eliminated.limiting_logit_equilibrium]).
+followed further where that refinement is not exact (`limiting_logit_equilibrium`).
 """
 
 from __future__ import annotations

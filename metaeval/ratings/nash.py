@@ -61,6 +61,14 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
     the payoff range. ``target="affinity"`` selects the equilibrium with the
     clone-invariant affinity-entropy target instead (Liu et al. 2025;
     metaeval.ratings.affinity).
+
+    Args:
+        game: the meta-game (at least 2 players).
+        target: ``"uniform"``, or ``"affinity"`` for the clone-invariant selection.
+        kernel_variance: with ``target="affinity"``: None, the only kernel it supports.
+
+    Returns:
+        The Rating; its ``distribution`` is the product of the equilibrium's mixtures.
     """
     if target != "uniform":
         from metaeval.ratings.affinity import nash_with_target

@@ -37,6 +37,15 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
     Large king-of-the-hill games (metaeval.solvers.king_of_the_hill) are solved by
     constraint generation on the dual (metaeval.solvers.mecce_rows; the same CCE, with
     ``solver``, ``constraint_rounds``, ``working_rows`` and ``active_rows`` diagnostics).
+
+    Args:
+        game: the meta-game.
+        target: ``"uniform"``, or ``"affinity"`` for the clone-invariant selection.
+        kernel_variance: with ``target="affinity"``: the kernel's variance (None: the hard kernel).
+        implicit: how the dual is solved (above).
+
+    Returns:
+        The Rating.
     """
     if target != "uniform":
         from metaeval.ratings.affinity import payoff_with_target
