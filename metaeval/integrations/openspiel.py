@@ -39,7 +39,19 @@ from metaeval.training.evaluator import Evaluator
 def distribution(game: MetaGame, method, **options) -> np.ndarray:
     """The joint distribution ``[K_1..K_N]`` that ``method`` puts on ``game``'s joints: a
     meta-solver (name in ``meta_solvers.SOLVERS`` or a callable) or a rater's
-    ``Rating.distribution``."""
+    ``Rating.distribution``.
+
+    Args:
+        game: the meta-game.
+        method: a meta-solver's name or callable, or a rater's name.
+        **options: the meta-solver's or rater's options.
+
+    Returns:
+        The joint distribution.
+
+    Raises:
+        MetaEvalError: ``method`` gives no distribution (as ``elo`` and most voting rules).
+    """
     sigma = _played(game, _checked(method, options), options)
     if sigma is None:
         raise MetaEvalError(_no_distribution(method))
@@ -119,7 +131,15 @@ def meta_strategy(method="deviation", **options) -> Callable:
     A named method is tried here on small meta-games of each kind (`TRIAL_GAMES`):
     one that gives no distribution, or an option it does not take or cannot use, is a
     ``MetaEvalError`` now; the kinds of meta-game it cannot play on are named in a
-    ``UserWarning``."""
+    ``UserWarning``.
+
+    Args:
+        method: a meta-solver or rater, as [`distribution`][metaeval.integrations.openspiel.distribution] takes it.
+        **options: its options.
+
+    Returns:
+        The meta-strategy method, for ``psro_v2.PSROSolver(meta_strategy_method=...)``.
+    """
     _tried(method, options)
 
     def metaeval_meta_strategy(solver, return_joint=False):
@@ -152,7 +172,14 @@ class PSROSolver(psro_v2.PSROSolver):
 
     def update_empirical_gamestate(self, seed=None):
         """Add the new policies to the evaluator and take its meta-game (``seed`` unused:
-        the evaluator's seed fixes sampled entries)."""
+        the evaluator's seed fixes sampled entries).
+
+        Args:
+            seed: unused.
+
+        Returns:
+            The meta-game's payoff matrices, one per player, as ``psro_v2`` keeps them.
+        """
         for player, new in enumerate(self._new_policies):
             for policy in new:
                 self.evaluator.add(player, policy)
@@ -167,7 +194,15 @@ def jpsro_meta_solver(method, **options) -> Callable:
     ``ignore_repeats``, a policy found k times weighs as k copies (the meta-game is
     expanded by the repeats, solved, and each copy's mass summed back), as jpsro's own
     solvers do: a policy found 0 times gets no mass. ``method`` and ``options`` are tried as
-    [`meta_strategy`][metaeval.integrations.openspiel.meta_strategy] tries them."""
+    [`meta_strategy`][metaeval.integrations.openspiel.meta_strategy] tries them.
+
+    Args:
+        method: a meta-solver or rater, as [`distribution`][metaeval.integrations.openspiel.distribution] takes it.
+        **options: its options.
+
+    Returns:
+        The meta-solver function.
+    """
     _tried(method, options)
 
     def metaeval_jpsro_solver(meta_game, per_player_repeats, ignore_repeats=False):
@@ -208,7 +243,16 @@ def _repeat_counts(per_player_repeats, sizes: tuple[int, ...]) -> list[np.ndarra
 
 def register_jpsro(method, name: str | None = None, **options) -> str:
     """Make ``method`` a ``jpsro`` meta-solver; returns the name to pass as
-    ``train_meta_solver`` or ``eval_meta_solver`` (default ``"metaeval_<method>"``)."""
+    ``train_meta_solver`` or ``eval_meta_solver`` (default ``"metaeval_<method>"``).
+
+    Args:
+        method: a meta-solver or rater, as [`distribution`][metaeval.integrations.openspiel.distribution] takes it.
+        name: the name to register under (needed for a callable ``method``).
+        **options: its options.
+
+    Returns:
+        The registered name.
+    """
     if name is None:
         if not isinstance(method, str):
             raise MetaEvalError("a callable meta-solver needs a name to register under")
@@ -236,7 +280,15 @@ class Checkpoints:
 
     def add(self, source, name: str | None = None) -> policy_lib.TabularPolicy:
         """Copy ``source.average_policy()`` (or ``source`` itself when it is a policy, or a
-        callable ``state -> {action: probability}``)."""
+        callable ``state -> {action: probability}``).
+
+        Args:
+            source: a CFR-style solver, an OpenSpiel policy or a callable.
+            name: the snapshot's name (unique); default: ``"checkpoint <number>"``.
+
+        Returns:
+            The snapshot, a ``TabularPolicy``.
+        """
         policy = source.average_policy() if hasattr(source, "average_policy") else source
         if isinstance(policy, policy_lib.TabularPolicy):
             snapshot = policy.__copy__()
@@ -262,7 +314,17 @@ class Checkpoints:
 
     def evaluator(self, **options) -> Evaluator:
         """An [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator] with every snapshot, by name, in each player's
-        population (``options`` go to the Evaluator: mode, episodes, workers, seed)."""
+        population (``options`` go to the Evaluator: mode, episodes, workers, seed).
+
+        Args:
+            **options: the Evaluator's options.
+
+        Returns:
+            The evaluator.
+
+        Raises:
+            MetaEvalError: no snapshot was taken yet.
+        """
         if not self.policies:
             raise MetaEvalError("no checkpoints yet: add() some first")
         evaluator = Evaluator(self.game, **options)

@@ -237,7 +237,7 @@ def trace_eliminated_branch(payoffs: np.ndarray, target: float) -> list[np.ndarr
 
 
 def _branch_points(payoffs, targets):
-    """The points of the branch (as [`trace_eliminated_branch`][metaeval.ratings.logit_eliminated.trace_eliminated_branch]) where the max regret
+    """The points of the branch (as `trace_eliminated_branch`) where the max regret
     first falls to each of the decreasing ``targets`` times the payoff range (one point for
     the targets it reaches at once)."""
     if payoffs.shape[0] != 3:

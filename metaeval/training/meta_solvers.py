@@ -39,23 +39,53 @@ __all__ = ["SOLVERS", "alpharank", "check_options", "deviation", "marginals", "n
 
 
 def uniform(game: MetaGame) -> np.ndarray:
-    """Every joint equally likely."""
+    """Every joint equally likely.
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        The joint distribution.
+    """
     return np.full(game.shape, 1.0 / game.num_joints)
 
 
 def nash(game: MetaGame) -> np.ndarray:
     """The Nash equilibrium the ``nash`` rater selects (maximum-entropy in 2-player zero-sum
-    games, the limiting logit equilibrium otherwise), as a product distribution."""
+    games, the limiting logit equilibrium otherwise), as a product distribution.
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        The joint distribution.
+    """
     return rate(game, "nash").distribution
 
 
 def alpharank(game: MetaGame, **options) -> np.ndarray:
-    """alpha-Rank's stationary mass over joint profiles (options as the ``alpharank`` rater)."""
+    """alpha-Rank's stationary mass over joint profiles (options as the ``alpharank`` rater).
+
+    Args:
+        game: the meta-game.
+        **options: the ``alpharank`` rater's options.
+
+    Returns:
+        The joint distribution.
+    """
     return rate(game, "alpharank", **options).distribution
 
 
 def deviation(game: MetaGame, **options) -> np.ndarray:
-    """The strictest CCE, against which deviation ratings are measured (SPEC 2.1)."""
+    """The strictest CCE, against which deviation ratings are measured (SPEC 2.1).
+
+    Args:
+        game: the meta-game.
+        **options: the ``deviation`` rater's options.
+
+    Returns:
+        The joint distribution.
+    """
     return rate(game, "deviation", **options).distribution
 
 
@@ -82,6 +112,9 @@ def solve(game: MetaGame, solver, **options) -> np.ndarray:
     Raises:
         MetaEvalError: an unknown solver or option, or a result that is not a distribution
             over the joints (non-negative, summing to 1, of the game's shape).
+
+    Returns:
+        The joint distribution.
     """
     return check_distribution(game, check_options(solver, options)(game, **options))
 
@@ -89,7 +122,18 @@ def solve(game: MetaGame, solver, **options) -> np.ndarray:
 def check_options(solver, options: dict) -> Callable[..., np.ndarray]:
     """The meta-solver named ``solver`` (or the callable ``solver``), once its name and
     option names are checked; the options of a solver that hands them on to the rater of
-    its name (``alpharank``, ``deviation``) are checked against that rater's."""
+    its name (``alpharank``, ``deviation``) are checked against that rater's.
+
+    Args:
+        solver: a name in [`SOLVERS`][metaeval.training.meta_solvers.SOLVERS] or a callable.
+        options: the options meant for it.
+
+    Returns:
+        The meta-solver function.
+
+    Raises:
+        MetaEvalError: an unknown solver, or an option it does not take.
+    """
     if callable(solver):
         function = solver
     elif isinstance(solver, str) and solver in SOLVERS:

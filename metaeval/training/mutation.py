@@ -26,14 +26,34 @@ def _check_scale(scale: float) -> float:
 
 
 def perturb_policy(layout: PlayerLayout, table, rng: np.random.Generator, scale: float = 0.25) -> np.ndarray:
-    """``(1 - scale) * table + scale * Dirichlet(1)`` at every information state."""
+    """``(1 - scale) * table + scale * Dirichlet(1)`` at every information state.
+
+    Args:
+        layout: the player's table layout.
+        table: the policy table ``[S, A]``.
+        rng: the generator of the Dirichlet draws.
+        scale: the weight of the noise, in [0, 1].
+
+    Returns:
+        The perturbed table.
+    """
     scale = _check_scale(scale)
     table = check_table(layout, table)
     return (1.0 - scale) * table + scale * random_table(layout, rng, "dirichlet")
 
 
 def perturb_values(layout: PlayerLayout, values, rng: np.random.Generator, scale: float = 0.25) -> np.ndarray:
-    """``values`` plus ``N(0, (scale * max |legal value|)^2)`` on every legal entry."""
+    """``values`` plus ``N(0, (scale * max |legal value|)^2)`` on every legal entry.
+
+    Args:
+        layout: the player's table layout.
+        values: the value table ``[S, A]``.
+        rng: the generator of the noise.
+        scale: the noise's standard deviation relative to the largest legal value.
+
+    Returns:
+        The perturbed values.
+    """
     scale = _check_scale(scale)
     values = np.asarray(values, dtype=np.float64)
     if values.shape != layout.legal.shape or not np.all(np.isfinite(values)):

@@ -30,6 +30,16 @@ def jpsro(evaluator, player: int, sigma, rng: np.random.Generator, tie_break: st
     the lowest action), so a run holds the same populations as ``jpsro.run_loop``. It is
     not the default: it is one fixed choice, the same at every call, and on kuhn_3p with
     mgcce it settles no sooner (README, "PSRO and JPSRO").
+
+    Args:
+        evaluator: the loop's [`Evaluator`][metaeval.training.evaluator.Evaluator].
+        player: the player who gets a new policy.
+        sigma: a joint distribution over the population, of the meta-game's shape.
+        rng: the generator that draws among tied actions.
+        tie_break: ``"drawn"`` or ``"openspiel"``.
+
+    Returns:
+        The new policy.
     """
     if tie_break == "openspiel":
         return evaluator.openspiel_best_response(player, sigma)
@@ -41,6 +51,16 @@ def jpsro(evaluator, player: int, sigma, rng: np.random.Generator, tie_break: st
 def psro(evaluator, player: int, sigma, rng: np.random.Generator):
     """PSRO's oracle: the best response to the opponents playing their marginals of sigma
     independently (for a product sigma, such as a Nash mixture, the same as [`jpsro`][metaeval.training.oracles.jpsro]),
-    drawn among tied ones as [`jpsro`][metaeval.training.oracles.jpsro] does."""
+    drawn among tied ones as [`jpsro`][metaeval.training.oracles.jpsro] does.
+
+    Args:
+        evaluator: the loop's [`Evaluator`][metaeval.training.evaluator.Evaluator].
+        player: the player who gets a new policy.
+        sigma: a joint distribution over the population, of the meta-game's shape.
+        rng: the generator that draws among tied actions.
+
+    Returns:
+        The new policy.
+    """
     independent = product_distribution(marginals(np.asarray(sigma, dtype=np.float64)))
     return evaluator.best_response(player, independent, rng)
