@@ -6,6 +6,7 @@
 - A module constant (an UPPER_CASE name) is public only if its module's ``__all__`` lists
   it: the registries (``RATERS``, ``RESPONDERS``, ...) are; tolerances and file names are
   the module's own business.
+- Special methods (``__deepcopy__``, ...) implement Python's protocols; they are not listed.
 """
 
 import re
@@ -27,14 +28,16 @@ class Reference(griffe.Extension):
                 sub = loader.load(folder, try_relative_path=False)
                 del loader.modules_collection.members[folder]  # one name for it: the installed one
                 pkg.set_member(name, sub)
-        hide_constants(pkg)
+        hide_internals(pkg)
 
 
-def hide_constants(module: griffe.Module) -> None:
-    for name, member in module.members.items():
+def hide_internals(parent: griffe.Object) -> None:
+    for name, member in parent.members.items():
         if member.is_alias:
             continue
-        if member.is_module:
-            hide_constants(member)
-        elif member.is_attribute and CONSTANT.match(name) and name not in (module.exports or ()):
+        if member.is_module or member.is_class:
+            hide_internals(member)
+        if parent.is_module and member.is_attribute and CONSTANT.match(name) and name not in (parent.exports or ()):
+            member.public = False
+        if parent.is_class and member.is_function and name.startswith("__") and name.endswith("__"):
             member.public = False

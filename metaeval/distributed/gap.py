@@ -37,7 +37,23 @@ def cce_gap(game, population, sigma, workers: int = 1, address: str | None = Non
             log_dir=None, progress=None, max_retries: int = MAX_RETRIES, shard_timeout: float = SHARD_TIMEOUT):
     """[`metaeval.spiel.cce_gap`][metaeval.spiel.cce_gap], on Ray actors when ``workers > 1`` or an ``address``
     (default ``$RAY_ADDRESS``) is given; ``evaluator``: the in-process path's
-    [`metaeval.spiel.ExactEvaluator`][metaeval.spiel.ExactEvaluator]. The other arguments are ``build_metagame``'s."""
+    [`metaeval.spiel.ExactEvaluator`][metaeval.spiel.ExactEvaluator]. The other arguments are ``build_metagame``'s.
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        sigma: a joint distribution over the population.
+        workers: Ray actors.
+        address: the Ray cluster.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+        log_dir: where an embedded Ray writes its logs.
+        progress: None (a bar on a terminal), True or False.
+        max_retries: resubmissions of a shard whose actor was lost.
+        shard_timeout: seconds a policy may take to answer one call.
+
+    Returns:
+        The gap, as [`metaeval.spiel.cce_gap`][metaeval.spiel.cce_gap] returns it.
+    """
     address = resolve_address(address)
     if workers <= 1 and address is None:
         return spiel.cce_gap(game, population, sigma, evaluator=evaluator)

@@ -121,14 +121,22 @@ class EvaluatorPool:
         return _Slot(actor, actor.pid.remote())
 
     def pids(self) -> list[int]:
-        """Process ids of the current actors."""
+        """Process ids of the current actors.
+
+        Returns:
+            The process ids.
+        """
         import ray
 
         return ray.get([slot.pid for slot in self._slots])
 
     def memory(self) -> list[dict]:
         """Each actor's resident memory (`metaeval.runs.memory.resident_memory`); none
-        if an actor was lost since the last build (the next build replaces it)."""
+        if an actor was lost since the last build (the next build replaces it).
+
+        Returns:
+            One ``{"rss_mib": ..., "peak_mib": ...}`` per actor.
+        """
         import ray
 
         try:
@@ -151,7 +159,18 @@ class EvaluatorPool:
         shard_timeout: float = SHARD_TIMEOUT,
     ) -> tuple[list, int]:
         """Evaluate every shard (a ``.task`` for the actors, ``.describe(count)`` for errors)
-        once; returns the results in shard order and the retries."""
+        once; returns the results in shard order and the retries.
+
+        Args:
+            shards: the work, in pieces.
+            sync: what the actors need before the first shard (policies, game).
+            progress: where the finished shards are counted.
+            max_retries: resubmissions of a shard whose actor was lost.
+            shard_timeout: seconds a policy may take to answer one call.
+
+        Returns:
+            The shards' results in shard order, and the number of retries.
+        """
         try:
             self._publish(sync)
             return self._dispatch(shards, progress, max_retries, shard_timeout)

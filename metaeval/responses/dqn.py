@@ -66,17 +66,47 @@ class DQN:
         }, ("batch_size", "replay_capacity", "min_replay", "transitions_per_update", "target_every", "num_envs"))
 
     def initial_values(self, game, player: int, rng: np.random.Generator) -> dict:
-        """Fresh Q-network weights for ``player``, seeded from ``rng``."""
+        """Fresh Q-network weights for ``player``, seeded from ``rng``.
+
+        Args:
+            game: the game.
+            player: the player.
+            rng: the generator of the weights.
+
+        Returns:
+            The weights.
+        """
         return MLPPolicy(game, player, seed=int(rng.integers(2**31)), hidden=self.hidden).params
 
     def policy(self, game, player: int, values) -> MLPPolicy:
-        """The greedy policy of the Q-values ``values``."""
+        """The greedy policy of the Q-values ``values``.
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the Q-network's weights.
+
+        Returns:
+            The policy.
+        """
         return MLPPolicy(game, player, hidden=self.hidden, params=values, output="greedy")
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> dict:
         """Q-network weights after ``episodes`` episodes against ``opponents``, from
-        ``values`` (default: fresh weights drawn from ``rng``)."""
+        ``values`` (default: fresh weights drawn from ``rng``).
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: the weights to start from.
+
+        Returns:
+            The weights.
+        """
         game = games.load(game)
         params = self.initial_values(game, player, rng) if values is None else values
         jitted = _jitted(self.hidden, game.num_distinct_actions(), self.discount)

@@ -29,7 +29,16 @@ class ExactValues:
 
 def correlated_population(game, player: int, opponents: Opponents) -> tuple[Population, np.ndarray]:
     """A population and a joint distribution ``[1, K_q..]`` equal to ``opponents`` for ``player``
-    (its own single policy a uniform placeholder)."""
+    (its own single policy a uniform placeholder).
+
+    Args:
+        game: the game.
+        player: the player who responds.
+        opponents: the opponents' distribution.
+
+    Returns:
+        The population and the joint distribution.
+    """
     members = [[] for _ in range(game.num_players())]
     index: list[dict[int, int]] = [{} for _ in members]
     joints = []

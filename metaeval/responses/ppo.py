@@ -60,7 +60,16 @@ class PPO:
         }, ("num_envs", "rollout_steps", "epochs", "minibatches"))
 
     def initial_values(self, game, player: int, rng: np.random.Generator) -> dict:
-        """Fresh actor and critic weights for ``player``, seeded from ``rng``."""
+        """Fresh actor and critic weights for ``player``, seeded from ``rng``.
+
+        Args:
+            game: the game.
+            player: the player.
+            rng: the generator of the weights.
+
+        Returns:
+            The weights, ``{"actor": ..., "critic": ...}``.
+        """
         import jax
 
         game = games.load(game)
@@ -71,13 +80,34 @@ class PPO:
         return {"actor": actor.params, "critic": _to_numpy(critic.init(key, dummy)["params"])}
 
     def policy(self, game, player: int, values) -> MLPPolicy:
-        """The actor of ``values``: a softmax policy over the legal actions."""
+        """The actor of ``values``: a softmax policy over the legal actions.
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the actor's and critic's weights.
+
+        Returns:
+            The policy.
+        """
         return MLPPolicy(game, player, hidden=self.hidden, params=values["actor"])
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> dict:
         """Actor and critic weights after ``episodes`` episodes against ``opponents``, from
-        ``values`` (default: fresh weights drawn from ``rng``)."""
+        ``values`` (default: fresh weights drawn from ``rng``).
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: the weights to start from.
+
+        Returns:
+            The weights.
+        """
         game = games.load(game)
         params = self.initial_values(game, player, rng) if values is None else values
         jitted = _jitted(self.hidden, game.num_distinct_actions(), self.clip, self.value_coef)

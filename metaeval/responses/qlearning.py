@@ -126,13 +126,33 @@ class QLearning:
             raise MetaEvalError(f"epsilon must lie in [0, 1], got {self.epsilon}")
 
     def initial_values(self, game, player: int) -> np.ndarray:
-        """The all-zero value table of ``player`` (its greedy policy is uniform)."""
+        """The all-zero value table of ``player`` (its greedy policy is uniform).
+
+        Args:
+            game: the game.
+            player: the player.
+
+        Returns:
+            The values ``[S, A]``.
+        """
         return np.zeros(game_tree(game).players[player].legal.shape)
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values: np.ndarray | None = None) -> np.ndarray:
         """Values after ``episodes`` episodes of Q-learning from ``values`` (default: zeros);
-        each episode's opponents are one profile drawn from ``opponents``."""
+        each episode's opponents are one profile drawn from ``opponents``.
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: the values to start from ``[S, A]``.
+
+        Returns:
+            The values ``[S, A]``.
+        """
         game = games.load(game)
         if game.get_type().dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
             raise MetaEvalError(f"Q-learning steps through turns; {game} has simultaneous moves "
@@ -155,7 +175,16 @@ class QLearning:
         return _read_values(agent.q_values, layout)
 
     def policy(self, game, player: int, values: np.ndarray):
-        """The greedy policy of ``values``: a read-only ``TabularPolicy`` (ties split evenly)."""
+        """The greedy policy of ``values``: a read-only ``TabularPolicy`` (ties split evenly).
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the values ``[S, A]``.
+
+        Returns:
+            The policy.
+        """
         layout = game_tree(game).players[player]
         values = np.where(layout.legal, values, -np.inf)
         greedy = layout.legal & (values == values.max(axis=1, keepdims=True))

@@ -80,7 +80,16 @@ class SearchStatistics:
             self.sums = np.zeros((0, self.num_actions))
 
     def state(self, key: str, parent: int, legal) -> int:
-        """The index of the information state ``key`` (added if new)."""
+        """The index of the information state ``key`` (added if new).
+
+        Args:
+            key: the information state's key.
+            parent: the sequence that leads to it.
+            legal: its legal actions.
+
+        Returns:
+            The state's index.
+        """
         found = self.index.get(key)
         if found is not None:
             return found
@@ -93,12 +102,21 @@ class SearchStatistics:
         return found
 
     def add(self, sequence: int, value: float) -> None:
-        """Add ``value`` to the sequence ``s * A + a`` (nothing for `ROOT`)."""
+        """Add ``value`` to the sequence ``s * A + a`` (nothing for `ROOT`).
+
+        Args:
+            sequence: the sequence ``s * A + a``.
+            value: the value to add.
+        """
         if sequence != ROOT:
             self.sums[divmod(sequence, self.num_actions)] += value
 
     def merge(self, other: SearchStatistics) -> None:
-        """Add ``other``'s episodes (its states mapped onto these by key)."""
+        """Add ``other``'s episodes (its states mapped onto these by key).
+
+        Args:
+            other: statistics of other episodes of the same game and player.
+        """
         width = self.num_actions
         mapped = np.empty(len(other.keys), dtype=np.int64)
         for s, key in enumerate(other.keys):
@@ -111,7 +129,11 @@ class SearchStatistics:
 
     def best(self) -> tuple[np.ndarray, np.ndarray]:
         """The backward pass: each state's estimated value ``[S]`` (per episode) and best action ``[S]``
-        (the lowest among tied ones)."""
+        (the lowest among tied ones).
+
+        Returns:
+            The values ``[S]`` and the best actions ``[S]``.
+        """
         count, width = len(self.keys), self.num_actions
         if count == 0:
             return np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -132,7 +154,11 @@ class SearchStatistics:
         return values / max(self.episodes, 1), choices
 
     def choices(self) -> dict[str, int]:
-        """The best action at each visited information state, by key."""
+        """The best action at each visited information state, by key.
+
+        Returns:
+            Information-state key -> best action.
+        """
         return dict(zip(self.keys, self.best()[1].tolist()))
 
 
@@ -301,7 +327,19 @@ class Search:
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> SearchStatistics:
-        """[`SearchStatistics`][metaeval.responses.search.SearchStatistics] of ``episodes`` simulated episodes against ``opponents``."""
+        """[`SearchStatistics`][metaeval.responses.search.SearchStatistics] of ``episodes`` simulated episodes against ``opponents``.
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: statistics to add the episodes to (default: none).
+
+        Returns:
+            The statistics.
+        """
         game = games.load(game)
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
             raise MetaEvalError(f"episodes must be a positive int, got {episodes!r}")
@@ -322,5 +360,14 @@ class Search:
                 statistics.merge(shard)
 
     def policy(self, game, player: int, values: SearchStatistics) -> SearchPolicy:
-        """The greedy policy of the searched values."""
+        """The greedy policy of the searched values.
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the statistics [`train`][metaeval.responses.search.Search.train] returned.
+
+        Returns:
+            The policy.
+        """
         return SearchPolicy(games.load(game), player, values.choices())

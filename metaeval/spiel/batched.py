@@ -41,11 +41,29 @@ class BatchedPolicy(Protocol):
     """A policy that answers a batch of decisions natively."""
 
     def batch_probabilities(self, observations: np.ndarray, legal: np.ndarray) -> np.ndarray:
-        """``[B, A]`` action probabilities for ``observations [B, D]`` and masks ``legal [B, A]``."""
+        """``[B, A]`` action probabilities for ``observations [B, D]`` and masks ``legal [B, A]``.
+
+        Args:
+            observations: the acting player's tensors ``[B, D]``.
+            legal: the legal-action masks ``[B, A]``.
+
+        Returns:
+            The probabilities ``[B, A]``.
+        """
 
 
 def observation_kind(game) -> str:
-    """``"information_state"`` or ``"observation"``: the tensor batched policies of ``game`` see."""
+    """``"information_state"`` or ``"observation"``: the tensor batched policies of ``game`` see.
+
+    Args:
+        game: the game.
+
+    Returns:
+        The kind.
+
+    Raises:
+        MetaEvalError: the game has neither tensor.
+    """
     game_type = game.get_type()
     if game_type.provides_information_state_tensor:
         return "information_state"
@@ -55,7 +73,14 @@ def observation_kind(game) -> str:
 
 
 def observation_size(game) -> int:
-    """Length of the flattened tensor of [`observation_kind`][metaeval.spiel.observation_kind]."""
+    """Length of the flattened tensor of [`observation_kind`][metaeval.spiel.observation_kind].
+
+    Args:
+        game: the game.
+
+    Returns:
+        The size D.
+    """
     if observation_kind(game) == "information_state":
         return game.information_state_tensor_size()
     return game.observation_tensor_size()
@@ -109,6 +134,14 @@ def as_batched(policy, game, player: int):
     per state (``action_probabilities``); a plain callable is first wrapped in
     [`CallablePolicy`][metaeval.spiel.CallablePolicy]. Answers are not checked here (see
     `checked`).
+
+    Args:
+        policy: the policy.
+        game: the game.
+        player: the player it plays.
+
+    Returns:
+        The answering function.
     """
     if isinstance(policy, BatchedPolicy):
         return lambda batch: policy.batch_probabilities(batch.observations, batch.legal)

@@ -91,7 +91,17 @@ class GapPiece:
 
 
 def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CCEGap:
-    """The full-game CCE gap of ``sigma [K_1..K_N]`` over ``population``'s joint policies."""
+    """The full-game CCE gap of ``sigma [K_1..K_N]`` over ``population``'s joint policies.
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        sigma: a joint distribution over the population ``[K_1, ..., K_N]``.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+
+    Returns:
+        The gap, per player, with the best responses.
+    """
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
     pieces = gap_pieces(tree, per_recommendation=False)
     return cce_from_pieces(tree, pieces, [piece_values(tree, _rows(reaches, p), sigma, p) for p in pieces])
@@ -109,7 +119,17 @@ def cce_from_pieces(tree, pieces: list[GapPiece], results) -> CCEGap:
 
 
 def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CEGap:
-    """The full-game CE gap: each player best-responds separately to every recommendation."""
+    """The full-game CE gap: each player best-responds separately to every recommendation.
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        sigma: a joint distribution over the population ``[K_1, ..., K_N]``.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+
+    Returns:
+        The gap, per player and recommendation.
+    """
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
     pieces = gap_pieces(tree, per_recommendation=True)
     results = [piece_values(tree, _rows(reaches, p), sigma, p) for p in pieces]
@@ -164,6 +184,16 @@ def openspiel_best_response(game, population, sigma, player: int,
     - elsewhere the lowest legal action whose value is within ``TIE_TOLERANCE`` of the best
       (``TabularBestResponse`` keeps the first action strictly better than all before it, so
       exact ties go to the lowest action; near-ties left by rounding count as ties here).
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        sigma: a joint distribution over the population ``[K_1, ..., K_N]``.
+        player: the player who responds.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+
+    Returns:
+        The best response.
     """
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
     opponents = _drop_small(np.moveaxis(_drop_small(sigma), player, 0).sum(axis=0))

@@ -198,7 +198,18 @@ def play(game, answers, uniforms: Uniforms) -> np.ndarray:
 def play_episodes(game, policies, seed, episodes, batch_size: int = BATCH_SIZE) -> np.ndarray:
     """Returns ``[E, N]`` of episodes ``episodes`` (a count, or episode numbers) of the joint
     profile ``policies`` (one policy of any kind per player) seeded by ``seed``, played
-    ``batch_size`` at a time."""
+    ``batch_size`` at a time.
+
+    Args:
+        game: the game.
+        policies: one policy per player.
+        seed: the joint profile's seed (a ``SeedSequence`` or a non-negative int).
+        episodes: a count, or the episode numbers.
+        batch_size: episodes played at once.
+
+    Returns:
+        The returns ``[E, N]``.
+    """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise MetaEvalError(f"batch_size must be a positive int, got {batch_size!r}")
     numbers = np.arange(episodes) if np.ndim(episodes) == 0 else np.asarray(episodes, dtype=np.int64)

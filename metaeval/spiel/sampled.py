@@ -32,7 +32,15 @@ from metaeval.runs.time_limit import named
 
 
 def joint_seed(seed: int, ids: Sequence[int]) -> np.random.SeedSequence:
-    """The seed of the joint profile whose policies have these ids."""
+    """The seed of the joint profile whose policies have these ids.
+
+    Args:
+        seed: the build's seed.
+        ids: the profile's policy ids, one per player.
+
+    Returns:
+        The seed.
+    """
     ids = tuple(int(i) for i in ids)
     if min(ids, default=0) < 0:
         raise MetaEvalError(f"policy ids must be non-negative, got {ids}")
@@ -40,7 +48,16 @@ def joint_seed(seed: int, ids: Sequence[int]) -> np.random.SeedSequence:
 
 
 def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
-    """Seeds of the joint profiles ``joints [M, N]`` (indices into ``population``)."""
+    """Seeds of the joint profiles ``joints [M, N]`` (indices into ``population``).
+
+    Args:
+        seed: the build's seed.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        joints: the profiles ``[M, N]``.
+
+    Returns:
+        One seed per profile.
+    """
     joints = check_joints(joints, population.sizes)
     return [joint_seed(seed, [population.ids[p][i] for p, i in enumerate(joint)]) for joint in joints]
 
@@ -149,7 +166,18 @@ def play_episode(game, answers, uniforms: Uniforms, row: int) -> list[float]:
 
 def sampled_metagame(game, population, episodes: int, seed: int, batch_size: int | None = BATCH_SIZE) -> MetaGame:
     """The meta-game of ``population`` estimated from ``episodes`` episodes per joint,
-    with per-entry counts and standard errors (``batch_size`` as in [`sample_joints`][metaeval.spiel.sample_joints])."""
+    with per-entry counts and standard errors (``batch_size`` as in [`sample_joints`][metaeval.spiel.sample_joints]).
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        episodes: episodes per joint.
+        seed: the build's seed; same seed, same meta-game.
+        batch_size: episodes played at once.
+
+    Returns:
+        The meta-game.
+    """
     game = games.load(game)
     if population.game_string != str(game):
         raise MetaEvalError(f"the population is for {population.game_string}, not {game}")
