@@ -205,7 +205,16 @@ def title_of(base: EvolveConfig) -> str:
 
 
 def write_comparison(out: Path, runs, title: str = ""):
-    """Tables and figures of a comparison's finished runs (see the module docstring)."""
+    """Tables and figures of a comparison's finished runs (see the module docstring).
+
+    Args:
+        out: the comparison's directory.
+        runs: rater -> seed -> the run's records.
+        title: the figures' title.
+
+    Returns:
+        The files written.
+    """
     return write_comparison_frame(out, reports.comparison_frame(runs), title)
 
 
@@ -222,7 +231,15 @@ def write_comparison_frame(out: Path, comparison: pd.DataFrame, title: str = "")
 
 
 def load_comparison(out: Path):
-    """Re-read the finished runs of a comparison directory (for re-plotting); records are checked."""
+    """Re-read the finished runs of a comparison directory (for re-plotting); records are checked.
+
+    Args:
+        out: the comparison's directory.
+
+    Returns:
+        The runs, as [`write_comparison`][metaeval.loops.compare.write_comparison] takes them, and the
+        comparison's base configuration (an ``EvolveConfig``).
+    """
     path = Path(out) / rundir.CONFIG
     stored = rundir.read_json(path)
     settings = rundir.stored_settings(stored) if rundir.stored_kind(stored) == KIND else None

@@ -152,7 +152,11 @@ class EvolveConfig:
         return describe(self.mode, self.episodes)
 
     def result_settings(self) -> dict:
-        """The settings that change results; a resumed run must agree on all of them."""
+        """The settings that change results; a resumed run must agree on all of them.
+
+        Returns:
+            The settings by name.
+        """
         keys = ["game", "rater", "rater_options", "population", "discard_fraction", "seed", "mode"]
         if self.mode == "sampled":
             keys.append("episodes")
@@ -183,12 +187,30 @@ def mecce_fields(metagame, sigma, gap) -> dict:
 
 
 def random_new_policy(game, player: int, rng: np.random.Generator):
-    """The default replacement: a random stochastic tabular policy (SPEC 3)."""
+    """The default replacement: a random stochastic tabular policy (SPEC 3).
+
+    Args:
+        game: the game.
+        player: the player.
+        rng: the generator of the draw.
+
+    Returns:
+        The policy.
+    """
     return spiel.random_policy(game, player, rng)
 
 
 def lazy_new_policy(game, player: int, rng: np.random.Generator):
-    """The default replacement in sampled mode: the same law, drawn state by state (no tree)."""
+    """The default replacement in sampled mode: the same law, drawn state by state (no tree).
+
+    Args:
+        game: the game.
+        player: the player.
+        rng: the generator of the draw.
+
+    Returns:
+        The policy.
+    """
     return spiel.population.lazy_random_policy(game, player, rng)
 
 
@@ -296,7 +318,11 @@ class Evolution:
 
     # -- the loop ----------------------------------------------------------------
     def step(self) -> dict:
-        """One iteration of SPEC 5: build, rate, measure the gap, replace the bottom quarter."""
+        """One iteration of SPEC 5: build, rate, measure the gap, replace the bottom quarter.
+
+        Returns:
+            The iteration's record.
+        """
         config, evaluator, seconds = self.config, self.evaluator, {}
         if self.run_dir is not None:
             self.run_dir.begin()
@@ -363,7 +389,14 @@ class Evolution:
                                self.config.learner_episodes)
 
     def run(self, progress: bool | None = None) -> list[dict]:
-        """Step until ``config.iterations`` iterations are done; write results and plots."""
+        """Step until ``config.iterations`` iterations are done; write results and plots.
+
+        Args:
+            progress: None (a bar on a terminal), True or False.
+
+        Returns:
+            Every iteration's record.
+        """
         desc = f"{self.config.game} {self.config.rater} seed {self.config.seed}"
         try:
             with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
@@ -400,5 +433,16 @@ def title_of(config: EvolveConfig) -> str:
 
 def evolve(config: EvolveConfig, out=None, new_policy: NewPolicy | None = None,
            progress: bool | None = None) -> list[dict]:
-    """Run (or resume, when ``out`` holds a run) the population loop; returns the records."""
+    """Run (or resume, when ``out`` holds a run) the population loop; returns the records.
+
+    Args:
+        config: the run's settings.
+        out: the run directory; a run already there is resumed (None: nothing written).
+        new_policy: the replacement hook (default: [`random_new_policy`][metaeval.loops.evolve.random_new_policy],
+            or [`lazy_new_policy`][metaeval.loops.evolve.lazy_new_policy] in sampled mode).
+        progress: None (a bar on a terminal), True or False.
+
+    Returns:
+        Every iteration's record.
+    """
     return Evolution(config, out=out, new_policy=new_policy).run(progress=progress)

@@ -152,7 +152,11 @@ class PBTConfig:
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them (the mode
         and episodes only in sampled mode, the approximate gap's only when it is on, so runs
-        made before they existed still resume)."""
+        made before they existed still resume).
+
+        Returns:
+            The settings by name.
+        """
         skip = {"steps", "workers", "address", "shard_timeout", "max_retries", *(("mode", "episodes") if self.mode == "exact" else ()),
                 *(() if self.approximate_gap else approximate.SETTINGS)}
         return {k: v for k, v in asdict(self).items() if k not in skip}
@@ -309,7 +313,11 @@ class PBT:
         return ray.get([remote.remote(task) for task in tasks])
 
     def step(self) -> dict:
-        """One training step, and an exploit/explore round every ``interval`` steps."""
+        """One training step, and an exploit/explore round every ``interval`` steps.
+
+        Returns:
+            The step's record.
+        """
         config, ev, seconds = self.config, self.evaluator, {}
         clock = time.perf_counter()
         trained = self._run_tasks(self._tasks())
@@ -378,7 +386,14 @@ class PBT:
                 "discarded": replaced, "parents": parents, "added": added, "tie_break_keys": keys}
 
     def run(self, progress: bool | None = None) -> list[dict]:
-        """Step until ``config.steps`` steps are done; write results and plots."""
+        """Step until ``config.steps`` steps are done; write results and plots.
+
+        Args:
+            progress: None (a bar on a terminal), True or False.
+
+        Returns:
+            Every step's record.
+        """
         desc = f"pbt {self.config.game} {self.config.rater} seed {self.config.seed}"
         try:
             with LoopProgress(self.step_index, self.config.steps, desc, "step", progress) as shown:
@@ -413,5 +428,14 @@ def plot(out: Path, config: PBTConfig, records: list[dict]) -> list[Path]:
 
 
 def pbt(config: PBTConfig, out=None, progress: bool | None = None) -> list[dict]:
-    """Run (or resume, when ``out`` holds a run) population-based training; returns the records."""
+    """Run (or resume, when ``out`` holds a run) population-based training; returns the records.
+
+    Args:
+        config: the run's settings.
+        out: the run directory; a run already there is resumed (None: nothing written).
+        progress: None (a bar on a terminal), True or False.
+
+    Returns:
+        Every step's record.
+    """
     return PBT(config, out=out).run(progress=progress)

@@ -155,7 +155,11 @@ class PSROConfig:
         return describe(self.mode, self.episodes)
 
     def result_settings(self) -> dict:
-        """The settings that change results; a resumed run must agree on all of them."""
+        """The settings that change results; a resumed run must agree on all of them.
+
+        Returns:
+            The settings by name.
+        """
         keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
         if self.oracle in LEARNED_ORACLES:
             keys += ["oracle_episodes", "oracle_target"]
@@ -257,7 +261,11 @@ class PSRO:
 
     # -- the loop ------------------------------------------------------------------------
     def step(self) -> dict:
-        """One iteration: build, solve, measure, add the oracles' policies, prune to the cap."""
+        """One iteration: build, solve, measure, add the oracles' policies, prune to the cap.
+
+        Returns:
+            The iteration's record.
+        """
         config, evaluator, seconds = self.config, self.evaluator, {}
         clock = time.perf_counter()
         metagame = evaluator.metagame()
@@ -325,7 +333,14 @@ class PSRO:
         return record
 
     def run(self, progress: bool | None = None) -> list[dict]:
-        """Step until ``config.iterations`` iterations are done; write results and plots."""
+        """Step until ``config.iterations`` iterations are done; write results and plots.
+
+        Args:
+            progress: None (a bar on a terminal), True or False.
+
+        Returns:
+            Every iteration's record.
+        """
         desc = f"{self.config.game} {self.settings['oracle']} {self.config.solver} seed {self.config.seed}"
         try:
             with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
@@ -355,7 +370,14 @@ class PSRO:
 
     @staticmethod
     def title_of(settings: dict) -> str:
-        """The figures' title, from a run's settings (`run_settings`)."""
+        """The figures' title, from a run's settings (`run_settings`).
+
+        Args:
+            settings: the run's settings.
+
+        Returns:
+            The title.
+        """
         cap = "" if settings["cap"] is None else f", cap {settings['cap']} by {settings['prune_by']}"
         ties = "" if settings["tie_break"] == "drawn" else f", {settings['tie_break']} ties"
         oracle = f"custom oracle {settings['oracle']}" if settings.get("custom_oracle") else settings["oracle"]
@@ -372,5 +394,16 @@ class PSRO:
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:
-    """Run (or resume, when ``out`` holds a run) PSRO/JPSRO; returns the records."""
+    """Run (or resume, when ``out`` holds a run) PSRO/JPSRO; returns the records.
+
+    Args:
+        config: the run's settings.
+        out: the run directory; a run already there is resumed (None: nothing written).
+        oracle: a custom oracle ``oracle(evaluator, player, sigma, rng) -> policy`` (default:
+            ``config.oracle``'s).
+        progress: None (a bar on a terminal), True or False.
+
+    Returns:
+        Every iteration's record.
+    """
     return PSRO(config, out=out, oracle=oracle).run(progress=progress)

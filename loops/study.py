@@ -160,7 +160,23 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
                  records: Path | None = None) -> pd.DataFrame:
     """Run (or with ``finished_only``, only tabulate the finished) comparisons; see the module
     docstring for what is written. A run recorded in ``records`` (default ``OUT/records``)
-    is not run again."""
+    is not run again.
+
+    Args:
+        out: the study's directory.
+        games: the games.
+        replacements: the replacement rules.
+        seeds: seeds per comparison.
+        iterations: iterations per run.
+        every: the iterations tabulated (every ``every``-th and the last).
+        jobs: runs at once.
+        learner_episodes: training episodes of the learned replacements.
+        finished_only: only tabulate the finished runs.
+        records: where the records of finished runs are kept.
+
+    Returns:
+        The study's summary table.
+    """
     out = Path(out)
     records = Path(records) if records is not None else out / "records"
     out.mkdir(parents=True, exist_ok=True)
@@ -270,7 +286,12 @@ def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episod
 
 def publish(out: Path, docs: Path) -> None:
     """Copy a study's tables and figures (not its run directories) into ``docs``, figures of
-    ``GAME/REPLACEMENT/cce_gap.png`` as ``GAME-REPLACEMENT-cce_gap.png``."""
+    ``GAME/REPLACEMENT/cce_gap.png`` as ``GAME-REPLACEMENT-cce_gap.png``.
+
+    Args:
+        out: the study's directory.
+        docs: the directory to copy into.
+    """
     out, docs = Path(out), Path(docs)
     docs.mkdir(parents=True, exist_ok=True)
     for path in [*out.glob("*.csv"), *out.glob("*.md"), *out.glob("*.png")]:

@@ -108,6 +108,9 @@ def clone_lottery(
         correction: None or ``"yrwr"`` with truthful owner rankings (the copies right
             after the original, other models by true quality).
         owners: model -> owner (default: every model its own owner).
+
+    Returns:
+        Per run, the best copy's rank gain and the rankings' other measures, with their summary.
     """
     if model not in theta.index:
         raise MetaEvalError(f"model {model!r} is not among the qualities")

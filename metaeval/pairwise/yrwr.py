@@ -70,6 +70,14 @@ def local_yrwr(scores, owner_rankings, leaderboards: Mapping[str, Sequence[str]]
 
     An owner's list is cut to the models on the board, so a model off the board never caps
     one on it (Hays et al., Proposition 4.6: truthful at every sample size).
+
+    Args:
+        scores: the models' scores, by name.
+        owner_rankings: owner -> its models, best first.
+        leaderboards: board -> its models.
+
+    Returns:
+        Board -> its corrected scores.
     """
     scores = _checked_scores(scores)
     lists = _checked_rankings(owner_rankings, scores.index)
@@ -88,7 +96,16 @@ def local_yrwr(scores, owner_rankings, leaderboards: Mapping[str, Sequence[str]]
 def owner_order_ranks(scores: pd.Series, owner_rankings: Mapping[str, Sequence[str]], rng=None) -> pd.Series:
     """Ranks (1 = best) by score; equal scores go by position in the owner's list (a
     YRWR-capped copy never passes the model above it), then at random (by ``rng``) or,
-    without one, by index order."""
+    without one, by index order.
+
+    Args:
+        scores: the models' scores, by name.
+        owner_rankings: owner -> its models, best first.
+        rng: the generator that orders the remaining ties.
+
+    Returns:
+        The ranks, by name.
+    """
     scores = _checked_scores(scores)
     position = np.zeros(len(scores), dtype=np.int64)
     for models in _checked_rankings(owner_rankings, scores.index).values():

@@ -67,6 +67,15 @@ def stationary_distribution(num_states: int, source, target, log_rate) -> tuple[
     Returns ``(pi, info)``; ``info["residual"]`` is ``||pi P - pi||_1`` for the uniformised
     chain ``P = I + Q / (largest exit rate)`` and ``info["levels"]`` the aggregation depth.
     Raises MetaEvalError if the chain is reducible or a solve does not converge.
+
+    Args:
+        num_states: the number of states.
+        source: each transition's source state.
+        target: each transition's target state.
+        log_rate: each transition's log rate.
+
+    Returns:
+        ``(pi, info)``.
     """
     source, target = (_ids(x) for x in (source, target))
     log_rate = np.asarray(log_rate, dtype=np.float64)

@@ -232,6 +232,12 @@ def largest_support(matrix: np.ndarray) -> np.ndarray:
     counts as feasible (seen on an Agent57 bootstrap replicate: 57 joints where 4 are
     feasible, or status 'Not Set'). A joint whose mass can be at most 1/SUPPORT_RATIO of
     another's counts as outside the support, at the solvers' precision.
+
+    Args:
+        matrix: the constraint matrix ``[rows, joints]``.
+
+    Returns:
+        A boolean mask ``[joints]``.
     """
     return _support_lp(matrix)[0]
 
@@ -370,6 +376,12 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
 
     BLAS runs on one thread: on a busy 2-core machine, threaded products of the 192 x
     262,144 constraint matrix of a 64^3 game made the solve 6 times slower (30 s, not 5 s).
+
+    Args:
+        matrix: the constraint matrix ``[rows, joints]``.
+
+    Returns:
+        The solution and how it was reached.
     """
     with one_blas_thread():
         return _max_entropy(matrix)
@@ -387,6 +399,13 @@ def max_entropy_implicit(system, dense) -> MaxEntropy:
     Otherwise the largest support is needed, which only the LPs over the stored matrix
     find: the result is ``max_entropy(dense())`` (``dense_fallbacks`` counts it), which the
     memory budget refuses for games beyond reach.
+
+    Args:
+        system: the column source of M.
+        dense: a function returning M stored, for the fallback.
+
+    Returns:
+        As [`max_entropy`][metaeval.solvers.mecce.max_entropy].
     """
     with one_blas_thread():
         point, iterations = _newton(system, np.zeros(system.num_rows))
