@@ -161,6 +161,15 @@ class PSROSolver(psro_v2.PSROSolver):
     (``mode="sampled"``), evaluated only for joints touching new policies. The game must
     be enumerable (its information states listed), as for the Evaluator. Other arguments
     are ``psro_v2.PSROSolver``'s; ``sims_per_entry`` is not used.
+
+    Args:
+        game: the OpenSpiel game.
+        oracle: the best-response oracle, as ``psro_v2.PSROSolver`` takes it.
+        mode: ``"exact"`` or ``"sampled"``, as the Evaluator's.
+        episodes: episodes per joint in sampled mode.
+        workers: Ray actors building the meta-game.
+        seed: the Evaluator's seed.
+        **kwargs: ``psro_v2.PSROSolver``'s other arguments.
     """
 
     def __init__(self, game, oracle, mode: str = "exact", episodes: int = 1000, workers: int = 1,
@@ -269,6 +278,9 @@ class Checkpoints:
     updated in place, on every call, so references kept across iterations would all end
     as the final policy. A snapshot equal to an earlier one draws a ``UserWarning``.
     [`evaluator`][metaeval.integrations.openspiel.Checkpoints.evaluator] puts every snapshot in each player's population.
+
+    Args:
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
     """
 
     def __init__(self, game):

@@ -96,6 +96,11 @@ class ComparisonPlanner:
     Starts from ``pairs`` (default: the chain 0-1, 1-2, ..., as in the paper's eq 60) plus
     the prior row on item 0; ``next_pair()`` names the pair to evaluate, ``add(i, j)``
     records that it was.
+
+    Args:
+        n: the number of items (at least 2).
+        pairs: the pairs to start from, ``[M, 2]``, connecting every item (default: the
+            chain 0-1, 1-2, ...).
     """
 
     def __init__(self, n: int, pairs=None):

@@ -164,7 +164,13 @@ class SearchStatistics:
 
 class SearchPolicy(policy_lib.Policy):
     """The responder's policy: the searched action at every visited information state,
-    uniform over the legal actions elsewhere."""
+    uniform over the legal actions elsewhere.
+
+    Args:
+        game: the game.
+        player: the responder.
+        choices: information-state key -> the searched action.
+    """
 
     def __init__(self, game, player: int, choices: dict[str, int]):
         super().__init__(game, [player])

@@ -83,6 +83,12 @@ class LazyRandomPolicy(policy_lib.Policy):
 
     The random tabular policies of SPEC 3, defined state by state: the same law (for
     ``dirichlet``, normalised Exp(1) draws over the legal actions), other draws.
+
+    Args:
+        game: the game.
+        player: the player.
+        seed: the seed of the draws.
+        kind: the law of a random policy.
     """
 
     def __init__(self, game, player: int, seed: int, kind: str = "dirichlet"):

@@ -53,6 +53,9 @@ class ExactEvaluator:
     by the ids along its axes, each together with the policy object (so a population
     of another lineage that reuses an id is recomputed): `metagame` then
     contracts only the slices of policies that changed.
+
+    Args:
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load] (enumerable).
     """
 
     def __init__(self, game):
