@@ -102,8 +102,12 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
 
     Args:
         base: settings shared by all runs (its rater and seed are replaced).
+        raters: the raters compared.
+        seeds: the seeds each rater runs with.
+        out: the comparison's directory (one run directory per rater and seed inside).
         jobs: runs executed at once in separate processes; each then builds its
             meta-games in-process, so ``jobs > 1`` requires ``base.workers == 1``.
+        progress: None (a bar on a terminal), True or False.
 
     Returns:
         ``(comparison, final, failures)`` DataFrames; ``failures`` lists the runs that

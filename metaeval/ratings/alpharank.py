@@ -77,6 +77,7 @@ def alpharank(
     """Rate each strategy by its marginal alpha-Rank mass (defaults as OpenSpiel's ``compute``).
 
     Args:
+        game: the meta-game.
         alpha: selection intensity >= 0, or ``math.inf`` for the infinite-alpha model.
         population_size: m >= 2, the size of each population (ignored when alpha is inf).
         inf_alpha_eps: the noise eps in (0, 1) of the infinite-alpha model.

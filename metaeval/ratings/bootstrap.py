@@ -202,6 +202,7 @@ def with_intervals(
     Args:
         game: the game to rate, with ``stderr`` unless ``samples`` are given.
         rater: the rater function, run on the game and on every replicate with ``options``.
+        options: the rater's options.
         replicates: B >= 2.
         seed: non-negative int; same seed, same intervals.
         level: interval coverage in (0, 1).
