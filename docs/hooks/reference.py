@@ -21,7 +21,8 @@ CONSTANT = re.compile(r"^[A-Z][A-Z0-9_]*$")
 class Reference(griffe.Extension):
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs) -> None:
         pyproject = Path(pkg.filepath).parents[1] / "pyproject.toml"
-        folders = tomllib.loads(pyproject.read_text())["tool"]["setuptools"].get("package-dir", {})
+        settings = tomllib.loads(pyproject.read_text()) if pyproject.is_file() else {}
+        folders = settings.get("tool", {}).get("setuptools", {}).get("package-dir", {})
         for installed, folder in folders.items():
             parent, _, name = installed.rpartition(".")
             if parent == pkg.name and name == folder:
