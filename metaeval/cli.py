@@ -584,7 +584,7 @@ def _warning_line(show_others, message, category, *where):
 
 
 def interrupt_on_sigterm():
-    """Make SIGTERM raise :class:`Terminated` in this process; returns the previous handler."""
+    """Make SIGTERM raise `Terminated` in this process; returns the previous handler."""
     return signal.signal(signal.SIGTERM, _terminate)
 
 

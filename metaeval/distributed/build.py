@@ -119,8 +119,8 @@ def build_metagame(
     """The meta-game of ``population`` (maths, section 3), exact or sampled.
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
-        population: a :class:`metaeval.spiel.Population` for ``game``.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+        population: a [`metaeval.spiel.Population`][metaeval.spiel.Population] for ``game``.
         mode: ``"exact"`` (enumerable games) or ``"sampled"``.
         episodes: episodes per joint in sampled mode (at least 2).
         workers: Ray actors; 1 evaluates in-process unless an address is given.
@@ -242,7 +242,11 @@ def actor_pool(game, workers: int, address, log_dir) -> EvaluatorPool:
 
 
 def current_pool() -> EvaluatorPool | None:
-    """The actor pool of the last pool build (None if there is none)."""
+    """The actor pool of the last pool build (None if there is none).
+
+    Returns:
+        The pool, or None.
+    """
     pool = _State.pool
     return None if pool is None or pool.closed else pool
 
@@ -260,6 +264,9 @@ def last_build() -> BuildStats | None:
     """Statistics of the last completed build in this process (None before the first).
 
     A read-only view: the record is frozen, and builds never consult it.
+
+    Returns:
+        The statistics, or None.
     """
     return _State.last
 

@@ -11,7 +11,7 @@ other joints share the shard, on the shard's size, or on the number of workers.
 A matrix product (BLAS) would be faster but picks its blocking from the shape of
 the whole shard, and gemv/gemm kernels round differently.
 
-A :class:`GapTask` is a piece of the full-game CCE gap (:mod:`metaeval.spiel.gap`),
+A `GapTask` is a piece of the full-game CCE gap (`metaeval.spiel.gap`),
 computed from the same cached reach rows by the same function as in-process.
 """
 
@@ -47,7 +47,7 @@ class ShardTask:
         episodes: episodes per joint (sampled mode).
         seed: the run seed (sampled mode).
         batch_size: episodes of a joint played in lock-step (sampled mode; None: one
-            by one), see :func:`metaeval.spiel.sample_joints`.
+            by one), see [`metaeval.spiel.sample_joints`][metaeval.spiel.sample_joints].
     """
 
     index: int
@@ -144,7 +144,7 @@ class ShardEvaluator:
     # -- evaluation -------------------------------------------------------------
     def evaluate(self, task: ShardTask | GapTask, timeout: float | None = None) -> ShardResult | GapResult:
         """The values of ``task``; each call of a policy may take ``timeout`` seconds (None: no
-        limit), past which it raises a one-line :class:`PolicyTimeout` naming the policy."""
+        limit), past which it raises a one-line `PolicyTimeout` naming the policy."""
         missing = self.missing(task.tokens)
         if missing:
             raise MetaEvalError(f"shard {task.index}: no policy for tokens {missing}")

@@ -29,7 +29,14 @@ EQUILIBRIUM_RATERS = ("deviation", "payoff", "nash")
 
 def joint_distribution(rating: Rating) -> np.ndarray:
     """The rating's distribution as a joint over the game's joints (outer product of
-    per-player strategies when it holds one strategy per player)."""
+    per-player strategies when it holds one strategy per player).
+
+    Args:
+        rating: a rating with a distribution.
+
+    Returns:
+        The joint distribution ``[K_1, ..., K_N]``.
+    """
     return np.asarray(rating.distribution, dtype=np.float64)
 
 
@@ -39,6 +46,14 @@ def contributions(rating: Rating, player: int = 0, opponent: int | None = None) 
     ``opponent`` defaults to the last player (the task of an evaluation-data game).
     Rows sum to the deviation gains of the rating's distribution, which are the ratings
     (up to the equilibrium solver's tolerance, reported by the raters' diagnostics).
+
+    Args:
+        rating: a rating against an equilibrium (deviation, payoff or nash).
+        player: the rated player.
+        opponent: the player whose strategies contribute.
+
+    Returns:
+        The contributions ``[K_player, K_opponent]``.
     """
     if not isinstance(rating, Rating):
         raise MetaEvalError(f"contributions need a Rating, got {type(rating).__name__}")
@@ -65,7 +80,16 @@ def contributions(rating: Rating, player: int = 0, opponent: int | None = None) 
 
 
 def contribution_frame(rating: Rating, player: int = 0, opponent: int | None = None) -> pd.DataFrame:
-    """Long table: strategy, opponent strategy, contribution, rating (one row per pair)."""
+    """Long table: strategy, opponent strategy, contribution, rating (one row per pair).
+
+    Args:
+        rating: as in [`contributions`][metaeval.ratings.contributions.contributions].
+        player: the rated player.
+        opponent: the player whose strategies contribute; default: the last.
+
+    Returns:
+        The table.
+    """
     opponent = rating.game.num_players - 1 if opponent is None else opponent
     values = contributions(rating, player, opponent)
     names, opponent_names = rating.game.strategy_names[player], rating.game.strategy_names[opponent]

@@ -13,7 +13,14 @@ ROUNDING_TOLERANCE = 64 * np.finfo(np.float64).eps
 
 @homogeneous()
 def uniform(game: MetaGame) -> Rating:
-    """r_p(a_p) = mean over a_-p of G_p(a_p, a_-p)."""
+    """r_p(a_p) = mean over a_-p of G_p(a_p, a_-p).
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        The Rating; its ``distribution`` is the uniform joint.
+    """
     ratings = []
     for p in range(game.num_players):
         others = tuple(1 + q for q in range(game.num_players) if q != p)

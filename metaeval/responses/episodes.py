@@ -7,9 +7,9 @@
 
 ``num_envs`` episodes run at once. Between two decisions of the learner, each episode
 advances on its own: chance outcomes are drawn, and every opponent decision is answered by
-the policy of the opponent profile drawn for that episode (from :class:`Opponents`), each
+the policy of the opponent profile drawn for that episode (from [`Opponents`][metaeval.responses.opponents.Opponents]), each
 policy asked once per step for all the episodes where it acts
-(:func:`metaeval.spiel.batched.as_batched`). At a simultaneous node the learner's action and
+([`metaeval.spiel.batched.as_batched`][metaeval.spiel.as_batched]). At a simultaneous node the learner's action and
 its opponents' are applied together. A finished episode is replaced by a new one, with a new
 opponent profile, until ``budget`` episodes have started; then its slot stops (``live``
 false). ``rewards`` are what the learner received since its previous decision (OpenSpiel's
@@ -95,7 +95,7 @@ class TrainingEpisodes:
         return bool(self.live.any())
 
     def decisions(self):
-        """The learner's pending decisions as a :class:`DecisionBatch` of the live rows, and
+        """The learner's pending decisions as a `DecisionBatch` of the live rows, and
         the live mask ``[B]``."""
         live = self.live.copy()
         states = [self._states[slot] for slot in np.flatnonzero(live)]

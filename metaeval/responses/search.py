@@ -9,7 +9,7 @@ of the hidden state). Its best response maximises, over p's pure policies pi',
 A terminal's weight ``w(z) = P_c(z) sum_j Pr(j) P_-p^j(z) u_p(z)`` belongs to the last
 sequence (I, a) of p on the way to z, and a state's value is the best of its sequences'
 values (the terminals' weights below them plus the values of the states that follow), as in
-:mod:`metaeval.spiel.best_response`, which walks the tree. Here nothing is walked: histories
+`metaeval.spiel.best_response`, which walks the tree. Here nothing is walked: histories
 are sampled with chance, j and the opponents' actions drawn from their known probabilities
 (beliefs over the opponents' private information *and* over which joint profile j plays
 are never enumerated: they are what the sampling draws from). At p's decisions the history
@@ -28,7 +28,7 @@ chance outcomes and opponent actions, so the spread of the opponents' hidden car
 out of the comparison instead of swamping it, and no importance weight grows with depth.
 Only the responder's visited information states are stored (a sampled tabular best
 response: for games whose responder states fit in memory although the tree does not). With
-every outcome enumerated instead of drawn (:func:`exhaustive_statistics`), the same backward
+every outcome enumerated instead of drawn (`exhaustive_statistics`), the same backward
 pass gives the exact best response.
 
 Why the value is a lower bound. The responder's policy (greedy in the estimated values;
@@ -37,7 +37,7 @@ value against the opponents, measured on fresh episodes the search did not see, 
 unbiased estimate of a number at most the best response's value; the estimate made while
 searching (the maximum of noisy values) is biased upward and is never reported.
 
-Histories advance in lock-step (:class:`metaeval.responses.episodes.OpponentPolicies`: each
+Histories advance in lock-step (`metaeval.responses.episodes.OpponentPolicies`: each
 opponent policy answers a batch of decisions at once), in a fixed number of shards per round
 whose statistics are summed in shard order: the same seed gives the same response on any
 number of Ray workers. The budget counts ended histories: a history that forks into k ends
@@ -70,7 +70,7 @@ class SearchStatistics:
     """What the sampled histories taught about the responder's visited information states.
 
     ``keys[s]``: the information state's key (as ``TabularPolicy`` keys it); ``parent[s]``:
-    its parent sequence ``t * A + a`` (state t, action a) or :data:`ROOT`; ``legal [S, A]``;
+    its parent sequence ``t * A + a`` (state t, action a) or `ROOT`; ``legal [S, A]``;
     ``sums [S, A]``: the summed ``u_p(z) / b_p(z)`` of the histories ending in each sequence;
     ``episodes``: how many sampled roots (histories before any fork) the sums are over.
     """
@@ -88,7 +88,16 @@ class SearchStatistics:
             self.sums = np.zeros((0, self.num_actions))
 
     def state(self, key: str, parent: int, legal) -> int:
-        """The index of the information state ``key`` (added if new)."""
+        """The index of the information state ``key`` (added if new).
+
+        Args:
+            key: the information state's key.
+            parent: the sequence that leads to it.
+            legal: its legal actions.
+
+        Returns:
+            The state's index.
+        """
         found = self.index.get(key)
         if found is not None:
             return found
@@ -101,12 +110,21 @@ class SearchStatistics:
         return found
 
     def add(self, sequence: int, value: float) -> None:
-        """Add ``value`` to the sequence ``s * A + a`` (nothing for :data:`ROOT`)."""
+        """Add ``value`` to the sequence ``s * A + a`` (nothing for `ROOT`).
+
+        Args:
+            sequence: the sequence ``s * A + a``.
+            value: the value to add.
+        """
         if sequence != ROOT:
             self.sums[divmod(sequence, self.num_actions)] += value
 
     def merge(self, other: SearchStatistics) -> None:
-        """Add ``other``'s episodes (its states mapped onto these by key)."""
+        """Add ``other``'s episodes (its states mapped onto these by key).
+
+        Args:
+            other: statistics of other episodes of the same game and player.
+        """
         width = self.num_actions
         mapped = np.empty(len(other.keys), dtype=np.int64)
         for s, key in enumerate(other.keys):
@@ -119,7 +137,11 @@ class SearchStatistics:
 
     def best(self) -> tuple[np.ndarray, np.ndarray]:
         """The backward pass: each state's estimated value ``[S]`` (per episode) and best action ``[S]``
-        (the lowest among tied ones)."""
+        (the lowest among tied ones).
+
+        Returns:
+            The values ``[S]`` and the best actions ``[S]``.
+        """
         count, width = len(self.keys), self.num_actions
         if count == 0:
             return np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -140,13 +162,23 @@ class SearchStatistics:
         return values / max(self.episodes, 1), choices
 
     def choices(self) -> dict[str, int]:
-        """The best action at each visited information state, by key."""
+        """The best action at each visited information state, by key.
+
+        Returns:
+            Information-state key -> best action.
+        """
         return dict(zip(self.keys, self.best()[1].tolist()))
 
 
 class SearchPolicy(policy_lib.Policy):
     """The responder's policy: the searched action at every visited information state,
-    uniform over the legal actions elsewhere."""
+    uniform over the legal actions elsewhere.
+
+    Args:
+        game: the game.
+        player: the responder.
+        choices: information-state key -> the searched action.
+    """
 
     def __init__(self, game, player: int, choices: dict[str, int]):
         super().__init__(game, [player])
@@ -172,7 +204,7 @@ class SearchPolicy(policy_lib.Policy):
 def search_shard(game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
                  choices: dict[str, int] | None, epsilon: float, branching: int = 64,
                  num_envs: int = 256) -> SearchStatistics:
-    """:class:`SearchStatistics` of histories sampled until about ``episodes`` have ended.
+    """[`SearchStatistics`][metaeval.responses.search.SearchStatistics] of histories sampled until about ``episodes`` have ended.
 
     Chance, the opponent profile and the opponents' actions are drawn; at a decision of
     ``player`` every legal action is taken (the history forks) while the fork's product of
@@ -241,7 +273,7 @@ def _to_decisions(game, player, histories, answers, rng, statistics) -> tuple[li
 
 def _decide(game_type, player, deciding, answers, rng, statistics, choices, epsilon, branching) -> list:
     """The histories after ``player``'s decisions in ``deciding``: forked into every legal
-    action within the ``branching`` limit, else one action drawn (see :func:`search_shard`)."""
+    action within the ``branching`` limit, else one action drawn (see `search_shard`)."""
     width = statistics.num_actions
     together = [h for h in deciding if h.state.is_simultaneous_node()]
     opponents = {}  # at simultaneous nodes the opponents' actions, drawn once for every fork
@@ -283,10 +315,10 @@ def _decide(game_type, player, deciding, answers, rng, statistics, choices, epsi
 
 
 def exhaustive_statistics(game, player: int, opponents: Opponents) -> SearchStatistics:
-    """The :class:`SearchStatistics` of every episode at once: each terminal's outcome
+    """The [`SearchStatistics`][metaeval.responses.search.SearchStatistics] of every episode at once: each terminal's outcome
     enumerated with its probability (chance, the profile j and the opponents' actions; the
     responder's actions all taken, unweighted) instead of drawn, so the sums are the
-    sequences' exact weights and :meth:`SearchStatistics.best` is the exact best response. A
+    sequences' exact weights and [`SearchStatistics.best`][metaeval.responses.search.SearchStatistics.best] is the exact best response. A
     tree walk: for checks on games small enough to enumerate."""
     from metaeval.spiel.policies import probability_row
 
@@ -382,7 +414,19 @@ class Search:
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> SearchStatistics:
-        """:class:`SearchStatistics` of ``episodes`` simulated episodes against ``opponents``."""
+        """[`SearchStatistics`][metaeval.responses.search.SearchStatistics] of ``episodes`` simulated episodes against ``opponents``.
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: statistics to add the episodes to (default: none).
+
+        Returns:
+            The statistics.
+        """
         game = games.load(game)
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
             raise MetaEvalError(f"episodes must be a positive int, got {episodes!r}")
@@ -404,5 +448,14 @@ class Search:
                 statistics.merge(shard)
 
     def policy(self, game, player: int, values: SearchStatistics) -> SearchPolicy:
-        """The greedy policy of the searched values."""
+        """The greedy policy of the searched values.
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the statistics [`train`][metaeval.responses.search.Search.train] returned.
+
+        Returns:
+            The policy.
+        """
         return SearchPolicy(games.load(game), player, values.choices())

@@ -48,7 +48,7 @@ _MAX_HALVINGS = 60
 
 @dataclass
 class RowsMaxEntropy(MaxEntropy):
-    """:class:`metaeval.solvers.mecce.MaxEntropy` (no safeguards here) and the working set:
+    """[`metaeval.solvers.mecce.MaxEntropy`][metaeval.solvers.mecce.MaxEntropy] (no safeguards here) and the working set:
     ``rows`` holds ``constraint_rounds`` (rounds that added deviations), ``working_rows``
     and ``active_rows`` (positive multipliers) out of ``deviations``."""
 

@@ -26,7 +26,14 @@ VIOLATION_TOLERANCE = 1e-6
 
 
 def mgcce(game: MetaGame) -> np.ndarray:
-    """The maximum-Gini CCE of ``game`` as an array ``[K_1..K_N]`` (module docstring)."""
+    """The maximum-Gini CCE of ``game`` as an array ``[K_1..K_N]`` (module docstring).
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        The MGCCE.
+    """
     matrix = cce_constraints(game)
     sigma = cp.Variable(matrix.shape[1], nonneg=True)
     problem = cp.Problem(cp.Minimize(cp.sum_squares(sigma)), [matrix @ sigma <= 0, cp.sum(sigma) == 1])

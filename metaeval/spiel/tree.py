@@ -103,8 +103,15 @@ def game_tree(game, max_terminals: int | None = None) -> GameTree:
     """The (cached) sequence-form tree of ``game``: a ``pyspiel.Game`` or a name for ``games.load``.
 
     The tree's size is estimated first and enumeration refused (a ``MetaEvalError``
-    with the estimate) when it would exceed the memory budget (:mod:`metaeval.runs.budget`)
+    with the estimate) when it would exceed the memory budget ([`metaeval.runs.budget`][metaeval.runs.budget])
     or ``max_terminals``; the walk itself stops at the same limit.
+
+    Args:
+        game: the game.
+        max_terminals: the most terminal histories to enumerate.
+
+    Returns:
+        The tree.
     """
     game = games.load(game)
     limit = terminal_limit(game.num_players())

@@ -18,7 +18,14 @@ def random(evaluator, player: int, sigma, rng: np.random.Generator):
 
 
 def from_new_policy(new_policy: Callable) -> Callable:
-    """The oracle of a ``new_policy(game, player, rng) -> policy`` hook (``evolve``'s)."""
+    """The oracle of a ``new_policy(game, player, rng) -> policy`` hook (``evolve``'s).
+
+    Args:
+        new_policy: the hook.
+
+    Returns:
+        The oracle.
+    """
 
     def oracle(evaluator, player: int, sigma, rng: np.random.Generator):
         return new_policy(evaluator.game, player, rng)
