@@ -38,7 +38,7 @@ GAMES = {
     "kuhn_4p": "kuhn_poker(players=4)",
     "goofspiel4_3p": "goofspiel(num_cards=4,imp_info=True,players=3)",
 }
-SEARCH_EPISODES = {"leduc_3p": 600_000, "kuhn_4p": 300_000, "goofspiel4_3p": 300_000}
+SEARCH_EPISODES = {"leduc_3p": 1_200_000, "kuhn_4p": 150_000, "goofspiel4_3p": 300_000}
 POPULATION = 3
 
 

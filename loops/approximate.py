@@ -1,4 +1,4 @@
-"""A loop's per-iteration approximate CCE gap (SPEC 4.1): its settings, estimate and record fields.
+"""A loop's per-iteration approximate CCE gap (maths, section 4.1): its settings, estimate and record fields.
 
 ``psro``, ``pbt`` and ``evolve`` share it: with ``approximate_gap`` positive, every iteration
 estimates a lower bound on the full-game CCE gap of the meta-distribution

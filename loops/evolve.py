@@ -1,4 +1,4 @@
-"""The population loop of SPEC section 5 (Marris et al. 2025, section 5.3).
+"""The population loop of the maths page, section 5 (Marris et al. 2025, section 5.3).
 
 Each iteration builds the meta-game of the current populations, rates every
 player's policies, records the full-game CCE gap of the meta-game's maximum
@@ -63,7 +63,7 @@ RECORD_SCHEMA = rundir.RecordSchema({
 
 
 REPLACEMENTS = ("random", "mutate", "best-response", "learned")
-"""What replaces the discarded policies: a random policy (SPEC 5), a perturbed copy of a
+"""What replaces the discarded policies: a random policy (maths, section 5), a perturbed copy of a
 top-quarter policy, the exact best response to the MECCE's opponents' joint marginal
 (JPSRO's oracle; every replacement of a player is that same policy), or a ``learner``
 (Q-learning, DQN or PPO) trained from scratch for ``learner_episodes`` episodes against
@@ -183,7 +183,7 @@ def mecce_fields(metagame, sigma, gap) -> dict:
 
 
 def random_new_policy(game, player: int, rng: np.random.Generator):
-    """The default replacement: a random stochastic tabular policy (SPEC 3)."""
+    """The default replacement: a random stochastic tabular policy (maths, section 3)."""
     return spiel.random_policy(game, player, rng)
 
 
@@ -296,7 +296,7 @@ class Evolution:
 
     # -- the loop ----------------------------------------------------------------
     def step(self) -> dict:
-        """One iteration of SPEC 5: build, rate, measure the gap, replace the bottom quarter."""
+        """One iteration of the loop (maths, section 5): build, rate, measure the gap, replace the bottom quarter."""
         config, evaluator, seconds = self.config, self.evaluator, {}
         if self.run_dir is not None:
             self.run_dir.begin()

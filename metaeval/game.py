@@ -1,7 +1,7 @@
 """MetaGame: the normal-form game between strategies (policies, models, tasks).
 
 Payoffs are a float64 tensor of shape ``[N, K_1, ..., K_N]``; ``payoffs[p][a]`` is
-player p's payoff at the joint strategy ``a`` (SPEC section 1).
+player p's payoff at the joint strategy ``a`` (maths, section 1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Evaluation data as games (SPEC 6): agent vs task, agent vs agent vs task, king of the hill.
+"""Evaluation data as games (maths, section 6): agent vs task, agent vs agent vs task, king of the hill.
 
 Player 0 is always the rated model (the agent, agent A, the king); the task or prompt
 player is last.
@@ -30,7 +30,7 @@ def _prepared(table, normalise, missing, stderr):
 def agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missing: str = "error",
                   stderr: pd.DataFrame | None = None) -> MetaGame:
     """2-player zero-sum game: the agent earns its normalised score, the task its negation
-    (Balduzzi et al. 2018; SPEC 6).
+    (Balduzzi et al. 2018; maths, section 6).
 
     Args:
         table: agents as rows, tasks as columns (NaN for a missing score).
@@ -50,7 +50,7 @@ def agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missing: str =
 
 def agent_vs_agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missing: str = "error",
                            stderr: pd.DataFrame | None = None) -> MetaGame:
-    """3-player general-sum game of SPEC 6, players (agent A, agent B, task):
+    """3-player general-sum game of the maths page (section 6), players (agent A, agent B, task):
 
         G_A(m_A, m_B, t) = T(m_A, t) - T(m_B, t),   G_B = -G_A,   G_T = |G_A|.
 

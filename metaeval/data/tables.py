@@ -1,4 +1,4 @@
-"""Score tables: agents as rows, tasks as columns, read from CSV or pandas (SPEC 6).
+"""Score tables: agents as rows, tasks as columns, read from CSV or pandas (maths, section 6).
 
 A table is a pandas DataFrame of floats indexed by agent name with one column per task.
 Missing cells are NaN; the game builders refuse them unless told how to drop them

@@ -116,7 +116,7 @@ def build_metagame(
     shard_timeout: float = SHARD_TIMEOUT,
     batch_size: int | None = BATCH_SIZE,
 ) -> MetaGame:
-    """The meta-game of ``population`` (SPEC 3), exact or sampled.
+    """The meta-game of ``population`` (maths, section 3), exact or sampled.
 
     Args:
         game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.

@@ -4,7 +4,7 @@ An evaluator loads its game once and caches policies (and, in exact mode, their
 reach columns) by registry token, so a policy crosses the wire and is walked once
 per process however many shards use it.
 
-Exact entries follow SPEC 3: ``G_n(k) = sum_z chance(z) u_n(z) prod_p R_p[z, k_p]``.
+Exact entries follow the maths page, section 3: ``G_n(k) = sum_z chance(z) u_n(z) prod_p R_p[z, k_p]``.
 Each entry is a row of elementwise products reduced along its own contiguous row
 (numpy's pairwise sum), so its bits depend only on its own terms: never on which
 other joints share the shard, on the shard's size, or on the number of workers.
@@ -104,7 +104,7 @@ class GapResult:
 
 def contract(reaches, joints: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Exact payoffs ``[M, N]`` of ``joints`` from reach rows ``reaches[p] [k_p, Z]``
-    and weighted returns ``weights [N, Z]`` (SPEC 3), each entry shard-invariant."""
+    and weighted returns ``weights [N, Z]`` (maths, section 3), each entry shard-invariant."""
     num_joints, num_terminals = len(joints), weights.shape[1]
     result = np.empty((num_joints, len(weights)))
     step = max(1, CHUNK_ELEMENTS // max(1, num_terminals))

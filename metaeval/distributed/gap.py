@@ -1,4 +1,4 @@
-"""``cce_gap``: the full-game CCE gap (SPEC 4), in-process or on the builds' actor pool.
+"""``cce_gap``: the full-game CCE gap (maths, section 4), in-process or on the builds' actor pool.
 
 The gap's pieces (:func:`metaeval.spiel.gap.gap_pieces`: per player, runs of terminals)
 go to the actors that build the meta-game, which already hold the population's policies

@@ -1,6 +1,6 @@
 """alpha-Rank (Omidshafiei et al. 2019): stationary mass of an evolutionary Markov chain.
 
-Multi-population model (the default, SPEC 2): one state per joint pure profile; from
+Multi-population model (the default; maths, section 2): one state per joint pure profile; from
 profile s, one player p switches to another strategy, giving profile r, with probability
 ``eta * rho(G_p(r) - G_p(s))`` where ``eta = 1 / sum_p (K_p - 1)`` and ``rho`` is the
 fixation probability of a mutant in a population of m (eq. 10, Fermi selection):
@@ -15,7 +15,7 @@ Single-population model (``single_population=True``, symmetric 2-player games on
 states are the K strategies, and a mutant r invades a population playing s with
 ``rho(G_0(r, s) - G_0(s, r))`` (OpenSpiel's local selection model, used when it is given
 one payoff table); both players get the same ratings.  It is not the default because
-the SPEC defines alpha-Rank over joint profiles, which also covers asymmetric games.
+metaeval defines alpha-Rank over joint profiles (maths, section 2), which also covers asymmetric games.
 
 Non-local selection (``local_selection=False``, single population only; Han et al. 2013,
 OpenSpiel's ``use_local_selection_model=False``): a player's fitness is its mean payoff

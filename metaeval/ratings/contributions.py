@@ -10,7 +10,7 @@ and grouping the joints by opponent q's strategy c splits it exactly:
     c_q(a'_p, c) = sum_{a : a_q = c} sigma(a) [G_p(a'_p, a_-p) - G_p(a)],
     sum_c c_q(a'_p, c) = r_p(a'_p).
 
-With p = agent A and q = the task of the agent-vs-agent-vs-task game this is SPEC 6's
+With p = agent A and q = the task of the agent-vs-agent-vs-task game this is the maths page's (section 6)
 per-task contribution c(m', t). For a product sigma = x_1 x ... x x_N it is
 x_q(c) [u_p(a'_p, c, x_-pq) - u_p(c, x_-q)]. Liu et al. (2025, section 4.3) print the
 opposite sign, x_q(c) [u_p(c, x_-q) - u_p(a'_p, c, x_-pq)], which sums to -r_p.

@@ -1,4 +1,4 @@
-"""Deviation ratings: CCE deviation gains under the strictest CCE (SPEC 2.1, Algorithm 1).
+"""Deviation ratings: CCE deviation gains under the strictest CCE (maths, section 2.1).
 
 Marris, Liu, Gemp, Piliouras, Lanctot (2025), "Deviation Ratings". Each round solves
 
@@ -477,7 +477,7 @@ class _Pricer:
 @homogeneous("max_violation")
 def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = True,
               column_generation: bool | None = None) -> Rating:
-    """CCE deviation ratings r_p(a'_p) = delta_p(a'_p; sigma*) (SPEC 2.1; Marris et al. 2025, eq. 3a).
+    """CCE deviation ratings r_p(a'_p) = delta_p(a'_p; sigma*) (maths, section 2.1; Marris et al. 2025, eq. 3a).
 
     Args:
         game: the meta-game.

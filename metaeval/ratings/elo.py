@@ -1,4 +1,4 @@
-"""Elo ratings: a batch Bradley-Terry fit on base 10 with scale 400 (SPEC 2, `elo`).
+"""Elo ratings: a batch Bradley-Terry fit on base 10 with scale 400 (maths, section 2, `elo`).
 
 P(i beats j) = 1 / (1 + 10^((r_j - r_i) / 400)).  The maximum-likelihood ratings of a
 matrix of (possibly fractional) wins are unique up to a common shift when the "i has

@@ -1,4 +1,4 @@
-"""Nash rating: payoff against a uniquely selected Nash equilibrium x (SPEC 2, `nash`).
+"""Nash rating: payoff against a uniquely selected Nash equilibrium x (maths, section 2, `nash`).
 
     r_p(a_p) = G_p(a_p, x_-p) - G_p(x)
 

@@ -1,4 +1,4 @@
-"""Payoff ratings: deviation gains under the maximum-entropy CCE (SPEC 2.2; Marris et al. 2022).
+"""Payoff ratings: deviation gains under the maximum-entropy CCE (maths, section 2.2; Marris et al. 2022).
 
 r_p(a_p) = delta_p(a_p; sigma_MECCE) = sum_a sigma(a) (G_p(a_p, a_-p) - G_p(a)).
 """

@@ -1,4 +1,4 @@
-"""Uniform rating: mean payoff against uniformly mixing opponents (SPEC 2, `uniform`)."""
+"""Uniform rating: mean payoff against uniformly mixing opponents (maths, section 2, `uniform`)."""
 
 from __future__ import annotations
 

@@ -31,6 +31,34 @@ from metaeval.spiel.lockstep import chance_step, decide
 from metaeval.responses.opponents import Opponents
 
 
+class OpponentPolicies:
+    """The opponents' policies, answering in batches: each profile's policy of a player is
+    asked once for all the states where that profile plays."""
+
+    def __init__(self, game, opponents: Opponents):
+        self.game, self.opponents = game, opponents
+        self.reader = TensorReader(game)
+        self._answers: dict[tuple[int, int], object] = {}
+
+    def _answer(self, profile: int, player: int):
+        key = (profile, player)
+        if key not in self._answers:
+            self._answers[key] = as_batched(self.opponents.profiles[profile][player], self.game, player)
+        return self._answers[key]
+
+    def decide(self, player: int, states: list, profiles, rng: np.random.Generator) -> np.ndarray:
+        """Actions of ``player`` at ``states`` (``profiles[i]``: the profile playing at
+        ``states[i]``), drawn with ``rng``'s uniforms one profile at a time."""
+        chosen = np.zeros(len(states), dtype=np.int64)
+        by_profile: dict[int, list[int]] = {}
+        for row, profile in enumerate(profiles):
+            by_profile.setdefault(int(profile), []).append(row)
+        for profile, rows in by_profile.items():
+            batch = DecisionBatch(self.game, player, [states[r] for r in rows], self.reader)
+            chosen[rows] = decide(self._answer(profile, player), batch, rng.random(len(rows)))
+        return chosen
+
+
 class TrainingEpisodes:
     """``num_envs`` episodes of ``game`` in which ``player`` learns against ``opponents``."""
 
@@ -50,8 +78,7 @@ class TrainingEpisodes:
         self.budget, self.started = int(budget), 0
         self.returns: list[float] = []  # the learner's return of every finished episode, in order
         self.finished_slots: list[int] = []  # the slot each of those episodes was played in
-        self._reader = TensorReader(game)
-        self._answers: dict[tuple[int, int], object] = {}
+        self._policies = OpponentPolicies(game, opponents)
         self._states: list = [None] * num_envs
         self._profile = np.zeros(num_envs, dtype=np.int64)
         self._gathered = np.zeros(num_envs)  # rewards since the learner's last decision
@@ -72,7 +99,7 @@ class TrainingEpisodes:
         the live mask ``[B]``."""
         live = self.live.copy()
         states = [self._states[slot] for slot in np.flatnonzero(live)]
-        return DecisionBatch(self.game, self.player, states, self._reader), live
+        return DecisionBatch(self.game, self.player, states, self._policies.reader), live
 
     def observe(self):
         """The learner's pending decisions: observations ``[B, D]``, legal masks ``[B, A]``
@@ -120,23 +147,10 @@ class TrainingEpisodes:
         self._gathered[slot] += reward
         self._episode_return[slot] += reward
 
-    def _answer(self, profile: int, player: int):
-        key = (profile, player)
-        if key not in self._answers:
-            self._answers[key] = as_batched(self.opponents.profiles[profile][player], self.game, player)
-        return self._answers[key]
-
     def _decide(self, player: int, slots) -> dict[int, int]:
         """Actions of opponent ``player`` in ``slots``, each policy asked once for its slots."""
-        chosen = {}
-        by_profile: dict[int, list[int]] = {}
-        for slot in slots:
-            by_profile.setdefault(int(self._profile[slot]), []).append(slot)
-        for profile, group in by_profile.items():
-            batch = DecisionBatch(self.game, player, [self._states[s] for s in group], self._reader)
-            actions = decide(self._answer(profile, player), batch, self.rng.random(len(group)))
-            chosen.update(zip(group, actions.tolist()))
-        return chosen
+        actions = self._policies.decide(player, [self._states[s] for s in slots], self._profile[slots], self.rng)
+        return dict(zip(slots, actions.tolist()))
 
     def _opponent_actions(self, slots) -> dict[int, list[int]]:
         joint = {slot: [0] * self.game.num_players() for slot in slots}

@@ -1,6 +1,6 @@
 """Equilibrium quantities on a meta-game: CCE constraints, deviation gains, gaps.
 
-Notation of SPEC section 1: ``G[p][a]`` is player p's payoff at joint ``a`` and
+Notation of the maths page, section 1: ``G[p][a]`` is player p's payoff at joint ``a`` and
 ``sigma`` a joint distribution of shape ``[K_1, ..., K_N]``.
 """
 
@@ -53,7 +53,7 @@ def deviation_payoffs(game: MetaGame, player: int) -> np.ndarray:
 def cce_constraints(game: MetaGame) -> np.ndarray:
     """The CCE matrix A, rows (p, a'_p) in player order, columns joints in C order.
 
-    sigma is an eps-CCE iff ``A @ sigma.ravel() <= eps`` (SPEC section 1).
+    sigma is an eps-CCE iff ``A @ sigma.ravel() <= eps`` (maths, section 1).
     """
     budget.check_joints(game.shape, sum(game.shape), "the CCE constraint matrix")
     return np.concatenate(
@@ -98,7 +98,7 @@ def ce_gap(game: MetaGame, sigma) -> float:
 
 
 def mecce(game: MetaGame) -> np.ndarray:
-    """The maximum-entropy CCE, shape ``[K_1, ..., K_N]`` (SPEC 2.2; Marris et al. 2022).
+    """The maximum-entropy CCE, shape ``[K_1, ..., K_N]`` (maths, section 2.2; Marris et al. 2022).
 
     Its CCE constraints hold to ~1e-13 of the largest payoff difference; MetaEvalError if
     the dual solver cannot reach 1e-9.

@@ -1,6 +1,6 @@
 """Maximum-entropy distribution on ``{sigma in simplex : M sigma <= 0}``, through its dual.
 
-SPEC 2.2: the dual of ``max H(sigma) s.t. M sigma <= 0, sum(sigma) = 1`` is
+Maths, section 2.2: the dual of ``max H(sigma) s.t. M sigma <= 0, sum(sigma) = 1`` is
 
     min_{lambda >= 0} f(lambda) = log sum_a exp(-(M^T lambda)_a),
 
@@ -358,7 +358,7 @@ def _exponential_cone_multipliers(matrix: np.ndarray) -> np.ndarray | None:
 
 
 def max_entropy(matrix: np.ndarray) -> MaxEntropy:
-    """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (SPEC 2.2).
+    """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (maths, section 2.2).
 
     ``matrix`` is rescaled to unit max |entry| internally, so every tolerance is relative
     to the largest payoff difference. Safeguards, counted in ``safeguards``: should Newton

@@ -1,6 +1,6 @@
 """The maximum-entropy CCE of a large game by constraint generation on its dual.
 
-Same problem and dual as metaeval.solvers.mecce (SPEC 2.2): minimise over lambda >= 0
+Same problem and dual as metaeval.solvers.mecce (maths, section 2.2): minimise over lambda >= 0
 
     f(lambda) = log sum_a exp(-(A^T lambda)_a),   sigma = softmax(-A^T lambda),
     gradient -A sigma (minus the deviation gains),  Hessian Cov_sigma(A columns),

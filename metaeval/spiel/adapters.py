@@ -81,7 +81,7 @@ class LazyRandomPolicy(policy_lib.Policy):
     information state when first asked, from a generator seeded by ``seed``, the player
     and the state's key: the same policy in every process, without enumerating the game.
 
-    The random tabular policies of SPEC 3, defined state by state: the same law (for
+    The random tabular policies of the maths page (section 3), defined state by state: the same law (for
     ``dirichlet``, normalised Exp(1) draws over the legal actions), other draws.
     """
 

@@ -5,7 +5,7 @@ recommendation), the value of a sequence (I, a) of player p is the weight of the
 terminals it ends plus the values of the states that follow it; a state's value
 is the best of its legal sequences. With perfect recall this maximises
 ``sum_z w(z) reach_p(z; pi')`` over all pure policies pi' of p, which is the best
-response to whatever produced the weights (SPEC section 4).
+response to whatever produced the weights (maths, section 4).
 
 Hand-written rather than OpenSpiel's ``TabularBestResponse``: that one walks an
 auxiliary game with a chance branch per joint profile of the correlation device,

@@ -1,4 +1,4 @@
-"""Exact meta-games of enumerable games (SPEC section 3, "Exact").
+"""Exact meta-games of enumerable games (maths, section 3, "Exact").
 
 The payoff of joint policy (k_1..k_N) to player n is
 
@@ -220,7 +220,7 @@ class ExactEvaluator:
 
 
 def exact_metagame(game, population, evaluator: ExactEvaluator | None = None) -> MetaGame:
-    """The exact meta-game of ``population`` in ``game`` (SPEC section 3).
+    """The exact meta-game of ``population`` in ``game`` (maths, section 3).
 
     Pass the same ``evaluator`` across iterations of a loop to recompute only the
     slices of replaced policies.

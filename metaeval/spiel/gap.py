@@ -1,4 +1,4 @@
-"""Full-game CCE and CE gaps of a distribution over a population's joint policies (SPEC 4).
+"""Full-game CCE and CE gaps of a distribution over a population's joint policies (maths, section 4).
 
 For player p, the opponents' correlated mixture weighs terminal z by
 

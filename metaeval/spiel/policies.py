@@ -1,4 +1,4 @@
-"""Tabular policies: random ones (SPEC section 3), and any policy as a per-state table.
+"""Tabular policies: random ones (maths, section 3), and any policy as a per-state table.
 
 A policy *table* for player p is an array ``[S_p, A]`` laid out like the player's
 template ``TabularPolicy`` (see :mod:`metaeval.spiel.tree`): row = information

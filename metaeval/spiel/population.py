@@ -172,7 +172,7 @@ class Population:
     # -- construction ---------------------------------------------------------
     @classmethod
     def random(cls, game, size, seed, kind: str = "dirichlet", lazy: bool = False) -> Population:
-        """Random tabular policies (SPEC section 3): ``size`` per player (an int or one per player).
+        """Random tabular policies (maths, section 3): ``size`` per player (an int or one per player).
 
         The policy with id i of player p is drawn from ``policy_rng(seed, p, i)``; ``lazy``:
         drawn state by state when asked (:class:`~metaeval.spiel.LazyRandomPolicy`), for

@@ -1,4 +1,4 @@
-"""Sampled meta-games: entries estimated from simulated episodes (SPEC section 3, "Sampled").
+"""Sampled meta-games: entries estimated from simulated episodes (maths, section 3, "Sampled").
 
 Works for any policy (:mod:`metaeval.spiel.batched`) and any game that can be
 simulated; the episodes of a joint are played in lock-step (:mod:`metaeval.spiel.lockstep`).

@@ -1,6 +1,6 @@
 """The terminal histories of an OpenSpiel game, in sequence form, enumerated once.
 
-Every quantity of SPEC sections 3 and 4 is a sum over terminal histories z of
+Every quantity of the maths page's sections 3 and 4 is a sum over terminal histories z of
 ``chance(z) * u(z) * prod_p reach_p(z)``. With perfect recall, ``reach_p(z)`` is
 the realisation weight of player p's *last sequence* on z (its last own
 information state and the action taken there), so the tree is stored as

@@ -341,7 +341,7 @@ class Evaluator:
         )
 
     def gap(self, sigma) -> spiel.CCEGap:
-        """The full-game CCE gap of ``sigma`` (SPEC 4), with each player's best response
+        """The full-game CCE gap of ``sigma`` (maths, section 4), with each player's best response
         to the opponents' joint marginal of sigma (cached for the last sigma); on the Ray
         actors with ``workers > 1`` or an address, with the same result. Exact mode only."""
         exact = self._exact("the full-game CCE gap")

@@ -1,6 +1,6 @@
 """Meta-solvers: a meta-game in, a joint distribution ``[K_1..K_N]`` over its strategies out.
 
-PSRO-style loops mix the population with these (SPEC 1 notation). Product distributions
+PSRO-style loops mix the population with these (notation of the maths page, section 1). Product distributions
 (Nash) are the outer product of the players' mixtures. The public entry points:
 
 - :func:`solve` ``(game, solver, **options)``: the joint distribution of a named solver
@@ -55,7 +55,7 @@ def alpharank(game: MetaGame, **options) -> np.ndarray:
 
 
 def deviation(game: MetaGame, **options) -> np.ndarray:
-    """The strictest CCE, against which deviation ratings are measured (SPEC 2.1)."""
+    """The strictest CCE, against which deviation ratings are measured (maths, section 2.1)."""
     return rate(game, "deviation", **options).distribution
 
 

@@ -2,7 +2,7 @@
 
 - :func:`perturb_policy`: each information state's action distribution ``pi(s)`` becomes
   ``(1 - scale) * pi(s) + scale * d(s)``, ``d(s) ~ Dirichlet(1)`` over the legal actions
-  (the SPEC's random policy). A convex combination of two distributions over the legal
+  (the random policy of the maths page, section 3). A convex combination of two distributions over the legal
   actions, so the result is always a valid policy; ``scale = 1`` is a fresh random policy.
 - :func:`perturb_values`: every legal entry of a value table ``Q [S, A]`` gets independent
   Gaussian noise ``N(0, (scale * spread)^2)``, ``spread`` the table's largest absolute

@@ -18,7 +18,7 @@ them, return the trained policy. The loop adds what is returned with ``evaluator
 - ``jpsro``: the exact best response to the opponents' joint marginal of sigma,
   JPSRO's CCE oracle (Marris et al. 2021); ``tie_break="openspiel"`` picks among tied
   best actions as OpenSpiel's ``jpsro`` does;
-- ``random``: a random stochastic tabular policy (SPEC 3);
+- ``random``: a random stochastic tabular policy (maths, section 3);
 - :func:`learned` (a factory: learner, episode budget) trains a policy from scratch
   against the opponents' joint marginal of sigma;
 - :func:`mutate` (a factory: a rating) copies one of the player's top-rated policies with

@@ -1,4 +1,4 @@
-"""Exact best responses in the full game, read off the CCE gap computation (SPEC 4).
+"""Exact best responses in the full game, read off the CCE gap computation (maths, section 4).
 
 The gap of sigma already finds, for every player, the best actions at each state against
 the opponents' joint marginal of sigma (:func:`metaeval.spiel.cce_gap`); the evaluator
