@@ -13,24 +13,32 @@ M = (v - delta) - A_S^T, solved by the same dual Newton method and safeguards as
 The slack delta (1e-12 of max |A|) absorbs the rounding of A^T x.
 
 Why S first: the slack widens X* into a polytope in which *every* strategy i can carry
-mass up to about delta / g_i, g_i its payoff gap against the opponent's equilibrium. On
-all strategies, the largest-support LP of [`metaeval.solvers.mecce.largest_support`][metaeval.solvers.mecce.largest_support] would
-have to cut that continuum at its resolution 1 / SUPPORT_RATIO = 1e-9, i.e. at gaps near
-delta * 1e9 = 1e-3 of the range, which are common; a strategy near that cut puts the LP's
-optimum at its cap, in a basis holding the widened face's block, whose smallest singular
-value is delta (1.3e-12 on a bootstrap replicate of a 4 x 4 game), and HiGHS stops there
-'Not Set' at every tolerance. The supports of the exact face X* x Y* are combinatorial,
-with no slack to resolve; on S every strategy carries real mass, so the slack only
-absorbs rounding.
+mass up to about delta / g_i, g_i its payoff gap against the opponent's equilibrium, and
+a largest-support LP on all strategies would have to cut that continuum somewhere (gaps
+near 1e-3 of the range at a mass ratio of 1e9, which are common; HiGHS stopped 'Not Set'
+there on a bootstrap replicate of a 4 x 4 game). The supports of the exact face X* x Y*
+are combinatorial, with no slack to resolve; on S every strategy carries real mass, so the
+slack only absorbs rounding.
+
+How S: every strategy either carries mass in some equilibrium or loses payoff against
+every equilibrium strategy of the opponent (Goldman and Tucker 1956), and one LP over
+normalised strategies finds both kinds of evidence at once (`optimal_supports`). Reading S
+off the cone of optimal pairs with the masses capped at a ratio of 1e9 instead asks for
+constraints met to 1e-10 by masses up to 1e9: on a PSRO meta-game of leduc_2p whose face
+needs a mass ratio of 1.7e5 (a strategy that carries at most 4.4e-6 in any equilibrium)
+HiGHS ended that LP 'Unbounded' or 'Unknown' at every tolerance.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.optimize import linprog
 
 from metaeval.errors import MetaEvalError
-from metaeval.solvers.mecce import largest_support, max_entropy
+from metaeval.runs import budget
+from metaeval.solvers import lp
+from metaeval.solvers.mecce import max_entropy
 
 VALUE_SLACK = 1e-12
 
@@ -57,26 +65,58 @@ def maximin_value(row_payoffs: np.ndarray) -> float:
     return float((row_payoffs.T @ (strategy / strategy.sum())).min())
 
 
-def optimal_supports(row_payoffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def optimal_supports(
+    row_payoffs: np.ndarray, values: tuple[float, float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(rows, columns): the strategies that some maximin strategy of each player plays,
     the largest supports of X* and Y*.
 
-    The optimal pairs are the cone {(x, y, u) >= 0 : u <= (B^T x)_j, (B y)_i <= u,
-    sum x = sum y} for B = A shifted to positive entries (the same equilibria, a positive
-    value u / sum x): weak duality forces u = x^T B y / sum x, the value. It has no slack,
-    so [`metaeval.solvers.mecce.largest_support`][metaeval.solvers.mecce.largest_support] reads its supports off exactly.
+    X* x Y* holds a strictly complementary pair (Goldman and Tucker 1956): x in X*, y in Y*
+    such that every row i has x_i > 0 or a gap g_i = v - (A y)_i > 0, and every column j
+    has y_j > 0 or a gap h_j = (A^T x)_j - v > 0. By complementary slackness the rows with
+    a gap carry no mass in any equilibrium, so such a pair shows both largest supports.
+    One LP finds one, for A scaled to a payoff range of 1 and the value v as each player's
+    maximin strategy guarantees it (``values``: `maximin_value` of A and minus that of -A^T,
+    computed if not given):
+
+        max t  s.t.  x in X*, y in Y*,  x_i + g_i >= t,  y_j + h_j >= t.
+
+    Its optimum t is positive; at it each strategy has one of its two numbers at least t
+    and the other zero up to rounding, and the larger one decides. Every number is a
+    probability or a payoff gap of range 1, so the LP is well scaled.
     """
+    row_payoffs = np.asarray(row_payoffs, dtype=np.float64)
     k_row, k_col = row_payoffs.shape
-    shifted = row_payoffs - row_payoffs.min() + 1.0
-    shifted /= shifted.max()
-    cone = np.block([
-        [-shifted.T, np.zeros((k_col, k_col)), np.ones((k_col, 1))],
-        [np.zeros((k_row, k_row)), shifted, -np.ones((k_row, 1))],
-        [np.ones((1, k_row)), -np.ones((1, k_col)), np.zeros((1, 1))],
-        [-np.ones((1, k_row)), np.ones((1, k_col)), np.zeros((1, 1))],
+    spread = float(np.ptp(row_payoffs))
+    if spread == 0:  # a constant game: every strategy is optimal
+        return np.ones(k_row, dtype=bool), np.ones(k_col, dtype=bool)
+    budget.check(3 * 16 * 4 * k_row * k_col, f"the optimal-support LP of the zero-sum game ({k_row} x {k_col})")
+    if values is None:
+        values = maximin_value(row_payoffs), -maximin_value(-row_payoffs.T)
+    payoffs, (row_value, column_value) = row_payoffs / spread, np.divide(values, spread)
+    matrix = sp.bmat([  # over (x, y, t)
+        [payoffs.T, None, None],  # A^T x >= v
+        [None, payoffs, None],  # A y <= v
+        [np.ones((1, k_row)), None, None],
+        [None, np.ones((1, k_col)), None],
+        [sp.identity(k_row), -payoffs, -np.ones((k_row, 1))],  # x_i + g_i - t >= 0
+        [payoffs.T, sp.identity(k_col), -np.ones((k_col, 1))],  # y_j + h_j - t >= 0
     ])
-    support = largest_support(cone)
-    rows, columns = support[:k_row], support[k_row : k_row + k_col]
+    inf, variables = lp.INF, k_row + k_col + 1
+    lower = np.concatenate([np.full(k_col, row_value), np.full(k_row, -inf), [1.0, 1.0],
+                            np.full(k_row, -column_value), np.full(k_col, row_value)])
+    upper = np.concatenate([np.full(k_col, inf), np.full(k_row, column_value), [1.0, 1.0],
+                            np.full(k_row + k_col, inf)])
+    costs = np.zeros(variables)
+    costs[-1] = -1.0  # maximise t
+    highs = lp.solve_afresh(
+        lambda: lp.highs_model(matrix, costs, np.zeros(variables), np.full(variables, inf), lower, upper),
+        "the optimal-support LP of the zero-sum game",
+    )
+    solution = np.asarray(highs.getSolution().col_value)
+    row, column = solution[:k_row], solution[k_row : k_row + k_col]
+    rows = row > column_value - payoffs @ column
+    columns = column > payoffs.T @ row - row_value
     if not rows.any() or not columns.any():
         raise MetaEvalError("the zero-sum game's optimal face came out empty (HiGHS)")
     return rows, columns
@@ -97,8 +137,8 @@ def max_entropy_maximin(row_payoffs: np.ndarray, value: float, support: np.ndarr
 def max_entropy_nash(row_payoffs) -> tuple[np.ndarray, np.ndarray, float]:
     """(x, y, v): maximum-entropy equilibrium strategies of the zero-sum game A and its value."""
     row_payoffs = np.asarray(row_payoffs, dtype=np.float64)
-    rows, columns = optimal_supports(row_payoffs)
-    value = maximin_value(row_payoffs)
+    value, loss = maximin_value(row_payoffs), maximin_value(-row_payoffs.T)
+    rows, columns = optimal_supports(row_payoffs, (value, -loss))
     row = max_entropy_maximin(row_payoffs, value, rows)
-    column = max_entropy_maximin(-row_payoffs.T, maximin_value(-row_payoffs.T), columns)
+    column = max_entropy_maximin(-row_payoffs.T, loss, columns)
     return row, column, value

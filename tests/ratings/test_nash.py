@@ -6,12 +6,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from open_spiel.python.algorithms import nash_averaging
+from scipy.optimize import linprog
 
 import metaeval
 from metaeval import MetaEvalError
 from metaeval.ratings.logit import max_regret
 from metaeval.ratings.base import marginals
-from metaeval.ratings.nash_zero_sum import max_entropy_nash
+from metaeval.ratings.nash_zero_sum import max_entropy_nash, optimal_supports
+from tests import regression
 from tests.conftest import dominant_strategy_game, random_games, rock_paper_scissors
 
 
@@ -206,6 +208,63 @@ def test_bootstrap_of_an_ordinary_zero_sum_game_rates_every_replicate():
     assert rating.diagnostics["bootstrap"]["failed"] == 0
     assert rating.replicates[0].shape == (200, 4)
 
+
+
+def largest_masses_and_gaps(row):
+    """Per row strategy of the zero-sum game ``row``, by its own LPs: the largest mass it
+    carries in a maximin strategy and its largest payoff gap against a minimax strategy."""
+    k_row, k_col = row.shape
+    options = {"method": "highs-ds", "options": {"primal_feasibility_tolerance": 1e-10}}
+    # the value, and the row player's maximin face {x in simplex : A^T x >= v}
+    value = -linprog(np.eye(k_row + 1)[-1] * -1, A_ub=np.hstack([-row.T, np.ones((k_col, 1))]), b_ub=np.zeros(k_col),
+                     A_eq=[[1.0] * k_row + [0.0]], b_eq=[1], bounds=[(0, None)] * k_row + [(None, None)], **options).fun
+    masses = [-linprog(-np.eye(k_row)[i], A_ub=-row.T, b_ub=np.full(k_col, -value), A_eq=np.ones((1, k_row)),
+                       b_eq=[1], **options).fun for i in range(k_row)]
+    gaps = [value - linprog(row[i], A_ub=row, b_ub=np.full(k_row, value), A_eq=np.ones((1, k_col)), b_eq=[1],
+                            **options).fun for i in range(k_row)]
+    return np.array(masses), np.array(gaps)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(game=random_games(players=(2,), strategies=(2, 7), integer=True))
+def test_optimal_supports_are_those_of_the_strategies_own_lps(game):
+    """Small integer payoffs tie often, so the optimal faces are rarely points; whatever the
+    face, each strategy carries mass in some equilibrium or loses payoff against all of the
+    opponent's, and optimal_supports agrees with one LP per strategy and kind."""
+    row = game.payoffs[0]
+    rows, columns = optimal_supports(row)
+    for support, payoffs in ((rows, row), (columns, -row.T)):
+        masses, gaps = largest_masses_and_gaps(payoffs)
+        assert np.all(np.minimum(masses, gaps) < 1e-9) and np.all(np.maximum(masses, gaps) > 1e-3)
+        np.testing.assert_array_equal(support, masses > gaps)
+
+
+def test_psro_meta_game_whose_face_needs_a_mass_ratio_of_1e5_gets_the_exact_equilibrium():
+    """A sub-game of a leduc_2p PSRO meta-game (payoffs multiples of 1/34,560). The supports
+    were read off the cone of optimal pairs with masses up to 1e9 times the smallest, and
+    HiGHS ended that LP 'Unbounded' or 'Unknown' at every tolerance. Its equilibrium is
+    unique (the square systems of its supports are regular), so pygambit's exact one is the
+    maximum-entropy one; a row strategy 4.7e-6 short of a best response stays out of it."""
+    import pygambit
+
+    game = regression.load("leduc_2p_psro_search_seed1_iteration110")
+    integers = np.round(game.payoffs[0] * 34560).astype(int)
+    assert np.array_equal(integers / 34560, game.payoffs[0])
+    exact = pygambit.nash.lp_solve(pygambit.Game.from_arrays(integers, -integers), rational=True).equilibria[0]
+    rating = metaeval.rate(game, "nash")
+    mixtures = marginals(rating.distribution)
+    for x, player in zip(mixtures, exact.game.players):
+        reference = np.array([float(exact[s]) for s in player.strategies])
+        np.testing.assert_array_equal(x > 0, reference > 0)
+        np.testing.assert_allclose(x, reference, atol=1e-8)
+    face = game.payoffs[0][np.ix_(mixtures[0] > 0, mixtures[1] > 0)]  # A_{S,T}^T x = v, sum x = 1
+    assert face.shape == (19, 19) and np.linalg.matrix_rank(np.block([[face.T, -np.ones((19, 1))],
+                                                                       [np.ones((1, 19)), 0]])) == 20
+    value = float(exact.payoff(list(exact.game.players)[0])) / 34560
+    assert rating.diagnostics["value"] == pytest.approx(value, abs=1e-12)
+    assert rating.diagnostics["max_regret"] <= 1e-11 * rating.diagnostics["payoff_range"]
+    masses, gaps = largest_masses_and_gaps(game.payoffs[0])
+    assert gaps[game.strategy_names[0].index("policy 68")] == pytest.approx(4.72e-6, rel=1e-2)
 
 # -- symmetric games -----------------------------------------------------------------------
 def symmetric_game(rng, players, k):

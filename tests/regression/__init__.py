@@ -47,6 +47,13 @@ GAMES = {
         "the same bootstrap with 'payoff', replicate 79: HiGHS ends the MECCE's largest-support "
         "LP 'Unknown' at a feasibility tolerance of 1e-10 and solves a fresh model at 1e-7"
     ),
+    "leduc_2p_psro_search_seed1_iteration110": (
+        "PSRO on leduc_2p (nash meta-solver, exact meta-game, search oracle of 18,000 episodes, "
+        "seed 1; bench.search_oracle's configuration): the 27 x 40 sub-game, payoffs rounded to "
+        "their exact multiples of 1/34,560, of the 111 x 111 meta-game of iteration 110, whose "
+        "optimal-support LP on the cone of optimal pairs HiGHS ended 'Unbounded' or 'Unknown' "
+        "at every tolerance; the smallest sub-game found that still fails so"
+    ),
 }
 
 
