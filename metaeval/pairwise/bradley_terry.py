@@ -22,7 +22,7 @@ from scipy.sparse import csgraph
 from metaeval.errors import MetaEvalError
 from metaeval.pairwise.battles import BattleCounts, components, count_battles
 from metaeval.ratings.bootstrap import check_replicates, percentile_interval
-from metaeval.ratings.base import shared_ranks
+from metaeval.ratings.base import rounded, shared_ranks
 from metaeval.ratings.elo import RANK_TOLERANCE, SCALE, fit_batch, with_prior
 from metaeval.runs.threads import one_blas_thread
 
@@ -56,10 +56,11 @@ def bradley_terry(
         workers: threads fitting bootstrap chunks (default: the number of cores, at most 2).
 
     Returns:
-        A DataFrame indexed by model with columns ``score``, ``lower``, ``upper``, ``rank``
-        (1 + the number of models whose lower bound exceeds this one's upper bound; by
-        score alone without bootstrap, when ``lower``/``upper`` are NaN), ``battles`` and,
-        when the battles name owners, ``owner``.
+        A DataFrame indexed by model with columns ``score``, ``lower``, ``upper`` (rounded
+        to the fit's precision, ``elo.RANK_TOLERANCE``), ``rank`` (1 + the number of models
+        whose lower bound exceeds this one's upper bound; by score alone without bootstrap,
+        when ``lower``/``upper`` are NaN), ``battles`` (weighted; integers when every count
+        is whole) and, when the battles name owners, ``owner``.
     """
     counts = battles if isinstance(battles, BattleCounts) else count_battles(battles)
     if not (isinstance(bootstrap, (int, np.integer)) and bootstrap >= 0):
@@ -82,8 +83,11 @@ def bradley_terry(
             raise MetaEvalError(f"anchor model {model!r} is not in the battles")
         frame[["score", "lower", "upper"]] += value - frame.at[model, "score"]
     frame["rank"] = ci_ranks(frame["score"], frame["lower"], frame["upper"])
+    for column in ("score", "lower", "upper"):
+        frame[column] = rounded(frame[column], RANK_TOLERANCE)
     wins = counts.wins()
-    frame["battles"] = (wins + wins.T).sum(axis=1)
+    played = (wins + wins.T).sum(axis=1)
+    frame["battles"] = played.astype(np.int64) if np.all(played % 1 == 0) else played
     if counts.owners is not None:
         frame["owner"] = [counts.owners.get(m) for m in counts.models]
     frame.attrs.update(bootstrap=int(bootstrap), seed=seed, prior=prior, confidence=confidence)
