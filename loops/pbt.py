@@ -408,7 +408,7 @@ def plot(out: Path, config: PBTConfig, records: list[dict]) -> list[Path]:
     from metaeval.viz import plots
 
     suffix = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
-    return plots.plot_run(out, records, label=f"pbt, {config.rater}", seed=config.seed,
+    return plots.plot_run(out, records, label=f"pbt, {config.rater}", seed=config.seed, unit="step",
                           title=f"{config.game}, PBT ({config.learner}), {config.rater}, seed {config.seed}{suffix}")
 
 
