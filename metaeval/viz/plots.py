@@ -16,7 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -43,19 +43,16 @@ def _steps_axis(ax, unit: str) -> None:
 
 
 def _log_axis(ax) -> None:
-    """A log-scale y axis labelled in plain numbers (0.4, 1e-10); on a range of about a
-    decade or less, which has one power of ten or none, minor ticks too (smaller; on more
-    than a factor 5, only those at 2 and 5 times a power of ten)."""
+    """A log-scale y axis (set once the data are drawn) labelled in plain numbers (0.4,
+    1e-10); a range of less than a decade, which holds one power of ten or none, gets
+    evenly spaced ticks instead."""
     ax.set_yscale("log")
-
-    def minor(y, _):
-        low, high = ax.get_ylim()
-        mantissa = round(y / 10.0 ** np.floor(np.log10(y)))
-        return f"{y:.3g}" if high < 5 * low or (high < 30 * low and mantissa in (2, 5)) else ""
-
+    low, high = ax.get_ylim()
+    if high < 10 * low:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
+        ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.3g}"))
-    ax.yaxis.set_minor_formatter(FuncFormatter(minor))
-    ax.tick_params(axis="y", which="minor", labelsize=7)
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _band(ax, frame: pd.DataFrame, column: str, label: str, color):
@@ -75,7 +72,7 @@ def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "", unit: 
     raters = list(dict.fromkeys(comparison.rater))
     colors = dict(zip(raters, plt.cm.tab10.colors))
     seeds = comparison.seed.nunique()
-    band = f" (mean over {seeds} seeds, band: ± one standard error)" if seeds > 1 else ""
+    band = f" (mean over {seeds} seeds ± one standard error)" if seeds > 1 else ""
     written = []
     if pd.to_numeric(comparison.cce_gap, errors="coerce").notna().any():
         written.append(_plot_gap(out, comparison, raters, colors, f"{title}{band}", unit))
@@ -100,11 +97,13 @@ def _plot_gap(out: Path, comparison: pd.DataFrame, raters, colors, title: str, u
 
 
 def _plot_payoffs(out: Path, comparison: pd.DataFrame, raters, colors, title: str, unit: str) -> Path:
-    """One panel per player, at most three in a row, on a 6.4-inch-wide figure."""
+    """One panel per player, at most three in a row, on a 6.4-inch-wide figure; the payoff
+    axis labelled and the legend drawn once for all panels (the legend below them, clear of
+    the data)."""
     players = sorted(int(c.rsplit("p", 1)[1]) for c in comparison.columns if c.startswith("mean_payoff_p"))
     columns = min(len(players), 3)
     rows = -(-len(players) // columns)
-    fig, axes = plt.subplots(rows, columns, figsize=(6.4, 0.8 + 2.8 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, columns, figsize=(6.4, 1.2 + 2.6 * rows), squeeze=False, layout="constrained")
     for ax, p in zip(axes.flat, players):
         for rater in raters:
             _band(ax, comparison[comparison.rater == rater], f"mean_payoff_p{p}", rater, colors[rater])
@@ -114,11 +113,10 @@ def _plot_payoffs(out: Path, comparison: pd.DataFrame, raters, colors, title: st
         ax.grid(alpha=0.3)
     for ax in axes.flat[len(players):]:
         ax.set_visible(False)
-    for row in axes:
-        row[0].set_ylabel("average payoff\nof the population")
-    axes.flat[len(players) - 1].legend(frameon=False, fontsize=8)
+    fig.supylabel("average payoff of the population", fontsize=10)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(raters), 5), frameon=False, fontsize=8)
     fig.suptitle("\n".join(textwrap.wrap(title, TITLE_WIDTH)), fontsize=9)
-    fig.tight_layout()
     fig.savefig(out / PAYOFF_PLOT, dpi=130)
     plt.close(fig)
     return out / PAYOFF_PLOT
@@ -145,7 +143,7 @@ def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
     top.legend(frameon=False, fontsize=8)
     top.grid(alpha=0.3)
     bottom.axhline(0.05, color="black", lw=0.8, ls="--")
-    bottom.set_yscale("log")
+    _log_axis(bottom)
     bottom.set_ylabel("Wilcoxon p-value")
     _steps_axis(bottom, "iteration")
     bottom.grid(alpha=0.3, which="both")
@@ -199,8 +197,10 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "", unit: str
                             label=f"{key}: approximate, a lower bound ({by[-1]})")
             ax.fill_between(x, np.maximum(y - 2 * se, 0), np.maximum(y + 2 * se, 0), color=line.get_color(),
                             alpha=0.15, lw=0)
-        if not approximate:
-            _log_axis(ax)  # a bound can be 0
+        if approximate:
+            _from_zero(ax)  # a bound can be 0: a linear axis, with room for the legend
+        else:
+            _log_axis(ax)
         _steps_axis(ax, unit)
         ax.set_ylabel(label if not approximate else "CCE gap (approximate: at least)")
         _title(ax, title)
