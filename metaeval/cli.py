@@ -121,7 +121,7 @@ class _Version(argparse.Action):
         parser.exit()
 
 
-class _Help(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """Every option's default after its help, written once, except where there is none to
     show (unset, off, empty): those say in their help what happens when the option is not
     given. Descriptions and epilogs keep their line breaks."""
@@ -249,13 +249,13 @@ def run_figures(out: Path) -> list[Path]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="metaeval", description="Game-theoretic evaluation of agent populations.",
-                     epilog=OWN_POLICIES, formatter_class=_Help)
+                     epilog=OWN_POLICIES, formatter_class=HelpFormatter)
     parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
 
     def command(name, description, epilog=None):
         return commands.add_parser(name, help=description, description=description, epilog=epilog,
-                                   formatter_class=_Help)
+                                   formatter_class=HelpFormatter)
 
     evolve = command("evolve", "evolve populations by rating (SPEC 5)")
     evolve.add_argument("--rater", default="deviation", help="rater that picks whom to replace (a name in metaeval.RATERS)")
