@@ -32,7 +32,7 @@ SETTINGS = [
     ("leduc, 2 players, 3 policies", "leduc_poker", 3, True),
     ("leduc, 3 players, 2 policies", "leduc_poker(players=3)", 2, True),
     ("leduc, 3 players, 3 policies", "leduc_poker(players=3)", 3, True),
-    ("leduc, 3 players, 6 policies", "leduc_poker(players=3)", 6, True),
+    ("leduc, 3 players, 5 policies", "leduc_poker(players=3)", 5, True),
     ("leduc, 4 players, 2 policies", "leduc_poker(players=4)", 2, False),
     ("goofspiel 4 cards, 2 players", "goofspiel(num_cards=4,imp_info=True)", 3, True),
     ("goofspiel 5 cards, 2 players", "goofspiel(num_cards=5,imp_info=True)", 3, True),
