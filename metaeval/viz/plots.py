@@ -298,7 +298,14 @@ def plot_memory(out: Path, records: list[dict], title: str = "") -> Path | None:
 
 def short_names(names: list[str]) -> list[str]:
     """Names without the leading words they all share, each keeping at least two words
-    (``"kuhn_poker player 0"`` -> ``"player 0"``; ``"agent A"``, ``"task"`` unchanged)."""
+    (``"kuhn_poker player 0"`` -> ``"player 0"``; ``"agent A"``, ``"task"`` unchanged).
+
+    Args:
+        names: the names.
+
+    Returns:
+        The shortened names, in order.
+    """
     words = [name.split(" ") for name in names]
     shared = 0
     while all(len(w) > shared + 2 and w[shared] == words[0][shared] for w in words):
