@@ -346,6 +346,7 @@ def _rate_file(args) -> None:
     import metaeval
     from metaeval.game import MetaGame
 
+    _work_starts()
     path = args.file
     if not path.exists():
         raise MetaEvalError(f"no such file: {path}")
@@ -400,6 +401,17 @@ def _memory_budget(max_memory: int | None):
             os.environ[budget.VARIABLE] = previous
 
 
+#: Set in the environment, a command ends where its work would start (``bench.startup`` times its start).
+EXIT_BEFORE_WORK = "METAEVAL_EXIT_BEFORE_WORK"
+
+
+def _work_starts() -> None:
+    """Where a command's work starts: its arguments parsed and checked, its modules imported.
+    With ``$METAEVAL_EXIT_BEFORE_WORK`` set, the command ends here (exit status 0)."""
+    if os.environ.get(EXIT_BEFORE_WORK):
+        raise SystemExit(0)
+
+
 def run(args) -> int:
     with _memory_budget(getattr(args, "max_memory", None)):
         return _run(args)
@@ -412,6 +424,7 @@ def _run(args) -> int:
 
         config = _config(args, rater=args.rater, seed=args.seed)
         games.load(config.game)  # fail fast on an unknown game
+        _work_starts()
         records = evolve(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.iterations, "iterations", args.out)
         print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
@@ -429,6 +442,7 @@ def _run(args) -> int:
         check_population(base.population, games.load(base.game).num_players(), "each run")
         budget.check(budget.RUN_BYTES * len(raters) * args.seeds, f"{len(raters)} raters x {args.seeds} seeds",
                      "use fewer seeds")
+        _work_starts()
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs,
                                       progress=_progress(args))
         print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
@@ -453,6 +467,7 @@ def _run(args) -> int:
             solver_options=dict(args.option),
         )
         games.load(config.game)  # fail fast on an unknown game
+        _work_starts()
         records = psro(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.iterations, "iterations", args.out)
         last = records[-1]
@@ -473,6 +488,7 @@ def _run(args) -> int:
             mode=args.mode, episodes=args.episodes, **_approximate_gap_settings(args),
         )
         games.load(config.game)
+        _work_starts()
         records = pbt(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.steps, "steps", args.out)
         print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
@@ -482,20 +498,22 @@ def _run(args) -> int:
     elif args.command == "battles":
         from metaeval.pairwise import bradley_terry
 
+        _work_starts()
         if not args.file.exists():
             raise MetaEvalError(f"no such file: {args.file}")
         frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior)
         print(frame.to_string(float_format=lambda x: f"{x:.1f}"))
     elif args.command == "plot":
-        from metaeval.viz import plots
         from metaeval.runs import rundir
         from metaeval.loops import compare, evolve
 
+        _work_starts()
         config_path = args.run_dir / rundir.CONFIG
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
         kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
+        from metaeval.viz import plots  # matplotlib, once there is a run to draw
         if kind in ("psro", "pbt") and settings is not None:
             from metaeval.loops import pbt, psro
 
