@@ -20,16 +20,16 @@ import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from metaeval.runs.progress import LoopProgress
-from metaeval.viz import plots
-from metaeval.runs import reports
 from metaeval.runs import rundir
 from metaeval.errors import MetaEvalError
 from metaeval.runs.fileio import atomic_write
 from metaeval.loops.evolve import RECORD_SCHEMA, Evolution, EvolveConfig, evolve
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KIND = "compare"
 """The run-directory kind of a comparison."""
@@ -133,6 +133,8 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
 
 def _tabulate(out: Path, base: EvolveConfig, configs: list[EvolveConfig], outcomes: dict):
     """``failures.csv`` and the tables and figures of the finished runs; see :func:`compare`."""
+    import pandas as pd  # tables (pandas, matplotlib) only once the runs are done
+
     runs: dict[str, dict[int, list[dict]]] = {}
     failed = []
     for config in configs:  # in the order asked for
@@ -206,11 +208,16 @@ def title_of(base: EvolveConfig) -> str:
 
 def write_comparison(out: Path, runs, title: str = ""):
     """Tables and figures of a comparison's finished runs (see the module docstring)."""
+    from metaeval.runs import reports  # pandas: only once the runs are done
+
     return write_comparison_frame(out, reports.comparison_frame(runs), title)
 
 
 def write_comparison_frame(out: Path, comparison: pd.DataFrame, title: str = ""):
     """As :func:`write_comparison`, from a ``reports.comparison_frame`` table."""
+    from metaeval.runs import reports
+    from metaeval.viz import plots  # matplotlib: only once the runs are done
+
     Path(out).mkdir(parents=True, exist_ok=True)
     final = reports.final_gaps(comparison)
     comparison.to_csv(Path(out) / "comparison.csv", index=False)

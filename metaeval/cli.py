@@ -496,9 +496,9 @@ def _run(args) -> int:
     elif args.command == "rate":
         _rate_file(args)
     elif args.command == "battles":
+        _work_starts()  # all its work is Bradley-Terry's, pandas and the raters included
         from metaeval.pairwise import bradley_terry
 
-        _work_starts()
         if not args.file.exists():
             raise MetaEvalError(f"no such file: {args.file}")
         frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior)

@@ -6,11 +6,15 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def product_distribution(marginals) -> np.ndarray:
@@ -96,6 +100,8 @@ class Rating:
         """Long table: player, strategy, rating, rank (1 = best; ratings within the rater's
         ``tolerance``, kept in ``frame.attrs["rank_tolerance"]``, share a rank); with a
         bootstrap also low, high, p_top and ci_rank."""
+        import pandas as pd  # a tenth of a second to import: only for tables
+
         columns = ["player", "strategy", "rating", "rank"]
         if self.intervals is not None:
             columns += ["low", "high", "p_top", "ci_rank"]

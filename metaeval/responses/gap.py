@@ -27,7 +27,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
@@ -42,16 +41,23 @@ EVALUATION_SHARDS = 8
 """Shards of every stream of evaluation episodes (fixed, so results do not depend on the workers)."""
 
 
+def _z(level: float) -> float:
+    """The normal quantile of a two-sided interval at ``level`` (1.96 at 0.95)."""
+    from scipy import stats  # a third of a second to import: only when a gap is reported
+
+    return stats.norm.ppf(0.5 + level / 2)
+
+
 def found(estimate: float, stderr: float, level: float = 0.95) -> bool:
     """Whether a profitable deviation was found: the interval's lower end lies above 0."""
-    return estimate - stats.norm.ppf(0.5 + level / 2) * stderr > 0
+    return estimate - _z(level) * stderr > 0
 
 
 def describe(estimate: float, stderr: float, responder: str = "", level: float = 0.95) -> str:
     """How an estimated lower bound on a CCE gap reads: ``CCE gap at least 0.42 ...``, or, where
     no profitable deviation was found (:func:`found`), ``no profitable deviation found
     (estimate -0.38 +- 0.09)``."""
-    half = stats.norm.ppf(0.5 + level / 2) * stderr
+    half = _z(level) * stderr
     by = f"{responder} deviations" if responder else "deviations"
     if not found(estimate, stderr, level):
         return f"no profitable deviation found ({by}; estimate {estimate:.3g} +- {half:.2g})"
@@ -111,7 +117,7 @@ class ApproximateGap:
     def _interval(value: float, stderr: float, level: float) -> tuple[float, float]:
         if not 0 < level < 1:
             raise MetaEvalError(f"level must lie in (0, 1), got {level!r}")
-        half = stats.norm.ppf(0.5 + level / 2) * stderr
+        half = _z(level) * stderr
         return float(value - half), float(value + half)
 
     def __str__(self) -> str:

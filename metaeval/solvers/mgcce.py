@@ -14,7 +14,6 @@ CVXPY hands it to Clarabel, an interior-point solver that reports a checked stat
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
 
 from metaeval.solvers.equilibria import cce_constraints
@@ -27,6 +26,8 @@ VIOLATION_TOLERANCE = 1e-6
 
 def mgcce(game: MetaGame) -> np.ndarray:
     """The maximum-Gini CCE of ``game`` as an array ``[K_1..K_N]`` (module docstring)."""
+    import cvxpy as cp  # a second to import: only when this solver runs
+
     matrix = cce_constraints(game)
     sigma = cp.Variable(matrix.shape[1], nonneg=True)
     problem = cp.Problem(cp.Minimize(cp.sum_squares(sigma)), [matrix @ sigma <= 0, cp.sum(sigma) == 1])
