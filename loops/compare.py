@@ -22,7 +22,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from metaeval.runs.progress import LoopProgress
+from metaeval.runs.progress import Progress
 from metaeval.runs import rundir
 from metaeval.errors import MetaEvalError
 from metaeval.runs.fileio import atomic_write
@@ -154,7 +154,7 @@ def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | 
     """Run every config in ``run_directory(out, config)``, ``jobs`` at once, yielding
     ``(config, records or error text)`` as each run ends (so a slow run holds back no
     other's result); a failure is also said on stderr as soon as it happens."""
-    bar = LoopProgress(0, len(configs), desc, "run", progress)
+    bar = Progress(len(configs), desc, "run", progress, each=True)
     try:
         if jobs == 1:
             for config in configs:

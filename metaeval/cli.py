@@ -413,7 +413,9 @@ def _work_starts() -> None:
 
 
 def run(args) -> int:
-    with _memory_budget(getattr(args, "max_memory", None)):
+    from metaeval.runs.progress import asked
+
+    with _memory_budget(getattr(args, "max_memory", None)), asked(not getattr(args, "quiet", False)):
         return _run(args)
 
 

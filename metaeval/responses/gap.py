@@ -32,6 +32,7 @@ from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.episodes import TrainingEpisodes
 from metaeval.responses.opponents import Opponents
+from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
 from metaeval.solvers.equilibria import check_joint_distribution
 from metaeval.spiel.batched import as_batched
@@ -190,13 +191,19 @@ def shard_sizes(episodes: int, shards: int = EVALUATION_SHARDS) -> list[int]:
     return np.diff(np.linspace(0, episodes, shards + 1).round().astype(np.int64)).tolist()
 
 
-def run_shards(task, chunks: list, workers: int = 1, address: str | None = None, desc: str = "episodes") -> list:
-    """``[task(chunk) for chunk in chunks]``, on ``workers`` Ray actors when more than one (or an address)."""
+def run_shards(task, chunks: list, workers: int, address: str | None, advance) -> list:
+    """``[task(chunk) for chunk in chunks]`` for chunks ``(episodes, seed)``, on ``workers`` Ray
+    actors when more than one (or an address); ``advance(episodes)`` is told of each chunk's
+    episodes when it is done (:meth:`metaeval.runs.progress.Progress.advance`)."""
     if workers <= 1 and address is None:
-        return [task(chunk) for chunk in chunks]
+        results = []
+        for chunk in chunks:
+            results.append(task(chunk))
+            advance(chunk[0])
+        return results
     from metaeval.distributed.replicates import map_on_actors
 
-    return map_on_actors(task, chunks, workers, address, desc=desc, unit="shard")
+    return map_on_actors(task, chunks, workers, address, lambda i: advance(chunks[i][0]))
 
 
 @dataclass(frozen=True)
@@ -231,14 +238,16 @@ def on_policy_returns(game, policies, sigma, episodes: int, seed: np.random.Seed
                       address: str | None = None) -> np.ndarray:
     """``[episodes, N]`` returns of episodes whose joint policies are drawn from ``sigma``."""
     task = _OnPolicyShard(game, tuple(tuple(m) for m in policies), sigma)
-    return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, "on-policy episodes"))
+    with Progress(episodes, "on-policy episodes", "episode") as shown:
+        return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, shown.advance))
 
 
 def deviation_returns(game, player: int, policy, opponents: Opponents, episodes: int, seed: np.random.SeedSequence,
                       workers: int = 1, address: str | None = None) -> np.ndarray:
     """``[episodes]`` returns of ``player`` playing ``policy`` against ``opponents``."""
     task = _DeviationShard(game, player, policy, opponents)
-    return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, "deviation episodes"))
+    with Progress(episodes, f"deviation episodes, player {player}", "episode") as shown:
+        return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, shown.advance))
 
 
 def _on_policy(game, policies, sigma, episodes: int, rng: np.random.Generator) -> np.ndarray:
