@@ -8,7 +8,7 @@ and the episodes of an approximate gap follow the work they run in (or :func:`as
   terminal; when stderr is not a terminal (a log, CI, a pipe), plain lines instead: one
   per iteration of a loop, and for any other piece of work that runs longer than
   ``FIRST_LINE`` seconds, a line then and every ``LINE_EVERY`` seconds after (done of
-  total, rate, time left).
+  total; the rate and time left once a hundredth is done).
 - ``None``, the default: as the work it runs inside was asked (a loop's builds, gaps and
   learners follow the loop; the command's work follows the command); outside any, a bar
   when stderr is a terminal and nothing otherwise, so metaeval used as a library in a
@@ -87,13 +87,14 @@ class Progress:
             self._next_line = clock() + LINE_EVERY
 
     def line(self) -> str:
-        """``meta-game: 1,523/64,000 episodes (2%), 25 episodes/s, about 42 min left``."""
+        """``meta-game: 1,523/64,000 episodes (2%), 25 episodes/s, about 42 min left``; before
+        a hundredth is done (episodes played in lock-step end together), the time so far."""
         elapsed = clock() - self._started
         units = _plural(self.unit)
         text = f"{self.desc}: {self.done:,}/{self.total:,} {units}"
-        rate = (self.done - self._initial) / elapsed if elapsed > 0 else 0.0
-        if rate <= 0:
+        if elapsed <= 0 or (self.done - self._initial) * 100 < self.total - self._initial:
             return f"{text}, {_duration(elapsed)} so far"
+        rate = (self.done - self._initial) / elapsed
         shown_rate = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
         left = _duration((self.total - self.done) / rate)
         return f"{text} ({self.done / self.total:.0%}), {shown_rate} {units}/s, about {left} left"
@@ -148,6 +149,5 @@ def _duration(seconds: float) -> str:
     """``45 s``, ``12 min``, ``3 h 5 min``."""
     if seconds < 90:
         return f"{seconds:.0f} s"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds // 3600:.0f} h {seconds % 3600 / 60:.0f} min"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 90 else f"{minutes // 60} h {minutes % 60} min"

@@ -60,6 +60,18 @@ def test_short_work_writes_no_line(capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_the_rate_and_time_left_wait_for_a_hundredth_of_the_work(slow_clock, capsys):
+    with Progress(1000, "meta-game", "episode", progress=True) as shown:
+        shown.advance(9)  # lock-step episodes: the first ones end long after the work started
+        shown.advance(0)
+        shown.advance(0)
+        shown.advance(1)
+    assert capsys.readouterr().err.splitlines() == [
+        "meta-game: 9/1,000 episodes, 20 s so far",
+        "meta-game: 10/1,000 episodes (1%), 0.14 episodes/s, about 1 h 56 min left",
+    ]
+
+
 def test_a_build_tells_a_callable_of_its_episodes_or_entries():
     calls = []
     sampled_build(progress=lambda *a: calls.append(a))
