@@ -28,7 +28,7 @@ import sys
 import time
 
 #: Seconds of work before its first line (stderr not a terminal), and between two lines.
-FIRST_LINE = 5.0
+FIRST_LINE = 3.0
 LINE_EVERY = 30.0
 
 #: The clock the rates and the lines' times are read from (a test may replace it).
