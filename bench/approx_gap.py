@@ -1,6 +1,6 @@
 """The approximate CCE gap against the exact one, where both can be computed: search against PPO.
 
-    python -m bench.approx_gap [--seeds 10] [--games leduc_3p,kuhn_4p,goofspiel4_3p] [--out runs/approx_gap]
+    python -m bench.approx_gap [--seeds 10] [--first-seed 0] [--games leduc_3p,kuhn_4p,goofspiel4_3p] [--out runs/approx_gap]
     python -m bench.approx_gap --equilibrium      # at JPSRO's equilibrium of kuhn_3p
 
 On populations of random tabular policies (3 per player) with sigma the MECCE of their exact
@@ -38,7 +38,7 @@ GAMES = {
     "kuhn_4p": "kuhn_poker(players=4)",
     "goofspiel4_3p": "goofspiel(num_cards=4,imp_info=True,players=3)",
 }
-SEARCH_EPISODES = {"leduc_3p": 600_000, "kuhn_4p": 300_000, "goofspiel4_3p": 300_000}
+SEARCH_EPISODES = {"leduc_3p": 1_200_000, "kuhn_4p": 150_000, "goofspiel4_3p": 300_000}
 POPULATION = 3
 
 
@@ -79,7 +79,7 @@ def compare(args) -> None:
         per_episode, fixed = ppo_cost(game, population.policies, sigma, args.evaluation, args.tune_seed)
         print(f"{name}: PPO {per_episode * 1e6:.0f} CPU us per training episode per player, "
               f"{fixed:.2f} s fixed (tuned on seed {args.tune_seed})", flush=True)
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             game, population, sigma, exact = problem(name, seed)
             search, search_cpu = timed_gap(game, population.policies, sigma, Search(), SEARCH_EPISODES[name],
                                            args.evaluation, seed)
@@ -128,6 +128,7 @@ def equilibrium(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed, first-seed + 1, ...")
     parser.add_argument("--tune-seed", type=int, default=100)
     parser.add_argument("--games", default=",".join(GAMES))
     parser.add_argument("--evaluation", type=int, default=4000)

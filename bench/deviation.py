@@ -3,8 +3,8 @@
     python -m bench.deviation
 
 Deviation ratings: metaeval (one HiGHS model, bound changes, warm re-solves; column
-generation above 2048 joints) against the paper's recipe (Marris et al. 2025; SPEC 2.1): CVXPY with GLOP, the frozen mask and
-values as parameters of one disciplined parametrised program, re-solved each round with
+generation above 2048 joints) against the paper's recipe (Marris et al. 2025; maths, section
+2.1): CVXPY with GLOP, the frozen mask and values as parameters of one disciplined parametrised program, re-solved each round with
 the same freezing rule; and column generation against every joint in the LPs. MECCE: metaeval's dual Newton method against the primal
 exponential-cone program in CVXPY with Clarabel. Random 3-player games with payoffs
 uniform in [-1, 1]; median over seeds; both answers are checked to agree.

@@ -8,7 +8,7 @@
 ``OUT/approximate_gap.csv`` (per iteration: both estimates, their standard errors, and their
 difference with its standard error), and prints how many iterations PBT's estimate lies
 below the random population's, and by more than two standard errors of the difference.
-Both estimates are lower bounds on the true gaps (SPEC 4.1), each from its own learned
+Both estimates are lower bounds on the true gaps (maths, section 4.1), each from its own learned
 deviations; a negative one means the deviation found no gain within its budget.
 """
 

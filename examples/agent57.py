@@ -3,7 +3,7 @@
     python -m examples.agent57 [--bootstrap 200] [--seed 0] [--workers 1] [--out docs/uncertainty]
 
 The table gives, per Atari game, each agent's mean score and a published ±. It is
-rated as an agent-vs-task game (SPEC 6): the six agents' scores are min-max
+rated as an agent-vs-task game (maths, section 6): the six agents' scores are min-max
 normalised per game over the agents' means, and each ± is divided by the same span
 and used as the entry's standard error (MuZero's row has no ±, so its entries count
 as exact). ``rate_with_intervals`` accepts any MetaGame with ``stderr``, such as a

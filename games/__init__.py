@@ -1,9 +1,13 @@
 """Named game presets: OpenSpiel games by short name, or any OpenSpiel game string.
 
+Examples:
     >>> from metaeval import games
+    >>> games.names()
+    ['kuhn_2p', 'kuhn_3p', 'kuhn_4p', 'leduc_2p', 'leduc_3p', 'sheriff']
     >>> games.load("kuhn_3p")
     kuhn_poker(players=3)
     >>> games.load("goofspiel(num_cards=4,players=3)")
+    goofspiel(num_cards=4,players=3)
 """
 
 from __future__ import annotations
@@ -28,12 +32,23 @@ PRESETS: dict[str, str] = {
 
 
 def names() -> list[str]:
-    """The preset names, sorted."""
+    """The preset names.
+
+    Returns:
+        The names [`load`][metaeval.games.load] accepts besides OpenSpiel game strings, sorted.
+    """
     return sorted(PRESETS)
 
 
 def load(name) -> pyspiel.Game:
     """The game called ``name``: a preset, any OpenSpiel game string, or a ``pyspiel.Game``.
+
+    Args:
+        name: a preset name (see [`names`][metaeval.games.names]), an OpenSpiel game string
+            such as ``"goofspiel(num_cards=4,players=3)"``, or a loaded ``pyspiel.Game``.
+
+    Returns:
+        The loaded game (``name`` itself when it is already a ``pyspiel.Game``).
 
     Raises:
         MetaEvalError: unknown game or bad parameters; the message lists the presets.

@@ -1,10 +1,10 @@
-"""A loop's per-iteration approximate CCE gap (SPEC 4.1): its settings, estimate and record fields.
+"""A loop's per-iteration approximate CCE gap (maths, section 4.1): its settings, estimate and record fields.
 
 ``psro``, ``pbt`` and ``evolve`` share it: with ``approximate_gap`` positive, every iteration
 estimates a lower bound on the full-game CCE gap of the meta-distribution
-(:meth:`metaeval.Evaluator.approximate_gap`: one ``approximate_gap_learner`` deviation per
+([`metaeval.Evaluator.approximate_gap`][metaeval.training.evaluator.Evaluator.approximate_gap]: one ``approximate_gap_learner`` deviation per
 player, searched or trained with that many episodes, values from ``approximate_gap_episodes``
-fresh episodes), recorded as ``approximate_cce_gap`` (the bound) and the fields of :func:`fields`.
+fresh episodes), recorded as ``approximate_cce_gap`` (the bound) and the fields of `fields`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ SETTINGS = ("approximate_gap", "approximate_gap_learner", "approximate_gap_episo
 
 
 def check(config) -> None:
-    """Refuse, in one line, bad estimate settings of ``config`` (any loop config with :data:`SETTINGS`)."""
+    """Refuse, in one line, bad estimate settings of ``config`` (any loop config with `SETTINGS`)."""
     budget, learner, episodes = (getattr(config, name) for name in SETTINGS)
     if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
         raise MetaEvalError(f"approximate_gap must be a non-negative int (training episodes; 0: off), got {budget!r}")
@@ -55,7 +55,7 @@ def fields(gap, always: bool = False) -> dict:
     """A record's fields of the estimate ``gap``: none when there is none, unless ``always``
     (then null), so the records of runs without it stay as they were.
 
-    ``approximate_cce_gap`` is the lower bound (:attr:`metaeval.responses.gap.ApproximateGap.bound`: the estimate where
+    ``approximate_cce_gap`` is the lower bound ([`metaeval.responses.gap.ApproximateGap.bound`][metaeval.responses.gap.ApproximateGap.bound]: the estimate where
     a profitable deviation was found, else 0); ``_estimate`` the sum of
     the per-player terms, ``_stderr`` its standard error, ``_per_player`` and
     ``_per_player_stderr`` the terms; ``_responder`` and ``_episodes`` what found the deviations."""

@@ -5,8 +5,8 @@ build is incremental exactly as in an uninterrupted run), the loop's RNG state a
 the population the last record rates (what ``population.npz`` holds when the run ends).
 Its files become current only when ``state.json`` naming them (with their checksums) is
 replaced atomically, so a run killed at any instant resumes from the last whole iteration;
-a checkpoint whose files are missing or changed is refused by :func:`load` naming the file
-(and the run restarts from iteration 0: :meth:`metaeval.runs.rundir.RunDirectory.resume`).
+a checkpoint whose files are missing or changed is refused by `load` naming the file
+(and the run restarts from iteration 0: `metaeval.runs.rundir.RunDirectory.resume`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def save(out: Path, next_iteration: int, population, metagame: MetaGame,
          rng: np.random.Generator, rated, tables: bool = True) -> None:
     """Write the checkpoint for ``next_iteration`` and drop the previous one; ``rated``: the
     population the last record rates; ``tables=False`` (sampled mode) keeps the policies as
-    objects (see :meth:`metaeval.spiel.Population.save`)."""
+    objects (see [`metaeval.spiel.Population.save`][metaeval.spiel.Population.save])."""
     tag = f"{next_iteration:06d}"
     files = {"population": f"checkpoint-population-{tag}.npz",
              "metagame": f"checkpoint-metagame-{tag}.npz",
@@ -56,7 +56,7 @@ def save(out: Path, next_iteration: int, population, metagame: MetaGame,
 
 def load(out: Path) -> Checkpoint | None:
     """The current checkpoint of the run in ``out``, or None before the first one; a
-    :class:`DamagedFileError` naming the file at fault if it is damaged."""
+    [`DamagedFileError`][metaeval.errors.DamagedFileError] naming the file at fault if it is damaged."""
     path = out / rundir.STATE
     if not path.exists():
         return None

@@ -102,8 +102,12 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
 
     Args:
         base: settings shared by all runs (its rater and seed are replaced).
+        raters: the raters compared.
+        seeds: the seeds each rater runs with.
+        out: the comparison's directory (one run directory per rater and seed inside).
         jobs: runs executed at once in separate processes; each then builds its
             meta-games in-process, so ``jobs > 1`` requires ``base.workers == 1``.
+        progress: None (a bar on a terminal), True or False.
 
     Returns:
         ``(comparison, final, failures)`` DataFrames; ``failures`` lists the runs that
@@ -132,7 +136,7 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
 
 
 def _tabulate(out: Path, base: EvolveConfig, configs: list[EvolveConfig], outcomes: dict):
-    """``failures.csv`` and the tables and figures of the finished runs; see :func:`compare`."""
+    """``failures.csv`` and the tables and figures of the finished runs; see [`compare`][metaeval.loops.compare.compare]."""
     import pandas as pd  # tables (pandas, matplotlib) only once the runs are done
 
     runs: dict[str, dict[int, list[dict]]] = {}
@@ -207,14 +211,23 @@ def title_of(base: EvolveConfig) -> str:
 
 
 def write_comparison(out: Path, runs, title: str = ""):
-    """Tables and figures of a comparison's finished runs (see the module docstring)."""
+    """Tables and figures of a comparison's finished runs (see the module docstring).
+
+    Args:
+        out: the comparison's directory.
+        runs: rater -> seed -> the run's records.
+        title: the figures' title.
+
+    Returns:
+        The files written.
+    """
     from metaeval.runs import reports  # pandas: only once the runs are done
 
     return write_comparison_frame(out, reports.comparison_frame(runs), title)
 
 
 def write_comparison_frame(out: Path, comparison: pd.DataFrame, title: str = ""):
-    """As :func:`write_comparison`, from a ``reports.comparison_frame`` table."""
+    """As [`write_comparison`][metaeval.loops.compare.write_comparison], from a ``reports.comparison_frame`` table."""
     from metaeval.runs import reports
     from metaeval.viz import plots  # matplotlib: only once the runs are done
 
@@ -229,7 +242,15 @@ def write_comparison_frame(out: Path, comparison: pd.DataFrame, title: str = "")
 
 
 def load_comparison(out: Path):
-    """Re-read the finished runs of a comparison directory (for re-plotting); records are checked."""
+    """Re-read the finished runs of a comparison directory (for re-plotting); records are checked.
+
+    Args:
+        out: the comparison's directory.
+
+    Returns:
+        The runs, as [`write_comparison`][metaeval.loops.compare.write_comparison] takes them, and the
+        comparison's base configuration (an ``EvolveConfig``).
+    """
     path = Path(out) / rundir.CONFIG
     stored = rundir.read_json(path)
     settings = rundir.stored_settings(stored) if rundir.stored_kind(stored) == KIND else None

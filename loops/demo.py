@@ -33,7 +33,17 @@ TIE = 1e-9  # ratings this close count as tied
 
 
 def run(out: Path, iterations: int = 16, progress: bool | None = None) -> dict:
-    """The demo; returns the gap per iteration, the ratings table and the files written."""
+    """The demo; returns the gap per iteration, the ratings table and the files written.
+
+    Args:
+        out: the directory the demo writes.
+        iterations: JPSRO's iterations.
+        progress: None (a bar on a terminal), True or False.
+
+    Returns:
+        ``{"gaps": ..., "table": ..., "files": ...}``: the CCE gap per iteration, the
+        ratings table and the files written.
+    """
     config = PSROConfig(game="kuhn_3p", solver="mgcce", oracle="jpsro", iterations=iterations, seed=0)
     loop = PSRO(config, out=out / "psro")
     records = loop.run(progress=progress)

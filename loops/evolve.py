@@ -1,14 +1,14 @@
-"""The population loop of SPEC section 5 (Marris et al. 2025, section 5.3).
+"""The population loop of the maths page, section 5 (Marris et al. 2025, section 5.3).
 
 Each iteration builds the meta-game of the current populations, rates every
 player's policies, records the full-game CCE gap of the meta-game's maximum
 entropy CCE, and replaces each player's lowest-rated quarter with new policies.
 
 In sampled mode (any game that can be simulated) nothing walks the game tree: the
-policies are random ones drawn state by state (:class:`metaeval.spiel.LazyRandomPolicy`),
+policies are random ones drawn state by state ([`metaeval.spiel.LazyRandomPolicy`][metaeval.spiel.LazyRandomPolicy]),
 a ``new_policy`` hook's objects or networks a DQN or PPO learner trained, and the CCE gap
 is not computed (null in the log); ``approximate_gap`` estimates a lower bound on it every
-iteration instead (:mod:`metaeval.loops.approximate`).
+iteration instead ([`metaeval.loops.approximate`][metaeval.loops.approximate]).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ RECORD_SCHEMA = rundir.RecordSchema({
 
 
 REPLACEMENTS = ("random", "mutate", "best-response", "learned")
-"""What replaces the discarded policies: a random policy (SPEC 5), a perturbed copy of a
+"""What replaces the discarded policies: a random policy (maths, section 5), a perturbed copy of a
 top-quarter policy, the exact best response to the MECCE's opponents' joint marginal
 (JPSRO's oracle; every replacement of a player is that same policy), or a ``learner``
 (Q-learning, DQN or PPO) trained from scratch for ``learner_episodes`` episodes against
@@ -76,7 +76,7 @@ class EvolveConfig:
 
     ``mode="sampled"`` estimates the meta-game from ``episodes`` per entry and never
     builds the game tree (so only random replacements or ones learned by networks, and no
-    exact CCE gap: ``approximate_gap`` as in :mod:`metaeval.loops.approximate`); ``"auto"``
+    exact CCE gap: ``approximate_gap`` as in [`metaeval.loops.approximate`][metaeval.loops.approximate]); ``"auto"``
     (the default) becomes ``"exact"`` for a game that can be enumerated and ``"sampled"``
     otherwise, and the config holds the mode it became.
     """
@@ -152,7 +152,11 @@ class EvolveConfig:
         return describe(self.mode, self.episodes)
 
     def result_settings(self) -> dict:
-        """The settings that change results; a resumed run must agree on all of them."""
+        """The settings that change results; a resumed run must agree on all of them.
+
+        Returns:
+            The settings by name.
+        """
         keys = ["game", "rater", "rater_options", "population", "discard_fraction", "seed", "mode"]
         if self.mode == "sampled":
             keys.append("episodes")
@@ -183,12 +187,30 @@ def mecce_fields(metagame, sigma, gap) -> dict:
 
 
 def random_new_policy(game, player: int, rng: np.random.Generator):
-    """The default replacement: a random stochastic tabular policy (SPEC 3)."""
+    """The default replacement: a random stochastic tabular policy (maths, section 3).
+
+    Args:
+        game: the game.
+        player: the player.
+        rng: the generator of the draw.
+
+    Returns:
+        The policy.
+    """
     return spiel.random_policy(game, player, rng)
 
 
 def lazy_new_policy(game, player: int, rng: np.random.Generator):
-    """The default replacement in sampled mode: the same law, drawn state by state (no tree)."""
+    """The default replacement in sampled mode: the same law, drawn state by state (no tree).
+
+    Args:
+        game: the game.
+        player: the player.
+        rng: the generator of the draw.
+
+    Returns:
+        The policy.
+    """
     return spiel.population.lazy_random_policy(game, player, rng)
 
 
@@ -246,7 +268,7 @@ class Evolution:
             self._open_run_directory()
 
     def close(self) -> None:
-        """Release the run directory (:meth:`run` does at its end)."""
+        """Release the run directory ([`run`][metaeval.loops.evolve.Evolution.run] does at its end)."""
         if self.run_dir is not None:
             self.run_dir.close()
 
@@ -277,7 +299,7 @@ class Evolution:
 
     def _resume(self):
         """Continue from the checkpoint if it is intact and the log holds every record before
-        it, else from iteration 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume`)."""
+        it, else from iteration 0 (`metaeval.runs.rundir.RunDirectory.resume`)."""
         start, state = self.run_dir.resume(lambda: checkpoint.load(self.out))
         if start:
             self.iteration, self.rated = start, state.rated
@@ -296,7 +318,11 @@ class Evolution:
 
     # -- the loop ----------------------------------------------------------------
     def step(self) -> dict:
-        """One iteration of SPEC 5: build, rate, measure the gap, replace the bottom quarter."""
+        """One iteration of the loop (maths, section 5): build, rate, measure the gap, replace the bottom quarter.
+
+        Returns:
+            The iteration's record.
+        """
         config, evaluator, seconds = self.config, self.evaluator, {}
         if self.run_dir is not None:
             self.run_dir.begin()
@@ -351,7 +377,7 @@ class Evolution:
         return record
 
     def _oracle(self, rating):
-        """The oracle of ``config.replace`` (signature of :mod:`metaeval.training.oracles`)."""
+        """The oracle of ``config.replace`` (signature of [`metaeval.training.oracles`][metaeval.training.oracles])."""
         replace = self.config.replace
         if replace == "random":
             return oracles.from_new_policy(self.new_policy)
@@ -363,7 +389,14 @@ class Evolution:
                                self.config.learner_episodes)
 
     def run(self, progress: bool | None = None) -> list[dict]:
-        """Step until ``config.iterations`` iterations are done; write results and plots."""
+        """Step until ``config.iterations`` iterations are done; write results and plots.
+
+        Args:
+            progress: None (a bar on a terminal), True or False.
+
+        Returns:
+            Every iteration's record.
+        """
         desc = f"{self.config.game} {self.config.rater} seed {self.config.seed}"
         try:
             with Progress(self.config.iterations, desc, "it", progress, done=self.iteration, each=True) as shown:
@@ -400,5 +433,16 @@ def title_of(config: EvolveConfig) -> str:
 
 def evolve(config: EvolveConfig, out=None, new_policy: NewPolicy | None = None,
            progress: bool | None = None) -> list[dict]:
-    """Run (or resume, when ``out`` holds a run) the population loop; returns the records."""
+    """Run (or resume, when ``out`` holds a run) the population loop; returns the records.
+
+    Args:
+        config: the run's settings.
+        out: the run directory; a run already there is resumed (None: nothing written).
+        new_policy: the replacement hook (default: [`random_new_policy`][metaeval.loops.evolve.random_new_policy],
+            or [`lazy_new_policy`][metaeval.loops.evolve.lazy_new_policy] in sampled mode).
+        progress: None (a bar on a terminal), True or False.
+
+    Returns:
+        Every iteration's record.
+    """
     return Evolution(config, out=out, new_policy=new_policy).run(progress=progress)

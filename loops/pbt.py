@@ -1,18 +1,18 @@
 """Population-based training with metaeval as selector and matchmaker.
 
 Every player has ``population`` members; a member is a learner with its hyper-parameters
-and what it learns (:class:`metaeval.training.members.Member`: a Q-learner's value table, or
-a DQN's or PPO's network weights), and its policy is held in a :class:`metaeval.Evaluator`.
+and what it learns ([`metaeval.training.members.Member`][metaeval.training.members.Member]: a Q-learner's value table, or
+a DQN's or PPO's network weights), and its policy is held in a [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator].
 One *step* (Jaderberg et al. 2017, section 3):
 
 1. every member draws its opponents by the matchmaking rule
-   (:meth:`metaeval.Evaluator.opponents`, member by member, on the population as it
+   ([`metaeval.Evaluator.opponents`][metaeval.training.evaluator.Evaluator.opponents], member by member, on the population as it
    stood at the start of the step) and trains for ``episodes_per_step`` episodes;
 2. the trained policies replace the old ones; the step's record holds the full-game CCE
    gap of the meta-game's MECCE and the population's average payoff, as in ``evolve``;
 3. every ``interval`` steps the rater rates the meta-game and each player's
    lowest-rated quarter is replaced (exploit) by copies of members drawn uniformly from
-   its top-rated quarter, perturbed (explore, :func:`metaeval.training.members.exploit_and_explore`:
+   its top-rated quarter, perturbed (explore, [`metaeval.training.members.exploit_and_explore`][metaeval.training.members.exploit_and_explore]:
    the copied weights with perturbed hyper-parameters, or the copied values with noise).
 
 Members start from perturbed all-zero values, or from fresh weights with hyper-parameters
@@ -24,7 +24,7 @@ as Ray tasks, and the meta-game is built on as many Ray actors.
 
 ``mode="sampled"`` estimates the meta-game from ``episodes`` per entry; the CCE gap is
 then not computed (null in the log), but ``approximate_gap`` estimates a lower bound on it
-every step (:mod:`metaeval.loops.approximate`). Q-learning keeps a table over the game's
+every step ([`metaeval.loops.approximate`][metaeval.loops.approximate]). Q-learning keeps a table over the game's
 information states (the game must be enumerable); DQN and PPO never walk the tree, so with
 them PBT runs on any game that can be simulated.
 """
@@ -152,7 +152,11 @@ class PBTConfig:
     def result_settings(self) -> dict:
         """The settings that change results; a resumed run must agree on all of them (the mode
         and episodes only in sampled mode, the approximate gap's only when it is on, so runs
-        made before they existed still resume)."""
+        made before they existed still resume).
+
+        Returns:
+            The settings by name.
+        """
         skip = {"steps", "workers", "address", "shard_timeout", "max_retries", *(("mode", "episodes") if self.mode == "exact" else ()),
                 *(() if self.approximate_gap else approximate.SETTINGS)}
         return {k: v for k, v in asdict(self).items() if k not in skip}
@@ -250,7 +254,7 @@ class PBT:
 
     def _resume(self):
         """Continue from the checkpoint if it is intact and the log holds every record before
-        it, else from step 0 (:meth:`metaeval.runs.rundir.RunDirectory.resume`)."""
+        it, else from step 0 (`metaeval.runs.rundir.RunDirectory.resume`)."""
         self.step_index, resumed = self.run_dir.resume(self._load_checkpoint)
         if resumed is not None:
             self.evaluator, self.rated, self.members = resumed.evaluator, resumed.rated, resumed.members
@@ -259,7 +263,7 @@ class PBT:
 
     def _load_checkpoint(self) -> Resumed | None:
         """The checkpoint in ``self.out`` (None before the first one), or a
-        :class:`DamagedFileError` naming the file at fault."""
+        [`DamagedFileError`][metaeval.errors.DamagedFileError] naming the file at fault."""
         path = self.out / rundir.STATE
         if not path.exists():  # killed before the first checkpoint
             return None
@@ -309,7 +313,11 @@ class PBT:
         return ray.get([remote.remote(task) for task in tasks])
 
     def step(self) -> dict:
-        """One training step, and an exploit/explore round every ``interval`` steps."""
+        """One training step, and an exploit/explore round every ``interval`` steps.
+
+        Returns:
+            The step's record.
+        """
         config, ev, seconds = self.config, self.evaluator, {}
         clock = time.perf_counter()
         trained = self._run_tasks(self._tasks())
@@ -378,7 +386,14 @@ class PBT:
                 "discarded": replaced, "parents": parents, "added": added, "tie_break_keys": keys}
 
     def run(self, progress: bool | None = None) -> list[dict]:
-        """Step until ``config.steps`` steps are done; write results and plots."""
+        """Step until ``config.steps`` steps are done; write results and plots.
+
+        Args:
+            progress: None (a bar on a terminal), True or False.
+
+        Returns:
+            Every step's record.
+        """
         desc = f"pbt {self.config.game} {self.config.rater} seed {self.config.seed}"
         try:
             with Progress(self.config.steps, desc, "step", progress, done=self.step_index, each=True) as shown:
@@ -413,5 +428,14 @@ def plot(out: Path, config: PBTConfig, records: list[dict]) -> list[Path]:
 
 
 def pbt(config: PBTConfig, out=None, progress: bool | None = None) -> list[dict]:
-    """Run (or resume, when ``out`` holds a run) population-based training; returns the records."""
+    """Run (or resume, when ``out`` holds a run) population-based training; returns the records.
+
+    Args:
+        config: the run's settings.
+        out: the run directory; a run already there is resumed (None: nothing written).
+        progress: None (a bar on a terminal), True or False.
+
+    Returns:
+        Every step's record.
+    """
     return PBT(config, out=out).run(progress=progress)

@@ -77,20 +77,20 @@ class PSROConfig:
     ``oracle="jpsro"`` best-responds to the opponents' joint marginal of sigma (JPSRO's
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
     coincide. ``"search"`` searches the response against the known opponents
-    (:class:`metaeval.responses.Search`; the policy added is the searched table itself, so
+    ([`metaeval.responses.Search`][metaeval.responses.search.Search]; the policy added is the searched table itself, so
     nothing is lost to distilling it into a network) and ``"dqn"`` and ``"ppo"`` learn it
     (JAX networks), each with ``oracle_episodes`` episodes
-    (:func:`metaeval.training.oracles.learned`), to the
+    (`metaeval.training.oracles.learned`), to the
     opponents' joint marginal (``oracle_target="jpsro"``) or to the product of their
     marginals (``"psro"``): the oracles for games whose tree cannot be walked.
     ``approximate_gap``: when positive, every iteration also estimates a lower bound on the
-    CCE gap (:meth:`metaeval.Evaluator.approximate_gap`): a ``approximate_gap_learner``
+    CCE gap ([`metaeval.Evaluator.approximate_gap`][metaeval.training.evaluator.Evaluator.approximate_gap]): a ``approximate_gap_learner``
     deviation per player trained for that many episodes, values from
     ``approximate_gap_episodes`` fresh episodes; recorded beside the exact gap, if any.
     ``tie_break``: how the ``jpsro`` oracle chooses among tied best actions
-    (:func:`metaeval.training.oracles.jpsro`; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
+    ([`metaeval.training.oracles.jpsro`][metaeval.training.oracles.jpsro]; ``"openspiel"`` as OpenSpiel's ``jpsro``). ``cap``: at
     most this many policies per player, pruned by ``prune_by``. ``mode``: as in
-    :class:`metaeval.loops.evolve.EvolveConfig` (``"auto"`` becomes the mode the game allows).
+    [`metaeval.loops.evolve.EvolveConfig`][metaeval.loops.evolve.EvolveConfig] (``"auto"`` becomes the mode the game allows).
     """
 
     game: str = "kuhn_3p"
@@ -155,7 +155,11 @@ class PSROConfig:
         return describe(self.mode, self.episodes)
 
     def result_settings(self) -> dict:
-        """The settings that change results; a resumed run must agree on all of them."""
+        """The settings that change results; a resumed run must agree on all of them.
+
+        Returns:
+            The settings by name.
+        """
         keys = ["game", "solver", "solver_options", "oracle", "seed", "cap", "prune_by", "initial", "mode"]
         if self.oracle in LEARNED_ORACLES:
             keys += ["oracle_episodes", "oracle_target"]
@@ -193,9 +197,9 @@ class PSRO:
         config: the run's definition.
         out: run directory; when given, every iteration is logged and checkpointed there,
             and an existing run in it is resumed.
-        oracle: any ``oracle(evaluator, player, sigma, rng)`` (see :mod:`metaeval.training.oracles`)
+        oracle: any ``oracle(evaluator, player, sigma, rng)`` (see [`metaeval.training.oracles`][metaeval.training.oracles])
             instead of ``config.oracle``, e.g. a learner; recorded by its qualified name
-            (:func:`run_settings`).
+            (`run_settings`).
     """
 
     def __init__(self, config: PSROConfig, out: Path | str | None = None, oracle=None):
@@ -242,7 +246,7 @@ class PSRO:
     # -- run directory ---------------------------------------------------------------
     def _open_run_directory(self):
         """Check ``self.out`` and resume the run there if its settings agree (writes nothing);
-        returns the checkpoint it continues from, if any (see :meth:`rundir.RunDirectory.resume`)."""
+        returns the checkpoint it continues from, if any (see `rundir.RunDirectory.resume`)."""
         self.run_dir = rundir.RunDirectory.open(
             self.out, KIND, settings=self.settings, result_settings=self._result_settings, schema=RECORD_SCHEMA,
             header={"metagame": self.config.metagame},
@@ -257,7 +261,11 @@ class PSRO:
 
     # -- the loop ------------------------------------------------------------------------
     def step(self) -> dict:
-        """One iteration: build, solve, measure, add the oracles' policies, prune to the cap."""
+        """One iteration: build, solve, measure, add the oracles' policies, prune to the cap.
+
+        Returns:
+            The iteration's record.
+        """
         config, evaluator, seconds = self.config, self.evaluator, {}
         clock = time.perf_counter()
         metagame = evaluator.metagame()
@@ -325,7 +333,14 @@ class PSRO:
         return record
 
     def run(self, progress: bool | None = None) -> list[dict]:
-        """Step until ``config.iterations`` iterations are done; write results and plots."""
+        """Step until ``config.iterations`` iterations are done; write results and plots.
+
+        Args:
+            progress: None (a bar on a terminal), True or False.
+
+        Returns:
+            Every iteration's record.
+        """
         desc = f"{self.config.game} {self.settings['oracle']} {self.config.solver} seed {self.config.seed}"
         try:
             with Progress(self.config.iterations, desc, "it", progress, done=self.iteration, each=True) as shown:
@@ -355,7 +370,14 @@ class PSRO:
 
     @staticmethod
     def title_of(settings: dict) -> str:
-        """The figures' title, from a run's settings (:func:`run_settings`)."""
+        """The figures' title, from a run's settings (`run_settings`).
+
+        Args:
+            settings: the run's settings.
+
+        Returns:
+            The title.
+        """
         cap = "" if settings["cap"] is None else f", cap {settings['cap']} by {settings['prune_by']}"
         ties = "" if settings["tie_break"] == "drawn" else f", {settings['tie_break']} ties"
         oracle = f"custom oracle {settings['oracle']}" if settings.get("custom_oracle") else settings["oracle"]
@@ -372,5 +394,16 @@ class PSRO:
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:
-    """Run (or resume, when ``out`` holds a run) PSRO/JPSRO; returns the records."""
+    """Run (or resume, when ``out`` holds a run) PSRO/JPSRO; returns the records.
+
+    Args:
+        config: the run's settings.
+        out: the run directory; a run already there is resumed (None: nothing written).
+        oracle: a custom oracle ``oracle(evaluator, player, sigma, rng) -> policy`` (default:
+            ``config.oracle``'s).
+        progress: None (a bar on a terminal), True or False.
+
+    Returns:
+        Every iteration's record.
+    """
     return PSRO(config, out=out, oracle=oracle).run(progress=progress)

@@ -116,7 +116,7 @@ def mean(values) -> float:
 
 
 def std(values) -> float:
-    """Sample standard deviation (n − 1) from correctly rounded sums, as :func:`mean`."""
+    """Sample standard deviation (n − 1) from correctly rounded sums, as `mean`."""
     values = list(values)
     if len(values) < 2:
         return float("nan")
@@ -160,7 +160,23 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
                  records: Path | None = None) -> pd.DataFrame:
     """Run (or with ``finished_only``, only tabulate the finished) comparisons; see the module
     docstring for what is written. A run recorded in ``records`` (default ``OUT/records``)
-    is not run again."""
+    is not run again.
+
+    Args:
+        out: the study's directory.
+        games: the games.
+        replacements: the replacement rules.
+        seeds: seeds per comparison.
+        iterations: iterations per run.
+        every: the iterations tabulated (every ``every``-th and the last).
+        jobs: runs at once.
+        learner_episodes: training episodes of the learned replacements.
+        finished_only: only tabulate the finished runs.
+        records: where the records of finished runs are kept.
+
+    Returns:
+        The study's summary table.
+    """
     out = Path(out)
     records = Path(records) if records is not None else out / "records"
     out.mkdir(parents=True, exist_ok=True)
@@ -176,7 +192,7 @@ def raters_study(out: Path, games: list[str], replacements: list[str], seeds: in
 
 def _tabulate_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
                     every: int, jobs: int, learner_episodes: int, finished_only: bool, records: Path) -> pd.DataFrame:
-    """:func:`raters_study` with ``out`` locked."""
+    """[`raters_study`][metaeval.loops.study.raters_study] with ``out`` locked."""
     tables, paired, timing, failures = [], [], [], []
     for replacement in replacements:
         for game in games:
@@ -224,7 +240,7 @@ def _run_unrecorded(base: EvolveConfig, seeds: int, out: Path, recorded: RunReco
 
 def check_study(records: Path, out: Path, games: list[str], replacements: list[str], raters: list[str],
                 seeds: list[int], jobs: int, rewrite: bool = False) -> pd.DataFrame:
-    """:func:`check_records` for every recorded game and replacement, into ``OUT/check.csv``;
+    """`check_records` for every recorded game and replacement, into ``OUT/check.csv``;
     every asked rater and seed must be recorded there (checked before anything runs)."""
     recorded = {}
     for game in games:
@@ -270,7 +286,12 @@ def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episod
 
 def publish(out: Path, docs: Path) -> None:
     """Copy a study's tables and figures (not its run directories) into ``docs``, figures of
-    ``GAME/REPLACEMENT/cce_gap.png`` as ``GAME-REPLACEMENT-cce_gap.png``."""
+    ``GAME/REPLACEMENT/cce_gap.png`` as ``GAME-REPLACEMENT-cce_gap.png``.
+
+    Args:
+        out: the study's directory.
+        docs: the directory to copy into.
+    """
     out, docs = Path(out), Path(docs)
     docs.mkdir(parents=True, exist_ok=True)
     for path in [*out.glob("*.csv"), *out.glob("*.md"), *out.glob("*.png")]:
@@ -319,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> None:
-    """Run one study; errors end in one line on stderr (see :func:`metaeval.cli.guarded`)."""
+    """Run one study; errors end in one line on stderr (see `metaeval.cli.guarded`)."""
     code = guarded(lambda: _run(build_parser().parse_args(argv)))
     if code:
         raise SystemExit(code)

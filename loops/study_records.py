@@ -6,7 +6,7 @@ one row per iteration). The records keep just that, gzipped CSV with full float
 precision (about 20 kB a run), in ``RECORDS/RATER/seedS.csv.gz`` beside a
 ``settings.json`` of the settings that change results and the number of iterations,
 and ``RECORDS/RATER/seedS.build.json``: the build of each session of the run
-(:func:`metaeval.runs.build.build_versions`), so a check can tell a run that differs on
+(`metaeval.runs.build.build_versions`), so a check can tell a run that differs on
 the same build from one made on another.
 Being small, the records can be kept with the published tables, so a study continues
 where it stopped on another machine, or is re-tabulated, without rerunning finished
@@ -108,7 +108,7 @@ def check_records(records: RunRecords, raters: list[str], seeds: list[int], out:
     summary with its record, every column but ``seconds``: one row per run, with
     ``identical`` (bit for bit, as the record's CSV is read back), the largest absolute
     difference, the first iteration that differs and ``same_build`` (whether the record
-    was made on the rerun's build: see :meth:`RunRecords.same_build`), in the order asked for. With
+    was made on the rerun's build: see `RunRecords.same_build`), in the order asked for. With
     ``rewrite``, a differing record is replaced by the rerun's summary (after a deliberate
     change of results)."""
     base = EvolveConfig(**records.settings)

@@ -1,8 +1,16 @@
 """metaeval: game-theoretic evaluation of agents and populations.
 
-The top-level names, ``MetaGame``, ``rate``, ``RATERS``, ``Rating``, ``Evaluator`` and
-``MetaEvalError``, are imported on first use, so that ``metaeval --help`` and tools that
-only need part of the package do not load OpenSpiel, Ray and the solvers.
+The top-level names, each documented where it is defined:
+
+- [`MetaGame`][metaeval.game.MetaGame]: the payoff tensors of a population, one per player;
+- [`rate`][metaeval.ratings.rate], [`RATERS`][metaeval.ratings.RATERS] and
+  [`Rating`][metaeval.ratings.base.Rating]: rate every strategy of a meta-game by a named rater;
+- [`Evaluator`][metaeval.training.evaluator.Evaluator]: the evaluator a training loop talks to;
+- [`MetaEvalError`][metaeval.errors.MetaEvalError] and
+  [`IdenticalPoliciesWarning`][metaeval.errors.IdenticalPoliciesWarning].
+
+They are imported on first use, so that ``metaeval --help`` and tools that only need part
+of the package do not load OpenSpiel, Ray and the solvers.
 """
 
 import importlib

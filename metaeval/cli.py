@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name, description):
         return commands.add_parser(name, help=description, description=description, formatter_class=_Help)
 
-    evolve = command("evolve", "evolve populations by rating (SPEC 5)")
+    evolve = command("evolve", "evolve populations: rate, replace the lowest-rated, repeat")
     evolve.add_argument("--rater", default="deviation", help="rater that picks whom to replace (a name in metaeval.RATERS)")
     evolve.add_argument("--seed", type=at_least(0), default=0, help="seed of every random choice of the run")
     _run_arguments(evolve)
@@ -604,7 +604,7 @@ def _warning_line(show_others, message, category, *where):
 
 
 def interrupt_on_sigterm():
-    """Make SIGTERM raise :class:`Terminated` in this process; returns the previous handler."""
+    """Make SIGTERM raise `Terminated` in this process; returns the previous handler."""
     return signal.signal(signal.SIGTERM, _terminate)
 
 

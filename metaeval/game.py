@@ -1,7 +1,7 @@
 """MetaGame: the normal-form game between strategies (policies, models, tasks).
 
 Payoffs are a float64 tensor of shape ``[N, K_1, ..., K_N]``; ``payoffs[p][a]`` is
-player p's payoff at the joint strategy ``a`` (SPEC section 1).
+player p's payoff at the joint strategy ``a`` (maths, section 1).
 """
 
 from __future__ import annotations
@@ -138,7 +138,16 @@ class MetaGame:
     # -- constructors ---------------------------------------------------------
     @classmethod
     def from_matrix(cls, row_payoffs, column_payoffs=None, **names) -> MetaGame:
-        """A 2-player game from the row player's matrix; zero-sum when no column matrix is given."""
+        """A 2-player game from the row player's matrix; zero-sum when no column matrix is given.
+
+        Args:
+            row_payoffs: the row player's payoffs ``[K_1, K_2]``.
+            column_payoffs: the column player's payoffs, of the same shape; default: ``-row_payoffs``.
+            **names: ``strategy_names`` or ``player_names``, as the constructor takes them.
+
+        Returns:
+            The game, with payoffs ``[2, K_1, K_2]``.
+        """
         row = np.asarray(row_payoffs, dtype=np.float64)
         if row.ndim != 2:
             raise MetaEvalError(f"from_matrix needs a 2-D matrix, got shape {row.shape}")
@@ -152,20 +161,35 @@ class MetaGame:
     # -- structure ------------------------------------------------------------
     def payoff_scale(self) -> float:
         """A power of two near the largest |payoff| (1 for an all-zero game): payoffs divided
-        by it lie within [-2, 2], exactly (no rounding), whatever their magnitude."""
+        by it lie within [-2, 2], exactly (no rounding), whatever their magnitude.
+
+        Returns:
+            The power of two.
+        """
         largest = float(np.abs(self.payoffs).max())
         return float(2.0 ** np.round(np.log2(largest))) if largest > 0 else 1.0
 
     def payoff_range(self) -> float:
         """The largest payoff difference of any player, max_p (max G_p - min G_p); inf if
-        it exceeds the largest float."""
+        it exceeds the largest float.
+
+        Returns:
+            The range, in payoff units.
+        """
         scale = self.payoff_scale()
         with np.errstate(over="ignore"):
             return float(max(np.ptp(g / scale) for g in self.payoffs)) * scale
 
     def is_zero_sum(self, rtol: float = 1e-9) -> bool:
         """True when the players' payoffs sum to a constant at every joint strategy, up to
-        ``rtol`` times the payoff range."""
+        ``rtol`` times the payoff range.
+
+        Args:
+            rtol: the tolerance, relative to the largest payoff range of a player.
+
+        Returns:
+            Whether the payoffs sum to one constant at every joint strategy.
+        """
         unit = self.payoffs / self.payoff_scale()  # sums and ranges cannot overflow
         return bool(np.ptp(unit.sum(axis=0)) <= rtol * max(np.ptp(g) for g in unit))
 
@@ -177,6 +201,12 @@ class MetaGame:
         sub-game of every player's first two strategies is checked first: it is symmetric
         if the game is, and an asymmetric game (most) fails there without the copies of
         the whole tensor the full check makes (seconds on 4 x 64 strategies).
+
+        Args:
+            rtol: the tolerance, relative to the largest payoff range of a player.
+
+        Returns:
+            Whether every relabelling of the players permutes their payoffs.
         """
         if len(set(self.shape)) != 1:
             return False
@@ -191,7 +221,15 @@ class MetaGame:
         return True
 
     def restrict(self, indices: Mapping[int, Sequence[int]] | Sequence[Sequence[int]]) -> MetaGame:
-        """The sub-game keeping, for each player named, only the given strategy indices."""
+        """The sub-game keeping, for each player named, only the given strategy indices.
+
+        Args:
+            indices: player -> the strategy indices to keep (in that order), or one sequence of
+                indices per player; players not named keep every strategy.
+
+        Returns:
+            The sub-game, with its names, counts and standard errors restricted alike.
+        """
         if not isinstance(indices, Mapping):
             indices = dict(enumerate(indices))
         keep = [list(range(k)) for k in self.shape]
@@ -217,7 +255,16 @@ class MetaGame:
         )
 
     def add_clone(self, player: int, index: int, name: str | None = None) -> MetaGame:
-        """The game with an exact copy of ``player``'s strategy ``index`` appended last."""
+        """The game with an exact copy of ``player``'s strategy ``index`` appended last.
+
+        Args:
+            player: the player whose strategy is copied.
+            index: the strategy copied.
+            name: the copy's strategy name; default: the original's with `` (clone)`` appended.
+
+        Returns:
+            The game with ``player``'s ``K + 1`` strategies; the others are unchanged.
+        """
         if not 0 <= player < self.num_players:
             raise MetaEvalError(f"add_clone: no player {player} in a {self.num_players}-player game")
         if not 0 <= index < self.shape[player]:
@@ -240,12 +287,23 @@ class MetaGame:
         )
 
     def joint_profiles(self):
-        """Iterate over joint strategy index tuples in C order."""
+        """Iterate over joint strategy index tuples in C order.
+
+        Returns:
+            An iterator over ``(a_1, ..., a_N)`` index tuples.
+        """
         return itertools.product(*(range(k) for k in self.shape))
 
     # -- persistence ----------------------------------------------------------
     def save(self, path) -> Path:
-        """Write payoffs, names and statistics to an ``.npz`` file (atomically)."""
+        """Write payoffs, names and statistics to an ``.npz`` file (atomically).
+
+        Args:
+            path: the file to write.
+
+        Returns:
+            The path written.
+        """
         arrays = {"payoffs": self.payoffs}
         if self.counts is not None:
             arrays["counts"] = self.counts
@@ -256,7 +314,15 @@ class MetaGame:
 
     @classmethod
     def load(cls, path) -> MetaGame:
-        """Read a game written by :meth:`save`, or a bare payoff tensor in ``.npy``/``.npz``."""
+        """Read a game written by [`save`][metaeval.game.MetaGame.save], or a bare payoff tensor in ``.npy``/``.npz``.
+
+        Args:
+            path: an ``.npz`` written by ``save``, or a bare ``.npy``/``.npz`` payoff tensor
+                ``[N, K_1, ..., K_N]``.
+
+        Returns:
+            The game, with the names, counts and standard errors the file holds.
+        """
         path = Path(path)
         arrays = read_arrays(path, "a meta-game", names=_SAVED_ARRAYS, float64_copy=True)
         if "" in arrays:  # a bare .npy tensor
@@ -273,7 +339,7 @@ class MetaGame:
         )
 
 
-#: The arrays :meth:`MetaGame.save` writes.
+#: The arrays ``MetaGame.save`` writes.
 _SAVED_ARRAYS = ("payoffs", "counts", "stderr", "meta")
 
 

@@ -73,7 +73,7 @@ def test_exact_entries_do_not_depend_on_the_shard(name, monkeypatch):
     assert np.array_equal(whole, shuffled)
     monkeypatch.setattr("metaeval.distributed.evaluator.CHUNK_ELEMENTS", 3 * evaluator.tree.num_terminals)
     assert np.array_equal(contract(reaches, joints, weights), whole)
-    # and they are the expected returns (SPEC 3), checked on a few joints
+    # and they are the expected returns (maths, section 3), checked on a few joints
     policies = spiel.pyspiel_policies(population)
     for joint in joints[:: max(1, len(joints) // 4)]:
         profile = [policies[p][i] for p, i in enumerate(joint)]

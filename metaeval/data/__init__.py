@@ -1,5 +1,5 @@
 """Adapters from evaluation data (score tables, judgements, rankings) to MetaGames and
-preference profiles (SPEC 6)."""
+preference profiles (maths, section 6)."""
 
 from metaeval.data.games import agent_vs_agent_vs_task, agent_vs_task, king_of_the_hill
 from metaeval.data.profiles import Profile

@@ -1,4 +1,4 @@
-"""Evaluation data as games (SPEC 6): agent vs task, agent vs agent vs task, king of the hill.
+"""Evaluation data as games (maths, section 6): agent vs task, agent vs agent vs task, king of the hill.
 
 Player 0 is always the rated model (the agent, agent A, the king); the task or prompt
 player is last.
@@ -30,7 +30,7 @@ def _prepared(table, normalise, missing, stderr):
 def agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missing: str = "error",
                   stderr: pd.DataFrame | None = None) -> MetaGame:
     """2-player zero-sum game: the agent earns its normalised score, the task its negation
-    (Balduzzi et al. 2018; SPEC 6).
+    (Balduzzi et al. 2018; maths, section 6).
 
     Args:
         table: agents as rows, tasks as columns (NaN for a missing score).
@@ -38,6 +38,9 @@ def agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missing: str =
         missing: ``"error"``, ``"drop_tasks"`` or ``"drop_agents"`` (see ``tables.complete``).
         stderr: optional table of per-score standard errors, same labels; rescaled with
             the scores and stored as the game's ``stderr`` (NaN entries become 0).
+
+    Returns:
+        The game, players ``agent`` and ``task``.
     """
     table, scores, errors = _prepared(table, normalise, missing, stderr)
     return MetaGame(
@@ -50,13 +53,22 @@ def agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missing: str =
 
 def agent_vs_agent_vs_task(table: pd.DataFrame, normalise: str = "minmax", missing: str = "error",
                            stderr: pd.DataFrame | None = None) -> MetaGame:
-    """3-player general-sum game of SPEC 6, players (agent A, agent B, task):
+    """3-player general-sum game of the maths page (section 6), players (agent A, agent B, task):
 
         G_A(m_A, m_B, t) = T(m_A, t) - T(m_B, t),   G_B = -G_A,   G_T = |G_A|.
 
     The ratings of player 0 are the model ratings. Arguments as ``agent_vs_task``; with
     ``stderr`` the entries' standard errors are sqrt(s(m_A, t)^2 + s(m_B, t)^2) for every
     player (independent scores; the same bound is used for |G_A|).
+
+    Args:
+        table: as in [`agent_vs_task`][metaeval.data.agent_vs_task].
+        normalise: as in [`agent_vs_task`][metaeval.data.agent_vs_task].
+        missing: as in [`agent_vs_task`][metaeval.data.agent_vs_task].
+        stderr: as in [`agent_vs_task`][metaeval.data.agent_vs_task].
+
+    Returns:
+        The game.
     """
     table, scores, errors = _prepared(table, normalise, missing, stderr)
     agents, tasks = scores.shape
@@ -96,6 +108,12 @@ def king_of_the_hill(judgements: pd.DataFrame) -> MetaGame:
 
     Every prompt needs a judgement of every pair of distinct models. The king's ratings
     are the model ratings.
+
+    Args:
+        judgements: the judgements, one per row.
+
+    Returns:
+        The game.
     """
     if not isinstance(judgements, pd.DataFrame):
         raise MetaEvalError(f"judgements must be a pandas DataFrame, got {type(judgements).__name__}")

@@ -55,7 +55,16 @@ class Profile:
     @classmethod
     def from_rankings(cls, rankings: Sequence[Sequence[str]], weights: Sequence[int] | None = None,
                       alternatives: Sequence[str] | None = None) -> Profile:
-        """Votes given as lists of names, best first; alternatives default to first appearance."""
+        """Votes given as lists of names, best first; alternatives default to first appearance.
+
+        Args:
+            rankings: the votes, each a list of alternatives' names, best first.
+            weights: each vote's weight (default: 1 each).
+            alternatives: every alternative's name, in the profile's order.
+
+        Returns:
+            The profile.
+        """
         if alternatives is None:
             alternatives = list(dict.fromkeys(str(a) for vote in rankings for a in vote))
         alternatives = tuple(str(a) for a in alternatives)
@@ -71,7 +80,17 @@ class Profile:
     def from_values(cls, values, alternatives: Sequence[str], weights: Sequence[int] | None = None,
                     seed: int = 0) -> Profile:
         """One vote per row of ``values [voters, alternatives]`` (NaN: not ranked), by
-        decreasing value, ties broken by a random order drawn from ``seed``."""
+        decreasing value, ties broken by a random order drawn from ``seed``.
+
+        Args:
+            values: the values ``[voters, alternatives]``.
+            alternatives: the alternatives' names.
+            weights: each vote's weight (default: 1 each).
+            seed: the seed of the tie-breaking order.
+
+        Returns:
+            The profile.
+        """
         values = np.asarray(values, dtype=np.float64)
         if values.ndim != 2 or values.shape[1] != len(alternatives):
             raise MetaEvalError(f"values must be [voters, {len(alternatives)}], got shape {values.shape}")
@@ -93,7 +112,16 @@ class Profile:
 
     @classmethod
     def from_table(cls, table: pd.DataFrame, weights: Sequence[int] | None = None, seed: int = 0) -> Profile:
-        """Each task (column) votes for the agents (rows) by decreasing score."""
+        """Each task (column) votes for the agents (rows) by decreasing score.
+
+        Args:
+            table: a score table, agents as rows, tasks as columns.
+            weights: each task's weight (default: 1 each).
+            seed: the seed of the tie-breaking order.
+
+        Returns:
+            The profile.
+        """
         from metaeval.data.tables import check_table
 
         table = check_table(table)
@@ -101,12 +129,25 @@ class Profile:
 
     @classmethod
     def from_game(cls, game: MetaGame, player: int = 0, seed: int = 0) -> Profile:
-        """Each joint strategy of the other players votes for ``player``'s strategies."""
+        """Each joint strategy of the other players votes for ``player``'s strategies.
+
+        Args:
+            game: the meta-game.
+            player: the player whose strategies are elected.
+            seed: the seed of the tie-breaking order.
+
+        Returns:
+            The profile.
+        """
         values = np.moveaxis(game.payoffs[player], player, -1).reshape(-1, game.shape[player])
         return cls.from_values(values, game.strategy_names[player], seed=seed)
 
     def preferences(self) -> np.ndarray:
-        """N[x, y]: total weight of votes ranking x above y."""
+        """N[x, y]: total weight of votes ranking x above y.
+
+        Returns:
+            The counts ``[m, m]``.
+        """
         m = len(self.alternatives)
         counts = np.zeros((m, m), dtype=np.int64)
         for vote, weight in zip(self.votes, self.weights):
@@ -117,12 +158,20 @@ class Profile:
         return counts
 
     def margins(self) -> np.ndarray:
-        """delta(x, y) = N(x, y) - N(y, x), antisymmetric."""
+        """delta(x, y) = N(x, y) - N(y, x), antisymmetric.
+
+        Returns:
+            The margins ``[m, m]``.
+        """
         counts = self.preferences()
         return counts - counts.T
 
     def to_openspiel(self):
-        """The same profile as an ``open_spiel.python.voting.base.PreferenceProfile``."""
+        """The same profile as an ``open_spiel.python.voting.base.PreferenceProfile``.
+
+        Returns:
+            The OpenSpiel profile.
+        """
         from open_spiel.python.voting import base
 
         votes = [base.WeightedVote(int(w), [self.alternatives[i] for i in v])

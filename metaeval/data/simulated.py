@@ -26,7 +26,19 @@ from metaeval.runs import budget
 def simulated_judge(models: int = 64, prompts: int = 2000, skills: int = 8, noise: float = 0.25,
                     temperature: float = 0.5, seed: int = 0) -> MetaGame:
     """The king-of-the-hill game of a simulated judge (module docstring): prompts from a flat
-    Dirichlet over ``skills``, models' skills exponential with mean 1, seeded."""
+    Dirichlet over ``skills``, models' skills exponential with mean 1, seeded.
+
+    Args:
+        models: the number of models (at least 2).
+        prompts: the number of prompts.
+        skills: the number of skills.
+        noise: the judge's noise.
+        temperature: the judge's temperature.
+        seed: the seed of every draw.
+
+    Returns:
+        The game, players (king, rebel, prompt).
+    """
     for name, value in (("models", models), ("prompts", prompts), ("skills", skills)):
         if not isinstance(value, (int, np.integer)) or value < 1:
             raise MetaEvalError(f"{name} must be a positive integer, got {value!r}")
@@ -47,7 +59,18 @@ def simulated_judge(models: int = 64, prompts: int = 2000, skills: int = 8, nois
 
 def copy_prompts(game: MetaGame, model: int, copies: int, sharpness: float = 10.0, seed: int = 0) -> MetaGame:
     """``game`` (a king-of-the-hill game, prompts last) with ``copies`` prompts appended,
-    drawn from softmax(-sharpness * u_bar) against ``model`` (module docstring), seeded."""
+    drawn from softmax(-sharpness * u_bar) against ``model`` (module docstring), seeded.
+
+    Args:
+        game: a king-of-the-hill game.
+        model: the index of the model the copies are drawn against.
+        copies: the number of prompts appended.
+        sharpness: how strongly the copies favour the prompts ``model`` does worst on.
+        seed: the seed of the draws.
+
+    Returns:
+        The game with ``copies`` more prompts.
+    """
     if game.num_players != 3:
         raise MetaEvalError(f"copy_prompts needs a king-of-the-hill game of 3 players, got {game.num_players}")
     if not 0 <= model < game.shape[0]:

@@ -1,4 +1,4 @@
-"""Score tables: agents as rows, tasks as columns, read from CSV or pandas (SPEC 6).
+"""Score tables: agents as rows, tasks as columns, read from CSV or pandas (maths, section 6).
 
 A table is a pandas DataFrame of floats indexed by agent name with one column per task.
 Missing cells are NaN; the game builders refuse them unless told how to drop them
@@ -90,6 +90,13 @@ def read_scores(path, agents: str = "rows") -> pd.DataFrame:
 
     ``agents="rows"`` (agents down, tasks across) or ``"columns"`` (tasks down, as in
     published Atari tables); the result always has agents as rows. Empty cells are NaN.
+
+    Args:
+        path: the CSV file.
+        agents: ``"rows"`` or ``"columns"``.
+
+    Returns:
+        The score table, agents as rows.
     """
     if agents not in ("rows", "columns"):
         raise MetaEvalError(f"agents must be 'rows' or 'columns', got {agents!r}")
@@ -106,6 +113,16 @@ def from_long(frame: pd.DataFrame, agent="agent", task="game", score="score",
     ``spread`` column exists, the matching wide table of spreads (NaN where none is given).
 
     Rows and columns keep their order of first appearance.
+
+    Args:
+        frame: the long table.
+        agent: the column naming the agent.
+        task: the column naming the task.
+        score: the column of scores.
+        spread: the column of spreads (None: no spreads).
+
+    Returns:
+        The wide score table and the wide table of spreads (or None).
     """
     missing = [c for c in (agent, task, score) if c not in frame.columns]
     if missing:
@@ -135,7 +152,15 @@ def from_long(frame: pd.DataFrame, agent="agent", task="game", score="score",
 
 
 def read_long(path, **columns) -> tuple[pd.DataFrame, pd.DataFrame | None]:
-    """``from_long`` on a CSV file (agent and task names read as text)."""
+    """``from_long`` on a CSV file (agent and task names read as text).
+
+    Args:
+        path: the CSV file.
+        **columns: the column names, as [`from_long`][metaeval.data.from_long] takes them.
+
+    Returns:
+        As [`from_long`][metaeval.data.from_long].
+    """
     names = [columns.get("agent", "agent"), columns.get("task", "game")]
     return from_long(_read_csv(path, names), **columns)
 
@@ -153,6 +178,13 @@ def load_table(name: str, spread: bool = False):
     ``atari_agent57``: Badia et al. (2020), Section H.4, human, random and 6 agents x 57
     games. With ``spread=True`` returns ``(scores, spreads)``; the spreads are the
     published standard deviations (NaN where none is given, and for tables without any).
+
+    Args:
+        name: the table's name.
+        spread: also return the spreads.
+
+    Returns:
+        The scores, or ``(scores, spreads)``.
     """
     if name not in PUBLISHED:
         raise MetaEvalError(f"no published table {name!r}; choose one of {', '.join(PUBLISHED)}")
@@ -169,7 +201,14 @@ def load_table(name: str, spread: bool = False):
 
 
 def source_line(name: str) -> str:
-    """The citation on the first line of a published table."""
+    """The citation on the first line of a published table.
+
+    Args:
+        name: the table's name.
+
+    Returns:
+        The citation.
+    """
     if name not in PUBLISHED:
         raise MetaEvalError(f"no published table {name!r}; choose one of {', '.join(PUBLISHED)}")
     text = (resources.files("metaeval.data") / "published" / f"{name}.csv").read_text()
@@ -179,7 +218,16 @@ def source_line(name: str) -> str:
 def complete(table: pd.DataFrame, missing: str = "error", spreads: pd.DataFrame | None = None):
     """The table (and spreads) without missing scores, by the rule ``missing``:
     ``"error"`` refuses them, ``"drop_tasks"`` drops every task with a missing score,
-    ``"drop_agents"`` every agent with one."""
+    ``"drop_agents"`` every agent with one.
+
+    Args:
+        table: the score table, agents as rows.
+        missing: ``"error"``, ``"drop_tasks"`` or ``"drop_agents"``.
+        spreads: a table of spreads with the same labels, cut alike.
+
+    Returns:
+        The complete table, and the spreads (or None).
+    """
     table = check_table(table)
     if missing not in MISSING:
         raise MetaEvalError(f"missing must be one of {', '.join(MISSING)}, got {missing!r}")
@@ -207,6 +255,13 @@ def normalise(table: pd.DataFrame, how: str = "minmax") -> tuple[pd.DataFrame, p
     becomes 0 (Balduzzi et al. 2018). ``rank``: (average rank - 1) / (agents - 1), 0 for
     the lowest score, ties sharing their average rank. ``none``: raw scores.
     The scale (1 / span for minmax, 1 for none, NaN for rank) rescales standard errors.
+
+    Args:
+        table: a complete score table, agents as rows.
+        how: ``"minmax"``, ``"rank"`` or ``"none"``.
+
+    Returns:
+        The normalised table and each task's scale.
     """
     if how not in NORMALISATIONS:
         raise MetaEvalError(f"normalise must be one of {', '.join(NORMALISATIONS)}, got {how!r}")

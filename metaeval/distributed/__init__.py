@@ -8,7 +8,7 @@ The same call runs in-process (``workers=1``), on an embedded Ray (``workers > 1
 or on an existing cluster (``address=`` or ``$RAY_ADDRESS``), and returns the same
 MetaGame. ``cce_gap`` computes the full-game CCE gap the same way, on the same actors.
 Ray is imported and started only when a pool is first needed; one pool
-is then kept per process between builds (see :mod:`metaeval.distributed.build`).
+is then kept per process between builds (see `metaeval.distributed.build`).
 """
 
 from metaeval.distributed.build import BuildStats, build_metagame, current_pool, last_build, shutdown

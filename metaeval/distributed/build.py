@@ -112,11 +112,11 @@ def build_metagame(
     shard_timeout: float = SHARD_TIMEOUT,
     batch_size: int | None = BATCH_SIZE,
 ) -> MetaGame:
-    """The meta-game of ``population`` (SPEC 3), exact or sampled.
+    """The meta-game of ``population`` (maths, section 3), exact or sampled.
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
-        population: a :class:`metaeval.spiel.Population` for ``game``.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+        population: a [`metaeval.spiel.Population`][metaeval.spiel.Population] for ``game``.
         mode: ``"exact"`` (enumerable games) or ``"sampled"``.
         episodes: episodes per joint in sampled mode (at least 2).
         workers: Ray actors; 1 evaluates in-process unless an address is given.
@@ -131,7 +131,7 @@ def build_metagame(
             policies were these. Pass only a meta-game of this population's own
             lineage, as the population loop does with its last meta-game.
         log_dir: where Ray keeps its logs when this call starts it.
-        progress: True, None, False or ``callable(done, total)`` (:mod:`metaeval.runs.progress`),
+        progress: True, None, False or ``callable(done, total)`` ([`metaeval.runs.progress`][metaeval.runs.progress]),
             counting episodes (sampled mode) or entries (exact mode).
         max_retries: resubmissions allowed per shard whose actor was lost before the
             build fails (an exception of a policy or the game fails it at once; a shard
@@ -237,7 +237,11 @@ def actor_pool(game, workers: int, address, log_dir) -> EvaluatorPool:
 
 
 def current_pool() -> EvaluatorPool | None:
-    """The actor pool of the last pool build (None if there is none)."""
+    """The actor pool of the last pool build (None if there is none).
+
+    Returns:
+        The pool, or None.
+    """
     pool = _State.pool
     return None if pool is None or pool.closed else pool
 
@@ -255,6 +259,9 @@ def last_build() -> BuildStats | None:
     """Statistics of the last completed build in this process (None before the first).
 
     A read-only view: the record is frozen, and builds never consult it.
+
+    Returns:
+        The statistics, or None.
     """
     return _State.last
 

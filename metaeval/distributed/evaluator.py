@@ -4,14 +4,14 @@ An evaluator loads its game once and caches policies (and, in exact mode, their
 reach columns) by registry token, so a policy crosses the wire and is walked once
 per process however many shards use it.
 
-Exact entries follow SPEC 3: ``G_n(k) = sum_z chance(z) u_n(z) prod_p R_p[z, k_p]``.
+Exact entries follow the maths page, section 3: ``G_n(k) = sum_z chance(z) u_n(z) prod_p R_p[z, k_p]``.
 Each entry is a row of elementwise products reduced along its own contiguous row
 (numpy's pairwise sum), so its bits depend only on its own terms: never on which
 other joints share the shard, on the shard's size, or on the number of workers.
 A matrix product (BLAS) would be faster but picks its blocking from the shape of
 the whole shard, and gemv/gemm kernels round differently.
 
-A :class:`GapTask` is a piece of the full-game CCE gap (:mod:`metaeval.spiel.gap`),
+A `GapTask` is a piece of the full-game CCE gap (`metaeval.spiel.gap`),
 computed from the same cached reach rows by the same function as in-process.
 """
 
@@ -47,7 +47,7 @@ class ShardTask:
         episodes: episodes per joint (sampled mode).
         seed: the run seed (sampled mode).
         batch_size: episodes of a joint played in lock-step (sampled mode; None: one
-            by one), see :func:`metaeval.spiel.sample_joints`.
+            by one), see [`metaeval.spiel.sample_joints`][metaeval.spiel.sample_joints].
     """
 
     index: int
@@ -114,7 +114,7 @@ class GapResult:
 
 def contract(reaches, joints: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Exact payoffs ``[M, N]`` of ``joints`` from reach rows ``reaches[p] [k_p, Z]``
-    and weighted returns ``weights [N, Z]`` (SPEC 3), each entry shard-invariant."""
+    and weighted returns ``weights [N, Z]`` (maths, section 3), each entry shard-invariant."""
     num_joints, num_terminals = len(joints), weights.shape[1]
     result = np.empty((num_joints, len(weights)))
     step = max(1, CHUNK_ELEMENTS // max(1, num_terminals))
@@ -155,7 +155,7 @@ class ShardEvaluator:
     def evaluate(self, task: ShardTask | GapTask, timeout: float | None = None,
                  advance=None) -> ShardResult | GapResult:
         """The values of ``task``; each call of a policy may take ``timeout`` seconds (None: no
-        limit), past which it raises a one-line :class:`PolicyTimeout` naming the policy.
+        limit), past which it raises a one-line `PolicyTimeout` naming the policy.
         ``advance(count)``, if given, is told of the work as it is done: episodes as they
         end (sampled mode), else the task's entries or terminals when it is done."""
         missing = self.missing(task.tokens)

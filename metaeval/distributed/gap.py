@@ -1,6 +1,6 @@
-"""``cce_gap``: the full-game CCE gap (SPEC 4), in-process or on the builds' actor pool.
+"""``cce_gap``: the full-game CCE gap (maths, section 4), in-process or on the builds' actor pool.
 
-The gap's pieces (:func:`metaeval.spiel.gap.gap_pieces`: per player, runs of terminals)
+The gap's pieces (`metaeval.spiel.gap.gap_pieces`: per player, runs of terminals)
 go to the actors that build the meta-game, which already hold the population's policies
 and reach rows; the driver sums the pieces in order and runs the best responses' backward
 pass over information states. Both paths run the same code on the same pieces, so they
@@ -35,9 +35,25 @@ class GapShard:
 
 def cce_gap(game, population, sigma, workers: int = 1, address: str | None = None, evaluator=None,
             log_dir=None, progress=None, max_retries: int = MAX_RETRIES, shard_timeout: float = SHARD_TIMEOUT):
-    """:func:`metaeval.spiel.cce_gap`, on Ray actors when ``workers > 1`` or an ``address``
+    """[`metaeval.spiel.cce_gap`][metaeval.spiel.cce_gap], on Ray actors when ``workers > 1`` or an ``address``
     (default ``$RAY_ADDRESS``) is given; ``evaluator``: the in-process path's
-    :class:`metaeval.spiel.ExactEvaluator`. The other arguments are ``build_metagame``'s."""
+    [`metaeval.spiel.ExactEvaluator`][metaeval.spiel.ExactEvaluator]. The other arguments are ``build_metagame``'s.
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        sigma: a joint distribution over the population.
+        workers: Ray actors.
+        address: the Ray cluster.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+        log_dir: where an embedded Ray writes its logs.
+        progress: None (a bar on a terminal), True or False.
+        max_retries: resubmissions of a shard whose actor was lost.
+        shard_timeout: seconds a policy may take to answer one call.
+
+    Returns:
+        The gap, as [`metaeval.spiel.cce_gap`][metaeval.spiel.cce_gap] returns it.
+    """
     address = resolve_address(address)
     if workers <= 1 and address is None:
         return spiel.cce_gap(game, population, sigma, evaluator=evaluator, progress=progress)

@@ -71,7 +71,7 @@ class BuildPlan:
 
 @dataclass(frozen=True)
 class Shard:
-    """A task and the rows of :attr:`BuildPlan.joints` it covers."""
+    """A task and the rows of `BuildPlan.joints` it covers."""
 
     rows: np.ndarray
     task: ShardTask

@@ -12,15 +12,15 @@ fails the build at once with its own message. Ray's own restarts and task retrie
 stay off, so every retry is visible here and counted once.
 
 A policy that hangs would block a build forever. Each call of a policy in a shard may
-take ``shard_timeout`` seconds (:mod:`metaeval.runs.time_limit`); one that takes longer
+take ``shard_timeout`` seconds (`metaeval.runs.time_limit`); one that takes longer
 fails its shard with a one-line error naming the policy and its joint. That may be the
 actor's fault (a loaded node), so the shard goes once more to a fresh actor (the first is
 killed: its policy was interrupted mid-call); timed out there too, it fails the build. An
 actor that gives no result at all, stuck where the time limit cannot reach (compiled code
 that never returns to the interpreter), is presumed hung after ``shard_timeout`` plus
-:data:`UNINTERRUPTIBLE_TIMEOUT` seconds, counted from the shard's submission to an actor
+`UNINTERRUPTIBLE_TIMEOUT` seconds, counted from the shard's submission to an actor
 that has started (an actor's own start-up, which loads the game, has its own allowance,
-:data:`ACTOR_START_TIMEOUT`): it is killed and replaced, and the shard is treated the same.
+`ACTOR_START_TIMEOUT`): it is killed and replaced, and the shard is treated the same.
 """
 
 from __future__ import annotations
@@ -121,14 +121,22 @@ class EvaluatorPool:
         return _Slot(actor, actor.pid.remote())
 
     def pids(self) -> list[int]:
-        """Process ids of the current actors."""
+        """Process ids of the current actors.
+
+        Returns:
+            The process ids.
+        """
         import ray
 
         return ray.get([slot.pid for slot in self._slots])
 
     def memory(self) -> list[dict]:
-        """Each actor's resident memory (:func:`metaeval.runs.memory.resident_memory`); none
-        if an actor was lost since the last build (the next build replaces it)."""
+        """Each actor's resident memory (`metaeval.runs.memory.resident_memory`); none
+        if an actor was lost since the last build (the next build replaces it).
+
+        Returns:
+            One ``{"rss_mib": ..., "peak_mib": ...}`` per actor.
+        """
         import ray
 
         try:
@@ -151,7 +159,18 @@ class EvaluatorPool:
         shard_timeout: float = SHARD_TIMEOUT,
     ) -> tuple[list, int]:
         """Evaluate every shard (a ``.task`` for the actors, ``.describe(count)`` for errors)
-        once; returns the results in shard order and the retries."""
+        once; returns the results in shard order and the retries.
+
+        Args:
+            shards: the work, in pieces.
+            sync: what the actors need before the first shard (policies, game).
+            progress: where the finished shards are counted.
+            max_retries: resubmissions of a shard whose actor was lost.
+            shard_timeout: seconds a policy may take to answer one call.
+
+        Returns:
+            The shards' results in shard order, and the number of retries.
+        """
         try:
             self._publish(sync)
             return self._dispatch(shards, progress, max_retries, shard_timeout)

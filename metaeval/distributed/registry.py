@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 @dataclass
 class Sync:
-    """What changed since the last :meth:`PolicyRegistry.sync`.
+    """What changed since the last `PolicyRegistry.sync`.
 
     Attributes:
         tokens: per player, the token of each policy of the population, by index.

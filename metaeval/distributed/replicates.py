@@ -4,9 +4,9 @@ The task (the game, the rater and its options) goes to the object store once per
 each actor runs chunks of seeds with it; a chunk's result depends only on its seeds, so
 results are the same on any number of actors, or in-process. An actor that dies is
 replaced and its chunk resubmitted, up to ``max_retries`` times per chunk. The actors are
-killed when the map ends, or, inside :func:`actor_scope`, when the scope ends (many maps,
+killed when the map ends, or, inside `actor_scope`, when the scope ends (many maps,
 one start-up); Ray itself stays up for the next call and is stopped by
-:func:`metaeval.distributed.shutdown` (or at exit) if metaeval started it.
+[`metaeval.distributed.shutdown`][metaeval.distributed.shutdown] (or at exit) if metaeval started it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class _Exit:
 
 
 class _Actors:
-    """The actors of one scope (:func:`actor_scope`), kept between maps, or of one map."""
+    """The actors of one scope (`actor_scope`), kept between maps, or of one map."""
 
     current: _Actors | None = None
 
@@ -66,7 +66,7 @@ class _Actors:
 
 @contextmanager
 def actor_scope(workers: int, address: str | None = None):
-    """Every :func:`map_on_actors` with these ``workers`` and ``address`` inside the scope uses
+    """Every `map_on_actors` with these ``workers`` and ``address`` inside the scope uses
     the same actors (started once: an actor's start-up imports metaeval), killed at its end."""
     if workers <= 1 and address is None or _Actors.current is not None:
         yield
@@ -82,7 +82,7 @@ def actor_scope(workers: int, address: str | None = None):
 def map_on_actors(task, chunks: list, workers: int, address: str | None = None, finished=None,
                   max_retries: int = 3) -> list:
     """``[task(chunk) for chunk in chunks]``, computed by ``workers`` Ray actors (those of the
-    enclosing :func:`actor_scope`, if any, else actors started for this map);
+    enclosing `actor_scope`, if any, else actors started for this map);
     ``finished(i)``, if given, is called as the result of chunk ``i`` arrives (for progress)."""
     import ray
     from ray.exceptions import RayActorError, RayTaskError

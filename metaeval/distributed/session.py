@@ -4,7 +4,7 @@ Ray is imported and started only when a pool first needs it, never at import
 time. When this module starts Ray (a local instance, or a connection to a
 cluster), it also shuts it down; a Ray session the caller opened is left alone.
 
-Connecting to a cluster first checks, within :data:`CONNECT_TIMEOUT` seconds, that
+Connecting to a cluster first checks, within `CONNECT_TIMEOUT` seconds, that
 something listens at the address, so an unreachable address is reported at once
 instead of after Ray's own retries; a ``ray://`` address needs Ray Client (the
 ``client`` extra); token authentication uses the token Ray would find
@@ -15,14 +15,14 @@ An embedded Ray listens on the loopback address only: its node address is 127.0.
 so each of its ports is bound there and actor calls and object transfers never leave
 the machine. Ray on Linux rewrites a loopback node address, and the loopback host of
 an address to join, to the machine's network-interface address (on macOS and Windows
-it keeps them); :func:`keep_loopback` turns that rewrite off while Ray starts. It is
+it keeps them); `keep_loopback` turns that rewrite off while Ray starts. It is
 off too when joining a cluster at a loopback address (a cluster started with
 ``--node-ip-address=127.0.0.1`` listens nowhere else); any other address goes to Ray
 untouched.
 
 An embedded Ray keeps its session files under a short directory ``metaeval-ray-*``
 in the system temporary directory, with a note of the driver (process id and start
-time), watched by a process of :mod:`metaeval.distributed.reaper` that ends the
+time), watched by a process of `metaeval.distributed.reaper` that ends the
 session's processes and removes the directory when the driver dies, even by SIGKILL.
 Should the watchdog be killed too, the next embedded start finds the directory of
 the dead driver and does the same.
@@ -31,7 +31,7 @@ Ray prints its messages to the driver (``(raylet) A worker died ...`` when an ac
 killed, several lines in colour) on stdout, whatever ``log_to_driver`` says, beside a
 command's results. In a session this module starts they go to the logger
 ``metaeval.ray`` instead, which an embedded session writes to its own directory
-(:data:`MESSAGES_FILE`, in the run directory's Ray logs when there is one).
+(`MESSAGES_FILE`, in the run directory's Ray logs when there is one).
 
 To tell its own session from a caller's, this module keeps process-wide state
 (whether it called ``ray.init``, with which address, and its session directory),
@@ -104,7 +104,7 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=
             (Ray's ``temp_dir``); default: Ray's own temporary directory.
         workers: Ray worker processes the caller will start; more than the memory
             of this machine (before an embedded start), or of the cluster joined or
-            the caller's session, holds at :data:`WORKER_MEMORY` each are refused.
+            the caller's session, holds at `WORKER_MEMORY` each are refused.
     """
     import ray
 
@@ -130,8 +130,8 @@ def ensure_ray(address: str | None = None, num_cpus: int | None = None, log_dir=
 
 def check_workers(workers: int, address: str | None = None) -> None:
     """Refuse, before anything starts, more Ray workers than this machine's memory holds at
-    :data:`WORKER_MEMORY` each, if they would run here (no ``address``, no ``$RAY_ADDRESS``;
-    a cluster's memory is checked by :func:`ensure_ray` on joining it)."""
+    `WORKER_MEMORY` each, if they would run here (no ``address``, no ``$RAY_ADDRESS``;
+    a cluster's memory is checked by `ensure_ray` on joining it)."""
     if resolve_address(address) is None:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         _check_room(workers, memory, "this machine", " (or a Ray cluster: address)")
@@ -148,7 +148,7 @@ def _check_room(workers: int, memory: float, where: str, alternative: str = "") 
 
 def start_embedded(num_cpus: int | None = None, log_dir: Path | None = None) -> None:
     """Start a local Ray on the loopback address, in a session directory of its own watched
-    for the driver's death (see the module docstring); stop it with :func:`stop_embedded`."""
+    for the driver's death (see the module docstring); stop it with `stop_embedded`."""
     clean_stale_sessions()
     temp_dir = _open_session(log_dir)
     _State.messages = logging.FileHandler(os.path.join(temp_dir, MESSAGES_FILE), delay=True)
@@ -191,7 +191,7 @@ def _log_ray_messages() -> None:
     Ray's listener of its error channel hands each message to
     ``ray._private.worker.print_to_stdstream`` (looked up at each message; the printer of
     workers' output, off here, holds its own reference), which is replaced until
-    :func:`_print_ray_messages`."""
+    `_print_ray_messages`."""
     from ray._private import worker
 
     if _State.printer is None:
@@ -310,7 +310,7 @@ def _keep_sigterm_handler():
 @contextlib.contextmanager
 def _quiet_stderr():
     """Discard what Ray's C++ core writes to stderr while connecting (a warning per failed
-    attempt); a failure is reported in one line by :func:`ensure_ray` instead."""
+    attempt); a failure is reported in one line by `ensure_ray` instead."""
     sys.stderr.flush()
     saved = os.dup(2)
     try:
@@ -384,7 +384,7 @@ def _identity(pid: int) -> str:
 
 
 def _alive(identity: str) -> bool:
-    """Whether the process noted as ``identity`` (see :func:`_identity`) still runs."""
+    """Whether the process noted as ``identity`` (see `_identity`) still runs."""
     pid, *start = identity.split()
     if start:
         return _identity(int(pid)) == identity.strip()
@@ -412,7 +412,7 @@ def clean_stale_sessions() -> list[int]:
 
 
 def stop_embedded() -> None:
-    """Shut down the Ray started by :func:`start_embedded` and end its session."""
+    """Shut down the Ray started by `start_embedded` and end its session."""
     import ray
 
     ray.shutdown()

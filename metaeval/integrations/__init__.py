@@ -1,6 +1,6 @@
 """Adapters that put metaeval inside loops other libraries run.
 
-- :mod:`metaeval.integrations.openspiel`: OpenSpiel's ``psro_v2`` and ``jpsro`` with
+- [`metaeval.integrations.openspiel`][metaeval.integrations.openspiel]: OpenSpiel's ``psro_v2`` and ``jpsro`` with
   metaeval's meta-solvers and raters, ``psro_v2`` with exact meta-games, and CFR
   checkpoints that stay what they were when taken.
 """

@@ -1,19 +1,19 @@
 """metaeval inside OpenSpiel's own loops.
 
-- :func:`meta_strategy`: a ``psro_v2`` ``meta_strategy_method`` from any metaeval
-  meta-solver (:data:`metaeval.training.meta_solvers.SOLVERS`) or rater whose rating
-  carries a distribution (``payoff``, ``nash``, ``deviation``, ...)::
+- [`meta_strategy`][metaeval.integrations.openspiel.meta_strategy]: a ``psro_v2`` ``meta_strategy_method`` from any metaeval
+  meta-solver ([`metaeval.training.meta_solvers.SOLVERS`][metaeval.training.meta_solvers.SOLVERS]) or rater whose rating
+  carries a distribution (``payoff``, ``nash``, ``deviation``, ...):
 
       psro_v2.PSROSolver(game, oracle, sims_per_entry=1000,
                          meta_strategy_method=meta_strategy("deviation"))
 
-- :class:`PSROSolver`: ``psro_v2.PSROSolver`` whose meta-game is filled by a
-  :class:`metaeval.Evaluator` (exact expected returns by default, or episodes sampled by
+- [`PSROSolver`][metaeval.integrations.openspiel.PSROSolver]: ``psro_v2.PSROSolver`` whose meta-game is filled by a
+  [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator] (exact expected returns by default, or episodes sampled by
   metaeval's batched builder with ``mode="sampled"``) instead of ``sims_per_entry``
   episodes per entry.
-- :func:`jpsro_meta_solver` and :func:`register_jpsro`: metaeval meta-solvers under a
+- [`jpsro_meta_solver`][metaeval.integrations.openspiel.jpsro_meta_solver] and [`register_jpsro`][metaeval.integrations.openspiel.register_jpsro]: metaeval meta-solvers under a
   name ``jpsro.run_loop`` accepts as ``train_meta_solver`` / ``eval_meta_solver``.
-- :class:`Checkpoints`: snapshots of a CFR-style solver's average policy, copied when
+- [`Checkpoints`][metaeval.integrations.openspiel.Checkpoints]: snapshots of a CFR-style solver's average policy, copied when
   taken (``CFRSolver.average_policy()`` returns one object updated in place), with a
   warning when a snapshot equals an earlier one; rated through an Evaluator.
 """
@@ -39,7 +39,19 @@ from metaeval.training.evaluator import Evaluator
 def distribution(game: MetaGame, method, **options) -> np.ndarray:
     """The joint distribution ``[K_1..K_N]`` that ``method`` puts on ``game``'s joints: a
     meta-solver (name in ``meta_solvers.SOLVERS`` or a callable) or a rater's
-    ``Rating.distribution``."""
+    ``Rating.distribution``.
+
+    Args:
+        game: the meta-game.
+        method: a meta-solver's name or callable, or a rater's name.
+        **options: the meta-solver's or rater's options.
+
+    Returns:
+        The joint distribution.
+
+    Raises:
+        MetaEvalError: ``method`` gives no distribution (as ``elo`` and most voting rules).
+    """
     sigma = _played(game, _checked(method, options), options)
     if sigma is None:
         raise MetaEvalError(_no_distribution(method))
@@ -86,7 +98,7 @@ TRIAL_GAMES = {
 
 
 def _tried(method, options: dict):
-    """``method`` (checked), once tried on each of :data:`TRIAL_GAMES`: refused when it gives
+    """``method`` (checked), once tried on each of `TRIAL_GAMES`: refused when it gives
     no distribution or plays on none of them, and the kinds it cannot play on named in a
     ``UserWarning``. A callable is not called before the loop calls it."""
     _checked(method, options)
@@ -116,10 +128,18 @@ def meta_strategy(method="deviation", **options) -> Callable:
     ``return_joint`` also the joint distribution (shape ``[K_1..K_N]``, which psro_v2's
     joint sampler indexes by shape). ``options`` go to the meta-solver or rater.
 
-    A named method is tried here on small meta-games of each kind (:data:`TRIAL_GAMES`):
+    A named method is tried here on small meta-games of each kind (`TRIAL_GAMES`):
     one that gives no distribution, or an option it does not take or cannot use, is a
     ``MetaEvalError`` now; the kinds of meta-game it cannot play on are named in a
-    ``UserWarning``."""
+    ``UserWarning``.
+
+    Args:
+        method: a meta-solver or rater, as [`distribution`][metaeval.integrations.openspiel.distribution] takes it.
+        **options: its options.
+
+    Returns:
+        The meta-strategy method, for ``psro_v2.PSROSolver(meta_strategy_method=...)``.
+    """
     _tried(method, options)
 
     def metaeval_meta_strategy(solver, return_joint=False):
@@ -133,7 +153,7 @@ def meta_strategy(method="deviation", **options) -> Callable:
 
 
 class PSROSolver(psro_v2.PSROSolver):
-    """``psro_v2.PSROSolver`` with the meta-game built by a :class:`metaeval.Evaluator`.
+    """``psro_v2.PSROSolver`` with the meta-game built by a [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator].
 
     Every new policy is added to the evaluator (stored as a table on the game's
     information states), and the meta-game is the evaluator's: exact expected returns
@@ -141,6 +161,15 @@ class PSROSolver(psro_v2.PSROSolver):
     (``mode="sampled"``), evaluated only for joints touching new policies. The game must
     be enumerable (its information states listed), as for the Evaluator. Other arguments
     are ``psro_v2.PSROSolver``'s; ``sims_per_entry`` is not used.
+
+    Args:
+        game: the OpenSpiel game.
+        oracle: the best-response oracle, as ``psro_v2.PSROSolver`` takes it.
+        mode: ``"exact"`` or ``"sampled"``, as the Evaluator's.
+        episodes: episodes per joint in sampled mode.
+        workers: Ray actors building the meta-game.
+        seed: the Evaluator's seed.
+        **kwargs: ``psro_v2.PSROSolver``'s other arguments.
     """
 
     def __init__(self, game, oracle, mode: str = "exact", episodes: int = 1000, workers: int = 1,
@@ -152,7 +181,14 @@ class PSROSolver(psro_v2.PSROSolver):
 
     def update_empirical_gamestate(self, seed=None):
         """Add the new policies to the evaluator and take its meta-game (``seed`` unused:
-        the evaluator's seed fixes sampled entries)."""
+        the evaluator's seed fixes sampled entries).
+
+        Args:
+            seed: unused.
+
+        Returns:
+            The meta-game's payoff matrices, one per player, as ``psro_v2`` keeps them.
+        """
         for player, new in enumerate(self._new_policies):
             for policy in new:
                 self.evaluator.add(player, policy)
@@ -167,7 +203,15 @@ def jpsro_meta_solver(method, **options) -> Callable:
     ``ignore_repeats``, a policy found k times weighs as k copies (the meta-game is
     expanded by the repeats, solved, and each copy's mass summed back), as jpsro's own
     solvers do: a policy found 0 times gets no mass. ``method`` and ``options`` are tried as
-    :func:`meta_strategy` tries them."""
+    [`meta_strategy`][metaeval.integrations.openspiel.meta_strategy] tries them.
+
+    Args:
+        method: a meta-solver or rater, as [`distribution`][metaeval.integrations.openspiel.distribution] takes it.
+        **options: its options.
+
+    Returns:
+        The meta-solver function.
+    """
     _tried(method, options)
 
     def metaeval_jpsro_solver(meta_game, per_player_repeats, ignore_repeats=False):
@@ -208,7 +252,16 @@ def _repeat_counts(per_player_repeats, sizes: tuple[int, ...]) -> list[np.ndarra
 
 def register_jpsro(method, name: str | None = None, **options) -> str:
     """Make ``method`` a ``jpsro`` meta-solver; returns the name to pass as
-    ``train_meta_solver`` or ``eval_meta_solver`` (default ``"metaeval_<method>"``)."""
+    ``train_meta_solver`` or ``eval_meta_solver`` (default ``"metaeval_<method>"``).
+
+    Args:
+        method: a meta-solver or rater, as [`distribution`][metaeval.integrations.openspiel.distribution] takes it.
+        name: the name to register under (needed for a callable ``method``).
+        **options: its options.
+
+    Returns:
+        The registered name.
+    """
     if name is None:
         if not isinstance(method, str):
             raise MetaEvalError("a callable meta-solver needs a name to register under")
@@ -224,7 +277,10 @@ class Checkpoints:
     OpenSpiel's ``CFRSolver.average_policy()`` returns the same ``TabularPolicy`` object,
     updated in place, on every call, so references kept across iterations would all end
     as the final policy. A snapshot equal to an earlier one draws a ``UserWarning``.
-    :meth:`evaluator` puts every snapshot in each player's population.
+    [`evaluator`][metaeval.integrations.openspiel.Checkpoints.evaluator] puts every snapshot in each player's population.
+
+    Args:
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
     """
 
     def __init__(self, game):
@@ -236,7 +292,15 @@ class Checkpoints:
 
     def add(self, source, name: str | None = None) -> policy_lib.TabularPolicy:
         """Copy ``source.average_policy()`` (or ``source`` itself when it is a policy, or a
-        callable ``state -> {action: probability}``)."""
+        callable ``state -> {action: probability}``).
+
+        Args:
+            source: a CFR-style solver, an OpenSpiel policy or a callable.
+            name: the snapshot's name (unique); default: ``"checkpoint <number>"``.
+
+        Returns:
+            The snapshot, a ``TabularPolicy``.
+        """
         policy = source.average_policy() if hasattr(source, "average_policy") else source
         if isinstance(policy, policy_lib.TabularPolicy):
             snapshot = policy.__copy__()
@@ -261,8 +325,18 @@ class Checkpoints:
         return snapshot
 
     def evaluator(self, **options) -> Evaluator:
-        """An :class:`metaeval.Evaluator` with every snapshot, by name, in each player's
-        population (``options`` go to the Evaluator: mode, episodes, workers, seed)."""
+        """An [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator] with every snapshot, by name, in each player's
+        population (``options`` go to the Evaluator: mode, episodes, workers, seed).
+
+        Args:
+            **options: the Evaluator's options.
+
+        Returns:
+            The evaluator.
+
+        Raises:
+            MetaEvalError: no snapshot was taken yet.
+        """
         if not self.policies:
             raise MetaEvalError("no checkpoints yet: add() some first")
         evaluator = Evaluator(self.game, **options)

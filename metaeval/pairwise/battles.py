@@ -26,7 +26,14 @@ NAME_COLUMNS = ("model_a", "model_b", "winner", "owner_a", "owner_b")
 
 
 def read_battles(source) -> pd.DataFrame:
-    """A checked copy of a battle table given as a DataFrame or a CSV path."""
+    """A checked copy of a battle table given as a DataFrame or a CSV path.
+
+    Args:
+        source: the battle table, or the path of its CSV.
+
+    Returns:
+        The checked table.
+    """
     if isinstance(source, pd.DataFrame):
         table = source.copy()
     else:
@@ -122,7 +129,14 @@ class BattleCounts:
 
 
 def count_battles(battles) -> BattleCounts:
-    """Aggregate a battle table (DataFrame or CSV path) into :class:`BattleCounts`."""
+    """Aggregate a battle table (DataFrame or CSV path) into `BattleCounts`.
+
+    Args:
+        battles: the battle table, or the path of its CSV.
+
+    Returns:
+        The counts.
+    """
     table = read_battles(battles)
     both = pd.concat([table["model_a"], table["model_b"]], ignore_index=True)
     codes, names = pd.factorize(both)  # hashing, not Python iteration over a million strings
@@ -175,6 +189,13 @@ def components(wins: np.ndarray, models) -> list[list[str]]:
 
     Bradley-Terry scores are finite only when there is one: a model that never lost, or a
     group never beaten by the rest, would be pushed to infinity.
+
+    Args:
+        wins: the (weighted) wins ``[n, n]``.
+        models: the models' names.
+
+    Returns:
+        The components, each a list of names.
     """
     _, labels = csgraph.connected_components(wins > 0, directed=True, connection="strong")
     groups = [[models[i] for i in np.flatnonzero(labels == c)] for c in np.unique(labels)]
@@ -187,13 +208,19 @@ def to_metagame(battles) -> MetaGame:
     ``payoffs[0][i, j]`` is i's win rate against j (0.5 for pairs never compared, with
     count 0), ``counts[i, j]`` half the (weighted) battles between i and j, so that the
     ``elo`` rater refits exactly these battles, and ``stderr`` the binomial standard error.
+
+    Args:
+        battles: a battle table, the path of its CSV, or its counts.
+
+    Returns:
+        The game.
     """
     counts = battles if isinstance(battles, BattleCounts) else count_battles(battles)
     return game_from_wins(counts.wins(), counts.models)
 
 
 def game_from_wins(wins: np.ndarray, models) -> MetaGame:
-    """:func:`to_metagame` of a win matrix ``wins[i, j]`` (i's wins over j) with model names."""
+    """[`to_metagame`][metaeval.pairwise.to_metagame] of a win matrix ``wins[i, j]`` (i's wins over j) with model names."""
     games = wins + wins.T
     rate = np.divide(wins, games, out=np.full_like(wins, 0.5), where=games > 0)
     np.fill_diagonal(rate, 0.5)

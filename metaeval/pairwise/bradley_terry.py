@@ -44,7 +44,7 @@ def bradley_terry(
 
     Args:
         battles: a battle table (DataFrame or CSV path, see ``battles.read_battles``) or
-            its :class:`BattleCounts`.
+            its `BattleCounts`.
         bootstrap: number of bootstrap rounds (0: no intervals).
         seed: seed of the bootstrap's random streams.
         prior: virtual games between every pair of models, half won by each; needed (and

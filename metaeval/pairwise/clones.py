@@ -25,7 +25,7 @@ from metaeval.ratings.elo import fit_batch
 
 @dataclass(frozen=True)
 class CloneLottery:
-    """Per-run results of :func:`clone_lottery` (arrays of length ``runs``) and their summary."""
+    """Per-run results of [`clone_lottery`][metaeval.pairwise.clone_lottery] (arrays of length ``runs``) and their summary."""
 
     gain: np.ndarray  # rank alone minus best rank of the copies (positive: cloning paid)
     top: np.ndarray  # the best copy ranked first
@@ -108,6 +108,9 @@ def clone_lottery(
         correction: None or ``"yrwr"`` with truthful owner rankings (the copies right
             after the original, other models by true quality).
         owners: model -> owner (default: every model its own owner).
+
+    Returns:
+        Per run, the best copy's rank gain and the rankings' other measures, with their summary.
     """
     if model not in theta.index:
         raise MetaEvalError(f"model {model!r} is not among the qualities")

@@ -29,6 +29,18 @@ def gaussian_poe(n, pairs, probabilities, alpha=1.0, beta=0.5, variance=1.0, pri
 
     ``variance`` may be one number or one per comparison (e.g. proportional to 1 / the
     number of judgements behind each p).
+
+    Args:
+        n: the number of items.
+        pairs: the compared pairs ``[M, 2]``.
+        probabilities: each comparison's probability that the first item wins ``[M]``.
+        alpha: the experts' slope.
+        beta: the experts' offset.
+        variance: the experts' variance.
+        prior_variance: the prior's variance.
+
+    Returns:
+        The scores and their covariance.
     """
     pairs, probabilities = _checked(n, pairs, probabilities)
     try:
@@ -52,7 +64,17 @@ def gaussian_poe(n, pairs, probabilities, alpha=1.0, beta=0.5, variance=1.0, pri
 def soft_bradley_terry(n, pairs, probabilities, prior=0.0):
     """Scores (natural-log odds, mean 0) under soft Bradley-Terry experts: the BT MLE in
     which comparison k counts p_k wins for i and 1 - p_k for j (hard 0/1 outcomes may need
-    ``prior > 0``, virtual games between every pair)."""
+    ``prior > 0``, virtual games between every pair).
+
+    Args:
+        n: the number of items.
+        pairs: the compared pairs ``[M, 2]``.
+        probabilities: each comparison's probability that the first item wins ``[M]``.
+        prior: virtual games between every pair.
+
+    Returns:
+        The scores ``[n]``.
+    """
     pairs, probabilities = _checked(n, pairs, probabilities)
     wins = np.zeros((n, n))
     np.add.at(wins, (pairs[:, 0], pairs[:, 1]), probabilities)
@@ -74,6 +96,11 @@ class ComparisonPlanner:
     Starts from ``pairs`` (default: the chain 0-1, 1-2, ..., as in the paper's eq 60) plus
     the prior row on item 0; ``next_pair()`` names the pair to evaluate, ``add(i, j)``
     records that it was.
+
+    Args:
+        n: the number of items (at least 2).
+        pairs: the pairs to start from, ``[M, 2]``, connecting every item (default: the
+            chain 0-1, 1-2, ...).
     """
 
     def __init__(self, n: int, pairs=None):
@@ -87,18 +114,31 @@ class ComparisonPlanner:
         self.log_det = float(np.linalg.slogdet(information)[1])
 
     def resistances(self) -> np.ndarray:
-        """``A_ii + A_jj - 2 A_ij`` for every pair (eq 16)."""
+        """``A_ii + A_jj - 2 A_ij`` for every pair (eq 16).
+
+        Returns:
+            The resistances ``[n, n]``.
+        """
         d = np.diag(self.inverse)
         return d[:, None] + d[None, :] - 2 * self.inverse
 
     def next_pair(self) -> tuple[int, int]:
-        """The pair (i < j) whose comparison raises det(W'^T W') the most."""
+        """The pair (i < j) whose comparison raises det(W'^T W') the most.
+
+        Returns:
+            ``(i, j)``.
+        """
         gain = np.triu(self.resistances(), 1)
         i, j = np.unravel_index(np.argmax(gain), gain.shape)
         return int(i), int(j)
 
     def add(self, i: int, j: int) -> None:
-        """Record a comparison of i and j (eq 55; the determinant grows by 1 + r^T A r)."""
+        """Record a comparison of i and j (eq 55; the determinant grows by 1 + r^T A r).
+
+        Args:
+            i: one item compared.
+            j: the other.
+        """
         i, j = _indices(self.n, [(i, j)])[0]
         column = self.inverse[:, i] - self.inverse[:, j]  # A r
         growth = 1.0 + column[i] - column[j]  # 1 + r^T A r
@@ -107,7 +147,14 @@ class ComparisonPlanner:
         self.pairs.append((int(i), int(j)))
 
     def plan(self, budget: int) -> list[tuple[int, int]]:
-        """The next ``budget`` pairs, each chosen greedily after the previous one is added."""
+        """The next ``budget`` pairs, each chosen greedily after the previous one is added.
+
+        Args:
+            budget: the number of pairs.
+
+        Returns:
+            The pairs, in order.
+        """
         chosen = []
         for _ in range(budget):
             pair = self.next_pair()

@@ -5,7 +5,7 @@ lowest raw score among the models its owner ranked at or above it (Algorithm 2, 
 the running minimum down the owner's list), so a copy the owner did not put first can
 never outrank the copy it did: submitting clones buys no lottery tickets.  Models no owner
 lists keep their scores.  Variants: ``intervals`` gives ua-yrwr (only models above whose
-confidence intervals overlap constrain a model, section 4.4) and :func:`local_yrwr` corrects
+confidence intervals overlap constrain a model, section 4.4) and [`local_yrwr`][metaeval.pairwise.local_yrwr] corrects
 each leaderboard separately (section 4.5).
 """
 
@@ -70,6 +70,14 @@ def local_yrwr(scores, owner_rankings, leaderboards: Mapping[str, Sequence[str]]
 
     An owner's list is cut to the models on the board, so a model off the board never caps
     one on it (Hays et al., Proposition 4.6: truthful at every sample size).
+
+    Args:
+        scores: the models' scores, by name.
+        owner_rankings: owner -> its models, best first.
+        leaderboards: board -> its models.
+
+    Returns:
+        Board -> its corrected scores.
     """
     scores = _checked_scores(scores)
     lists = _checked_rankings(owner_rankings, scores.index)
@@ -88,7 +96,16 @@ def local_yrwr(scores, owner_rankings, leaderboards: Mapping[str, Sequence[str]]
 def owner_order_ranks(scores: pd.Series, owner_rankings: Mapping[str, Sequence[str]], rng=None) -> pd.Series:
     """Ranks (1 = best) by score; equal scores go by position in the owner's list (a
     YRWR-capped copy never passes the model above it), then at random (by ``rng``) or,
-    without one, by index order."""
+    without one, by index order.
+
+    Args:
+        scores: the models' scores, by name.
+        owner_rankings: owner -> its models, best first.
+        rng: the generator that orders the remaining ties.
+
+    Returns:
+        The ranks, by name.
+    """
     scores = _checked_scores(scores)
     position = np.zeros(len(scores), dtype=np.int64)
     for models in _checked_rankings(owner_rankings, scores.index).values():
@@ -98,7 +115,7 @@ def owner_order_ranks(scores: pd.Series, owner_rankings: Mapping[str, Sequence[s
 
 
 def correct_rating(rating, owner_rankings):
-    """A :class:`~metaeval.Rating` whose every player's ratings went through :func:`yrwr`.
+    """A [`Rating`][metaeval.ratings.base.Rating] whose every player's ratings went through `yrwr`.
 
     Strategy names are the models; each player's ratings are corrected with the owners'
     lists cut to that player's strategies (a task player, say, is left alone).  The raw

@@ -25,6 +25,7 @@ RATERS = {
     "payoff": payoff,
     **VOTING_RATERS,
 }
+"""Every rater by name: the ``method`` names [`rate`][metaeval.ratings.rate] accepts."""
 
 
 def rate(
@@ -45,10 +46,29 @@ def rate(
     With ``bootstrap=B`` the game is resampled B times (from its ``stderr``, or from
     ``samples`` of episode returns), re-rated, on ``workers`` Ray actors when more than
     one, and the Rating gains ``intervals`` at ``level``, ``p_top`` and CI-aware ranks;
-    see :mod:`metaeval.ratings.bootstrap`. ``correction="yrwr"`` with ``owner_rankings``
+    see [`metaeval.ratings.bootstrap`][metaeval.ratings.bootstrap]. ``correction="yrwr"`` with ``owner_rankings``
     (owner -> its strategies by name, best first) post-processes every player's ratings
     by You-Rank-We-Rank (``metaeval.pairwise.yrwr``); the owners are the keys of that
     mapping. Other keywords are the rater's options.
+
+    Args:
+        game: the meta-game to rate.
+        method: a rater's name in [`RATERS`][metaeval.ratings.RATERS] (or a rater function).
+        bootstrap: B >= 2 replicates for intervals; 0: point ratings only.
+        seed: the bootstrap's seed; same seed, same intervals.
+        level: the intervals' coverage, in (0, 1).
+        samples: episode returns ``[S, N, K_1, ..., K_N]`` to resample instead of ``stderr``.
+        workers: Ray actors rating the replicates.
+        address: an existing Ray cluster to rate them on.
+        correction: ``"yrwr"``, or None for no correction.
+        owner_rankings: owner -> its strategies by name, best first (with ``correction``).
+        **options: the rater's options.
+
+    Returns:
+        The [`Rating`][metaeval.ratings.base.Rating]: one number per strategy of every player.
+
+    Raises:
+        MetaEvalError: an unknown rater or option, or options that do not go together.
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"rate() needs a MetaGame, got {type(game).__name__}")
@@ -74,7 +94,18 @@ def rate(
 
 def check_options(method, options: dict):
     """The rater registered as ``method`` (or the rater function ``method``), once its name
-    and option names are checked."""
+    and option names are checked.
+
+    Args:
+        method: a rater's name in [`RATERS`][metaeval.ratings.RATERS], or a rater function.
+        options: the options meant for it.
+
+    Returns:
+        The rater function.
+
+    Raises:
+        MetaEvalError: an unknown rater, or an option it does not take.
+    """
     if callable(method):
         rater, method = method, getattr(method, "__name__", repr(method))
     else:

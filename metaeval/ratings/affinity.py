@@ -48,7 +48,15 @@ def _payoff_rows(game: MetaGame, player: int) -> np.ndarray:
 
 def clone_sets(game: MetaGame, player: int) -> np.ndarray:
     """Label of each strategy's set of exact clones (same payoff to ``player`` against every
-    co-player profile, to CLONE_TOLERANCE of the payoff scale), numbered by first appearance."""
+    co-player profile, to CLONE_TOLERANCE of the payoff scale), numbered by first appearance.
+
+    Args:
+        game: the meta-game.
+        player: the player whose strategies are compared.
+
+    Returns:
+        The labels ``[K_p]``.
+    """
     rows = _payoff_rows(game, player)
     scale = max(float(np.abs(game.payoffs).max()), np.finfo(float).tiny)
     rows = np.round(rows / scale / CLONE_TOLERANCE) + 0.0  # -0.0 made 0.0
@@ -56,7 +64,16 @@ def clone_sets(game: MetaGame, player: int) -> np.ndarray:
 
 
 def affinity_kernel(game: MetaGame, player: int, variance: float | None = None) -> np.ndarray:
-    """K (eqs. 5-6), exact expectation over uniform co-players; hard kernel when variance is None."""
+    """K (eqs. 5-6), exact expectation over uniform co-players; hard kernel when variance is None.
+
+    Args:
+        game: the meta-game.
+        player: the player whose strategies are compared.
+        variance: the Gaussian kernel's variance; None: 1 between clones, 0 otherwise.
+
+    Returns:
+        The kernel ``[K_p, K_p]``.
+    """
     if variance is None:
         labels = clone_sets(game, player)
         return (labels[:, None] == labels[None, :]).astype(np.float64)
@@ -70,7 +87,16 @@ def affinity_kernel(game: MetaGame, player: int, variance: float | None = None) 
 
 
 def affinity_entropy(x, kernel: np.ndarray, p: float = 1.0) -> float:
-    """H_a^p(x) = (1/p)[1 - 1^T (U x)^(p+1)] (eq. 4)."""
+    """H_a^p(x) = (1/p)[1 - 1^T (U x)^(p+1)] (eq. 4).
+
+    Args:
+        x: a mixture ``[K_p]``.
+        kernel: the affinity kernel ``[K_p, K_p]``.
+        p: the entropy's order, in (0, 1].
+
+    Returns:
+        The affinity entropy.
+    """
     if not 0 < p <= 1:
         raise MetaEvalError(f"affinity entropy needs 0 < p <= 1, got {p}")
     norms = np.linalg.norm(kernel, ord=p + 1, axis=0)
@@ -79,7 +105,17 @@ def affinity_entropy(x, kernel: np.ndarray, p: float = 1.0) -> float:
 
 def affinity_target(game: MetaGame, player: int, variance: float | None = None, p: float = 1.0) -> np.ndarray:
     """argmax_x H_a^p(x) over the simplex: 1/c per clone set, split evenly, for the hard
-    kernel; otherwise a convex program (CVXPY + Clarabel) on the de-cloned strategies."""
+    kernel; otherwise a convex program (CVXPY + Clarabel) on the de-cloned strategies.
+
+    Args:
+        game: the meta-game.
+        player: the player.
+        variance: the kernel's variance (None: the hard kernel).
+        p: the entropy's order, in (0, 1].
+
+    Returns:
+        The target mixture ``[K_p]``.
+    """
     labels = clone_sets(game, player)
     sizes = np.bincount(labels)
     if variance is None:
@@ -108,7 +144,15 @@ def _check_target(target: str) -> None:
 
 
 def max_relative_entropy_cce(game: MetaGame, target: np.ndarray) -> np.ndarray:
-    """argmax_sigma H(sigma) + sum sigma log t subject to the CCE constraints (sigma = 0 where t = 0)."""
+    """argmax_sigma H(sigma) + sum sigma log t subject to the CCE constraints (sigma = 0 where t = 0).
+
+    Args:
+        game: the meta-game.
+        target: the target joint distribution t ``[K_1, ..., K_N]``.
+
+    Returns:
+        The CCE ``[K_1, ..., K_N]``.
+    """
     import cvxpy as cp
 
     target = np.asarray(target, dtype=np.float64).ravel()
@@ -154,6 +198,14 @@ def payoff_with_target(game: MetaGame, target: str, kernel_variance: float | Non
     inside them, and the CCE constraints see the totals only: the answer is the MECCE of
     the de-cloned game (metaeval.solvers.mecce, dual Newton) spread evenly over the clones.
     Otherwise the exponential-cone program is solved.
+
+    Args:
+        game: the meta-game.
+        target: ``"affinity"``.
+        kernel_variance: the kernel's variance (None: the hard kernel).
+
+    Returns:
+        The Rating.
     """
     from metaeval.ratings.payoff import payoff
 
@@ -187,7 +239,14 @@ def decloned(game: MetaGame) -> tuple[MetaGame, list[np.ndarray]]:
     """The game with each player's clone sets merged into their first member, whose payoff
     to every other player is the mean over the set; and each player's set labels. The mean
     is the first member's payoff plus the mean difference from it, so payoffs that agree
-    across a set are kept bit for bit."""
+    across a set are kept bit for bit.
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        The de-cloned game and, per player, the label of each strategy's clone set.
+    """
     labels = [clone_sets(game, p) for p in range(game.num_players)]
     payoffs = game.payoffs
     for p, label in enumerate(labels):
@@ -207,7 +266,16 @@ def decloned(game: MetaGame) -> tuple[MetaGame, list[np.ndarray]]:
 
 
 def nash_with_target(game: MetaGame, target: str, kernel_variance: float | None = None) -> Rating:
-    """Nash ratings for the equilibrium selected with the hard affinity target (module docstring)."""
+    """Nash ratings for the equilibrium selected with the hard affinity target (module docstring).
+
+    Args:
+        game: the meta-game.
+        target: ``"affinity"``.
+        kernel_variance: None (the hard kernel).
+
+    Returns:
+        The Rating.
+    """
     from metaeval.ratings.nash import nash
 
     _check_target(target)

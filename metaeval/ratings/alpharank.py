@@ -1,6 +1,6 @@
 """alpha-Rank (Omidshafiei et al. 2019): stationary mass of an evolutionary Markov chain.
 
-Multi-population model (the default, SPEC 2): one state per joint pure profile; from
+Multi-population model (the default; maths, section 2): one state per joint pure profile; from
 profile s, one player p switches to another strategy, giving profile r, with probability
 ``eta * rho(G_p(r) - G_p(s))`` where ``eta = 1 / sum_p (K_p - 1)`` and ``rho`` is the
 fixation probability of a mutant in a population of m (eq. 10, Fermi selection):
@@ -15,7 +15,7 @@ Single-population model (``single_population=True``, symmetric 2-player games on
 states are the K strategies, and a mutant r invades a population playing s with
 ``rho(G_0(r, s) - G_0(s, r))`` (OpenSpiel's local selection model, used when it is given
 one payoff table); both players get the same ratings.  It is not the default because
-the SPEC defines alpha-Rank over joint profiles, which also covers asymmetric games.
+metaeval defines alpha-Rank over joint profiles (maths, section 2), which also covers asymmetric games.
 
 Non-local selection (``local_selection=False``, single population only; Han et al. 2013,
 OpenSpiel's ``use_local_selection_model=False``): a player's fitness is its mean payoff
@@ -29,11 +29,11 @@ computed in log space; in a constant-sum game it is the local formula with gain
 m / (m - 1) (G_0(r, s) - c / 2).
 
 Both agree with ``open_spiel.python.egt.alpharank.compute``; the chain is built sparsely
-(sum_p (K_p - 1) transitions per profile) and solved by :mod:`metaeval.solvers.markov`, so
+(sum_p (K_p - 1) transitions per profile) and solved by [`metaeval.solvers.markov`][metaeval.solvers.markov], so
 32,768 profiles take seconds instead of OpenSpiel's dense eigendecomposition.  From
 ``LINE_MIN_SWITCHES`` transitions on, the multi-population chain is never stored: its
-rates are applied along sorted payoff lines (:func:`line_rates`,
-:mod:`metaeval.solvers.line_rates`) and solved by :mod:`metaeval.solvers.line_markov`, so
+rates are applied along sorted payoff lines (`line_rates`,
+[`metaeval.solvers.line_rates`][metaeval.solvers.line_rates]) and solved by [`metaeval.solvers.line_markov`][metaeval.solvers.line_markov], so
 16.7M profiles (4.2e9 transitions) take 140-150 CPU s and 5.4 GiB when the chain has one
 metastable class, and one more linear solve per further class (753 CPU s with five;
 docs/benchmarks.md).
@@ -77,12 +77,17 @@ def alpharank(
     """Rate each strategy by its marginal alpha-Rank mass (defaults as OpenSpiel's ``compute``).
 
     Args:
+        game: the meta-game.
         alpha: selection intensity >= 0, or ``math.inf`` for the infinite-alpha model.
         population_size: m >= 2, the size of each population (ignored when alpha is inf).
         inf_alpha_eps: the noise eps in (0, 1) of the infinite-alpha model.
         single_population: use one population for a symmetric 2-player game.
         local_selection: False: the non-local selection model of Han et al. 2013 (module
             docstring; single population, finite alpha).
+
+    Returns:
+        The Rating; its ``distribution`` is the stationary distribution over joint profiles
+        (with one population: the product of its stationary mass with itself).
     """
     start = time.perf_counter()
     chain = _Chain(game, single_population, local_selection)
@@ -116,7 +121,19 @@ def alpharank_sweep(
     single_population: bool = False,
     local_selection: bool = True,
 ) -> list[np.ndarray]:
-    """Marginal stationary masses over a grid of alphas: one ``[len(alphas), K_p]`` array per player."""
+    """Marginal stationary masses over a grid of alphas: one ``[len(alphas), K_p]`` array per player.
+
+    Args:
+        game: the meta-game.
+        alphas: the selection intensities.
+        population_size: as in [`alpharank`][metaeval.ratings.alpharank.alpharank].
+        inf_alpha_eps: as in [`alpharank`][metaeval.ratings.alpharank.alpharank].
+        single_population: as in [`alpharank`][metaeval.ratings.alpharank.alpharank].
+        local_selection: as in [`alpharank`][metaeval.ratings.alpharank.alpharank].
+
+    Returns:
+        One array ``[len(alphas), K_p]`` per player.
+    """
     alphas = np.atleast_1d(np.asarray(alphas, dtype=np.float64))
     if alphas.ndim != 1 or len(alphas) == 0:
         raise MetaEvalError("alphas must be a non-empty 1-D sequence")
@@ -273,12 +290,12 @@ def _single_population(game: MetaGame):
 
 #: Far-field accuracy of the line expansion: exp(-FAR_EXPONENT) ~ 4e-18 relative.
 FAR_EXPONENT = 40.0
-#: Most terms of the fixation probability's series per direction (see :func:`line_rates`).
+#: Most terms of the fixation probability's series per direction (see ``line_rates``).
 MAX_SERIES_TERMS = 8
 
 
 def line_rates(game: MetaGame, alpha: float, population_size: int, inf_alpha_eps: float) -> LineRates:
-    """The multi-population chain of ``game`` as matrix-free :class:`LineRates`.
+    """The multi-population chain of ``game`` as matrix-free `LineRates`.
 
     For u = alpha d > 0, rho = (1 - e^-u) / (1 - e^-mu) = sum_{k>=0} (e^-kmu - e^-(km+1)u),
     and rho(-d) = e^-(m-1)u rho(d) = sum_k (e^-(km+m-1)u - e^-(km+m)u): T terms of each are

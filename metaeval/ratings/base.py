@@ -18,13 +18,27 @@ if TYPE_CHECKING:
 
 
 def product_distribution(marginals) -> np.ndarray:
-    """The joint distribution ``[K_1..K_N]`` of independent per-player mixtures (their outer product)."""
+    """The joint distribution ``[K_1..K_N]`` of independent per-player mixtures (their outer product).
+
+    Args:
+        marginals: one mixture per player.
+
+    Returns:
+        The joint distribution.
+    """
     return functools.reduce(np.multiply.outer, [np.asarray(m, dtype=np.float64) for m in marginals])
 
 
 def marginals(sigma: np.ndarray) -> list[np.ndarray]:
     """Each player's marginal of a joint distribution ``sigma`` ``[K_1..K_N]``: a list of N
-    1-D arrays, ``marginals(sigma)[p][i]`` the probability that player p plays strategy i."""
+    1-D arrays, ``marginals(sigma)[p][i]`` the probability that player p plays strategy i.
+
+    Args:
+        sigma: a joint distribution ``[K_1, ..., K_N]``.
+
+    Returns:
+        The N marginals.
+    """
     axes = range(sigma.ndim)
     return [sigma.sum(axis=tuple(q for q in axes if q != p)) for p in axes]
 
@@ -79,19 +93,40 @@ class Rating:
             )
 
     def ranking(self, player: int = 0) -> list[str]:
-        """Strategy names of ``player`` from best to worst (stable for ties)."""
+        """Strategy names of ``player`` from best to worst (stable for ties).
+
+        Args:
+            player: the player.
+
+        Returns:
+            The names, best first.
+        """
         order = np.argsort(-self.ratings[player], kind="stable")
         return [self.game.strategy_names[player][i] for i in order]
 
     def ranks(self, player: int = 0) -> np.ndarray:
         """1 + the number of the player's strategies rated above this one by more than
-        ``tolerance``: strategies tied within the rater's accuracy share the best rank."""
+        ``tolerance``: strategies tied within the rater's accuracy share the best rank.
+
+        Args:
+            player: the player.
+
+        Returns:
+            The ranks ``[K_p]`` (1 = best), in strategy order.
+        """
         values = self.ratings[player]
         return shared_ranks(values, values, self.tolerance)
 
     def ci_ranks(self) -> list[np.ndarray]:
         """Per player, 1 + the number of strategies whose interval lies wholly above this
-        one's (by more than ``tolerance``)."""
+        one's (by more than ``tolerance``).
+
+        Returns:
+            One array of ranks ``[K_p]`` per player (1 = best).
+
+        Raises:
+            MetaEvalError: the rating has no intervals (it was not bootstrapped).
+        """
         if self.intervals is None:
             raise MetaEvalError("CI-aware ranks need intervals: rate with bootstrap=B")
         return [shared_ranks(b[:, 0], b[:, 1], self.tolerance) for b in self.intervals]
@@ -99,7 +134,11 @@ class Rating:
     def to_frame(self) -> pd.DataFrame:
         """Long table: player, strategy, rating, rank (1 = best; ratings within the rater's
         ``tolerance``, kept in ``frame.attrs["rank_tolerance"]``, share a rank); with a
-        bootstrap also low, high, p_top and ci_rank."""
+        bootstrap also low, high, p_top and ci_rank.
+
+        Returns:
+            One row per strategy of every player.
+        """
         import pandas as pd  # a tenth of a second to import: only for tables
 
         columns = ["player", "strategy", "rating", "rank"]
@@ -120,7 +159,11 @@ class Rating:
         return frame
 
     def rank_note(self) -> str:
-        """One line saying how ranks treat ties, for printed tables."""
+        """One line saying how ranks treat ties, for printed tables.
+
+        Returns:
+            The line.
+        """
         return (f"ranks: ratings within {self.tolerance:.3g} of each other ({self.method}'s accuracy) "
                 "share a rank")
 
@@ -135,15 +178,22 @@ def shared_ranks(low, high, tolerance: float) -> np.ndarray:
 
 UNIT_SCALES = (2.0**-64, 2.0**64)
 """Games whose largest |payoff| lies outside this range are rated by homogeneous raters at
-unit scale (:func:`homogeneous`); ordinary games are rated as given, bit for bit."""
+unit scale ([`homogeneous`][metaeval.ratings.base.homogeneous]); ordinary games are rated as given, bit for bit."""
 
 
 def homogeneous(*payoff_diagnostics: str):
     """Make a rater whose ratings of ``a * game`` are ``a`` times those of ``game`` (a > 0)
     rate extreme games at unit scale: payoffs (and standard errors) divided by the power of
-    two :meth:`MetaGame.payoff_scale` (exact), ratings, tolerance and the diagnostics named
+    two [`MetaGame.payoff_scale`][metaeval.game.MetaGame.payoff_scale] (exact), ratings, tolerance and the diagnostics named
     in ``payoff_diagnostics`` multiplied back. Sums and differences of payoffs near 1e308
-    would overflow inside the solvers; ratings that themselves overflow are refused."""
+    would overflow inside the solvers; ratings that themselves overflow are refused.
+
+    Args:
+        *payoff_diagnostics: the diagnostics (in payoff units) scaled back with the ratings.
+
+    Returns:
+        A decorator for a rater function.
+    """
 
     def wrap(rater):
         @functools.wraps(rater)

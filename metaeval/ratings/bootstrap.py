@@ -85,7 +85,14 @@ class Resampler:
             )
 
     def draw(self, rng: np.random.Generator) -> np.ndarray:
-        """One resampled payoff tensor ``[N, K_1, ..., K_N]``."""
+        """One resampled payoff tensor ``[N, K_1, ..., K_N]``.
+
+        Args:
+            rng: the generator the draw uses.
+
+        Returns:
+            The payoff tensor.
+        """
         if self.samples is not None:
             return self._redraw_episodes(rng)
         game = self.game
@@ -168,7 +175,7 @@ def summarise(replicates: list[np.ndarray], level: float,
               tolerance: float = 0.0) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Percentile intervals ``[K_p, 2]`` ((B+1)a-th order statistics, module docstring) and
     top probabilities ``[K_p]`` from replicates ``[B, K_p]``; ratings within ``tolerance``
-    (the rater's, :attr:`Rating.tolerance`) of a replicate's best share its top."""
+    (the rater's, `Rating.tolerance`) of a replicate's best share its top."""
     intervals, p_top = [], []
     for values in replicates:
         intervals.append(percentile_interval(values, level).T)
@@ -195,6 +202,7 @@ def with_intervals(
     Args:
         game: the game to rate, with ``stderr`` unless ``samples`` are given.
         rater: the rater function, run on the game and on every replicate with ``options``.
+        options: the rater's options.
         replicates: B >= 2.
         seed: non-negative int; same seed, same intervals.
         level: interval coverage in (0, 1).
@@ -202,7 +210,10 @@ def with_intervals(
         workers: Ray actors rating replicates; 1 rates them in-process unless an
             ``address`` is given.
         address: an existing Ray cluster (default ``$RAY_ADDRESS``, else embedded Ray).
-        progress: True, None or False (:mod:`metaeval.runs.progress`).
+        progress: True, None or False ([`metaeval.runs.progress`][metaeval.runs.progress]).
+
+    Returns:
+        The Rating of ``game``, with ``intervals``, ``p_top`` and ``replicates``.
     """
     _check_arguments(replicates, seed, level, workers, sum(game.shape))
     resampler = Resampler(game, samples)  # validates before any work starts
@@ -267,7 +278,14 @@ def least_replicates(level: float) -> int:
     """The fewest replicates B whose percentile interval at ``level`` = 1 - 2a exists: its
     bounds are the (B+1)a-th order statistics (module docstring), so (B+1)a >= 1 (39 at 95%).
     With fewer, both bounds are clamped to the extreme replicates and the interval covers less
-    than ``level``, however the point estimate falls."""
+    than ``level``, however the point estimate falls.
+
+    Args:
+        level: the interval's coverage, in (0, 1).
+
+    Returns:
+        The number of replicates.
+    """
     tail = (1.0 - level) / 2.0
     return max(2, math.ceil(1.0 / tail - 1.0 - 1e-9))
 

@@ -10,7 +10,7 @@ and grouping the joints by opponent q's strategy c splits it exactly:
     c_q(a'_p, c) = sum_{a : a_q = c} sigma(a) [G_p(a'_p, a_-p) - G_p(a)],
     sum_c c_q(a'_p, c) = r_p(a'_p).
 
-With p = agent A and q = the task of the agent-vs-agent-vs-task game this is SPEC 6's
+With p = agent A and q = the task of the agent-vs-agent-vs-task game this is the maths page's (section 6)
 per-task contribution c(m', t). For a product sigma = x_1 x ... x x_N it is
 x_q(c) [u_p(a'_p, c, x_-pq) - u_p(c, x_-q)]. Liu et al. (2025, section 4.3) print the
 opposite sign, x_q(c) [u_p(c, x_-q) - u_p(a'_p, c, x_-pq)], which sums to -r_p.
@@ -33,7 +33,14 @@ EQUILIBRIUM_RATERS = ("deviation", "payoff", "nash")
 
 def joint_distribution(rating: Rating) -> np.ndarray:
     """The rating's distribution as a joint over the game's joints (outer product of
-    per-player strategies when it holds one strategy per player)."""
+    per-player strategies when it holds one strategy per player).
+
+    Args:
+        rating: a rating with a distribution.
+
+    Returns:
+        The joint distribution ``[K_1, ..., K_N]``.
+    """
     return np.asarray(rating.distribution, dtype=np.float64)
 
 
@@ -43,6 +50,14 @@ def contributions(rating: Rating, player: int = 0, opponent: int | None = None) 
     ``opponent`` defaults to the last player (the task of an evaluation-data game).
     Rows sum to the deviation gains of the rating's distribution, which are the ratings
     (up to the equilibrium solver's tolerance, reported by the raters' diagnostics).
+
+    Args:
+        rating: a rating against an equilibrium (deviation, payoff or nash).
+        player: the rated player.
+        opponent: the player whose strategies contribute.
+
+    Returns:
+        The contributions ``[K_player, K_opponent]``.
     """
     if not isinstance(rating, Rating):
         raise MetaEvalError(f"contributions need a Rating, got {type(rating).__name__}")
@@ -69,7 +84,16 @@ def contributions(rating: Rating, player: int = 0, opponent: int | None = None) 
 
 
 def contribution_frame(rating: Rating, player: int = 0, opponent: int | None = None) -> pd.DataFrame:
-    """Long table: strategy, opponent strategy, contribution, rating (one row per pair)."""
+    """Long table: strategy, opponent strategy, contribution, rating (one row per pair).
+
+    Args:
+        rating: as in [`contributions`][metaeval.ratings.contributions.contributions].
+        player: the rated player.
+        opponent: the player whose strategies contribute; default: the last.
+
+    Returns:
+        The table.
+    """
     import pandas as pd  # a tenth of a second to import: only for tables
 
     opponent = rating.game.num_players - 1 if opponent is None else opponent

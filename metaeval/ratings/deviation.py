@@ -1,4 +1,4 @@
-"""Deviation ratings: CCE deviation gains under the strictest CCE (SPEC 2.1, Algorithm 1).
+"""Deviation ratings: CCE deviation gains under the strictest CCE (maths, section 2.1).
 
 Marris, Liu, Gemp, Piliouras, Lanctot (2025), "Deviation Ratings". Each round solves
 
@@ -12,7 +12,7 @@ The first LP is solved over working sets of rows and joints
 when that face has at most FACE_JOINTS joints the later rounds run there, as small LPs
 whose equalities are kept exactly and whose constant gains are read off
 (metaeval.solvers.cce_face). Otherwise the rounds run in one warm-started model
-(:func:`_warm_rounds`), as described next.
+(`_warm_rounds`), as described next.
 
 One HiGHS model serves every round. Each deviation gain has its own column
 ``g_i = (A sigma)_i`` (an equality row) and a cap row ``g_i - t <= 0``. Freezing i sets
@@ -24,7 +24,7 @@ A frozen constraint is tight at every optimum of its round, i.e. everywhere on t
 g_i == t. The one-sided bound states the same thing without asking the solver to meet
 an equality whose right-hand side carries an earlier LP's rounding.
 
-Safeguards (all in :class:`_Safeguards`; counted in the diagnostics). In exact arithmetic
+Safeguards (all in `_Safeguards`; counted in the diagnostics). In exact arithmetic
 every round is feasible (the previous optimum meets every frozen bound), so a round the
 warm model cannot solve is round-off, typical of evolved populations whose strategies are
 nearly tied (the frozen face is then thin and ill-conditioned):
@@ -33,10 +33,10 @@ nearly tied (the frozen face is then thin and ill-conditioned):
   exceed RESIDUAL_TOLERANCE (the warm basis drifts on nearly tied games), is solved again
   in a fresh model, with presolve and the dual simplex, frozen gains as plain rows;
 - ``looser_tolerances``: that fresh model needed feasibility tolerances looser than
-  1e-10 (up to 1e-7 of the largest payoff difference, :func:`metaeval.solvers.lp.solve`);
+  1e-10 (up to 1e-7 of the largest payoff difference, `metaeval.solvers.lp.solve`);
 - ``largest_gain_freezes``: a round whose duals name no active constraint freezes the
-  largest gain (see :func:`constraints_to_freeze`);
-- ``column_generation_retries`` (in :func:`deviation`): if the LPs over every joint still
+  largest gain (see `constraints_to_freeze`);
+- ``column_generation_retries`` (in [`deviation`][metaeval.ratings.deviation.deviation]): if the LPs over every joint still
   fail, the game is rated by column generation over its own joints instead;
 - ``final_resolves``: the last LP's sigma must reproduce every frozen value to
   CHECK_TOLERANCE; if it does not, sigma is recomputed by an LP minimising the largest
@@ -328,8 +328,15 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     (metaeval.solvers.cce_first_round), so its optimum, t and duals are those of the LP
     over every joint. The later rounds run on its optimal face (metaeval.solvers.cce_face)
     if that has at most FACE_JOINTS joints, else from the first round again in one
-    warm-started HiGHS model with the safeguards of :class:`_Safeguards`
-    (:func:`_warm_rounds`).
+    warm-started HiGHS model with the safeguards of `_Safeguards`
+    (`_warm_rounds`).
+
+    Args:
+        source: the column source of the CCE system.
+        joints: the joints the first working set starts from; default: all.
+
+    Returns:
+        The strictest CCE, its ratings and how it was found.
     """
     rows = source.num_rows
     pricer = _Pricer(source)
@@ -378,8 +385,8 @@ def _first_round(source, joints: np.ndarray, pricer: "_Pricer") -> tuple[_Round,
 
 
 def _warm_rounds(source, joints: np.ndarray, pricer: "_Pricer", priced: int, iterations: int) -> StrictestCCE:
-    """Algorithm 1 from its first round in one warm-started HiGHS model (:class:`_WarmModel`)
-    over ``joints``, with the safeguards of :class:`_Safeguards`.
+    """Algorithm 1 from its first round in one warm-started HiGHS model (`_WarmModel`)
+    over ``joints``, with the safeguards of `_Safeguards`.
 
     Before a round's constraints are frozen, every joint is priced with that round's
     duals and those with negative reduced cost enter (column generation); the round is
@@ -433,7 +440,7 @@ def _masses_on(model: FirstRoundModel, result: _Round, joints: np.ndarray) -> np
 
 class _Pricer:
     """Reduced costs -(s + A_j^T y) of every joint, priced by one contraction
-    (:meth:`GameColumns.price`) into an array kept between pricings.
+    (`GameColumns.price`) into an array kept between pricings.
 
     Each round needs at least one pricing to prove its LP optimal over every joint: at
     4 x 64 (16.7M joints) pricing is most of the time. Bounding the change of reduced
@@ -477,7 +484,7 @@ class _Pricer:
 @homogeneous("max_violation")
 def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = True,
               column_generation: bool | None = None) -> Rating:
-    """CCE deviation ratings r_p(a'_p) = delta_p(a'_p; sigma*) (SPEC 2.1; Marris et al. 2025, eq. 3a).
+    """CCE deviation ratings r_p(a'_p) = delta_p(a'_p; sigma*) (maths, section 2.1; Marris et al. 2025, eq. 3a).
 
     Args:
         game: the meta-game.
@@ -488,18 +495,19 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
             False: every joint of the reduced system in the LPs; None (default): column
             generation above COLUMN_GENERATION_JOINTS joints. Both give the same ratings.
 
-    Returns a Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
-    diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
-    round and per pricing or row generation that added joints or rows, plus any
-    safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
-    safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
-    ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size
-    (``lp_rows``: deviations, ``first_rows``: those in the first LP, ``lp_columns``: joints
-    in the first LP, and in the warm one if the later rounds ran there), ``face_rounds``
-    (rounds on the first LP's optimal face), ``read_off`` (ratings read there as gains
-    constant on the face), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
-    |delta(sigma*) - rating| over all constraints in payoff units (at most
-    CHECK_TOLERANCE times the largest payoff difference).
+    Returns:
+        A Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
+        diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
+        round and per pricing or row generation that added joints or rows, plus any
+        safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
+        safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
+        ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size
+        (``lp_rows``: deviations, ``first_rows``: those in the first LP, ``lp_columns``: joints
+        in the first LP, and in the warm one if the later rounds ran there), ``face_rounds``
+        (rounds on the first LP's optimal face), ``read_off`` (ratings read there as gains
+        constant on the face), ``priced_joints`` (added by pricing) and ``max_violation``, the largest
+        |delta(sigma*) - rating| over all constraints in payoff units (at most
+        CHECK_TOLERANCE times the largest payoff difference).
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"deviation ratings need a MetaGame, got {type(game).__name__}")

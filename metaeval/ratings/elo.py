@@ -1,4 +1,4 @@
-"""Elo ratings: a batch Bradley-Terry fit on base 10 with scale 400 (SPEC 2, `elo`).
+"""Elo ratings: a batch Bradley-Terry fit on base 10 with scale 400 (maths, section 2, `elo`).
 
 P(i beats j) = 1 / (1 + 10^((r_j - r_i) / 400)).  The maximum-likelihood ratings of a
 matrix of (possibly fractional) wins are unique up to a common shift when the "i has
@@ -32,6 +32,9 @@ def bradley_terry(wins, prior: float = 0.0) -> np.ndarray:
             diagonal is ignored.
         prior: virtual games added between every pair, half won by each side; any
             ``prior > 0`` makes the estimate exist even when someone never lost.
+
+    Returns:
+        The ratings ``[K]``, base 10, scale 400, mean 0.
     """
     wins = np.array(wins, dtype=np.float64)
     if wins.ndim != 2 or wins.shape[0] != wins.shape[1] or wins.shape[0] < 1:
@@ -141,6 +144,15 @@ def elo(game: MetaGame, prior: float = 0.0) -> Rating:
 
     Each ordered pair (i, j) counts ``game.counts[i, j]`` games (1 without counts), so i's
     wins over j are ``(n_ij + n_ji) G_0[i, j]``.  Both players get the same ratings.
+
+    Args:
+        game: a symmetric 2-player game whose ``payoffs[0][i, j]`` is the probability that i
+            beats j (such as [`metaeval.pairwise.to_metagame`][metaeval.pairwise.to_metagame] makes).
+        prior: virtual games between every pair, half won by each side (as in
+            [`bradley_terry`][metaeval.ratings.elo.bradley_terry]).
+
+    Returns:
+        The Rating (base 10, scale 400, mean 0), the same for both players.
     """
     _check_win_probability_game(game)
     probability = game.payoffs[0]

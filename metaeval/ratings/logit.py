@@ -3,7 +3,7 @@
 McKelvey & Palfrey's logit quantal-response equilibria x(lambda) start at the uniform
 profile (lambda = 0) and, along the principal branch, converge to a Nash equilibrium as
 lambda -> infinity; that limit selects one equilibrium of any game (Marris et al. 2022).
-The branch is traced (:func:`trace_logit_branch`) to a max regret of ``TRACE_REGRET``
+The branch is traced (`trace_logit_branch`) to a max regret of ``TRACE_REGRET``
 times the payoff range (tighter targets make path followers crawl: 1e-12 did not finish
 in minutes on a 3 x 8 game), then the end point is refined by Newton's method on the
 equilibrium conditions over its support S:
@@ -30,14 +30,14 @@ it and 170 through pygambit's (which ended on each of these within 60 s), with r
 equal to 1e-9 except in 53 degenerate games, where the refinement reaches another point
 of the same continuum of equilibria (differences up to 1.1e-4, both at max regret below
 1.2e-14). pygambit's follower remains the fallback when this tracer gives up far from
-the end (:func:`_branch_end`), and the reference it is tested against.
+the end (`_branch_end`), and the reference it is tested against.
 
 On large games a step's cost is passes over the payoff tensors (134 MB a player at
 4 x 64), memory-bound. A step reads each tensor twice for its Jacobian
-(:func:`_all_cross_payoffs`) and about once more per corrector iteration; the max regret's
-pass is made only near the end (:func:`_branch_regret`). At 4 x 64 a Jacobian takes
+(`_all_cross_payoffs`) and about once more per corrector iteration; the max regret's
+pass is made only near the end (`_branch_regret`). At 4 x 64 a Jacobian takes
 0.054 CPU s instead of 0.113, and a step 0.08 instead of 0.17. The number of steps is set
-by the step control (comment above :func:`trace_logit_branch`): on a random 4 x 32 game
+by the step control (comment above `trace_logit_branch`): on a random 4 x 32 game
 the branch turns back in lambda 14 times between lambda = 100 and 1e4, where 1,024 of the
 1,184 Jacobians went with pygambit's growth of 1.1 a step and 391 of 426 go now.
 Payoffs stay float64, the Jacobian included: the residuals multiply payoff differences by
@@ -97,7 +97,7 @@ def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> 
     a fallback then.
 
     Where the trace stalls far from an equilibrium (at a branch point whose Jacobian is
-    singular, which pygambit's follower does not pass either), :func:`_nearest_equilibrium`
+    singular, which pygambit's follower does not pass either), `_nearest_equilibrium`
     selects the equilibrium nearest the point reached.
     """
     reached = _branch_end(payoffs, symmetric)
@@ -190,7 +190,7 @@ class BranchStalled(MetaEvalError):
 
 
 def _branch_end(payoffs: np.ndarray, symmetric: bool) -> list[np.ndarray]:
-    """The branch's point at ``TRACE_REGRET``, from :func:`trace_logit_branch`. Where its
+    """The branch's point at ``TRACE_REGRET``, from `trace_logit_branch`. Where its
     steps stall short of that target (on a kuhn_3p meta-game of ``tests/regression``, at
     lambda = 5e7 and a max regret of 1.2e-8 x range, where the equations are too stiff for
     the corrector), the point reached is kept if its max regret is already below
@@ -202,7 +202,7 @@ def _branch_end(payoffs: np.ndarray, symmetric: bool) -> list[np.ndarray]:
     Otherwise pygambit's follower, in a child process stopped after ``GAMBIT_SECONDS``:
     it has no step limit, and on that meta-game it ran for 55 minutes towards 1e-8 and
     grew to 11.7 GB. A symmetric game keeps the point its tracer reached (see
-    :func:`limiting_logit_equilibrium`), and so does a game whose follower fails."""
+    `limiting_logit_equilibrium`), and so does a game whose follower fails."""
     reached = None
     try:
         return trace_logit_branch(payoffs, TRACE_REGRET, symmetric=symmetric)
@@ -222,7 +222,7 @@ def _branch_end(payoffs: np.ndarray, symmetric: bool) -> list[np.ndarray]:
 
 
 def _gambit_logit(payoffs: np.ndarray) -> list[np.ndarray]:
-    """pygambit's end point of the principal branch (:func:`gambit_branch_end`) computed in
+    """pygambit's end point of the principal branch (`gambit_branch_end`) computed in
     a child process, which is stopped after ``GAMBIT_SECONDS``."""
     sent = io.BytesIO()
     np.save(sent, payoffs)
@@ -329,7 +329,7 @@ def _branch_regret(v, offsets) -> float:
     """The max regret at v read off the branch equations, without a pass over the payoffs:
     where they hold, G_p(i, x_-p) - G_p(0, x_-p) = (y_p(i) - y_p(0)) / lambda, so player p's
     regret is (max_i y_p(i) - x_p . y_p) / lambda. The corrector leaves residuals of about
-    its tolerance, an error of ~1e-4 / lambda; :func:`max_regret` confirms the end, so
+    its tolerance, an error of ~1e-4 / lambda; `max_regret` confirms the end, so
     this only spares its N passes over the tensor at every step before it."""
     lam = v[-1]
     if not lam > 0:
@@ -397,7 +397,7 @@ def _step(payoffs, v, tangent, orientation, offsets, equations=None):
 
 
 def _branch_equations(payoffs, v, offsets, jacobian=True):
-    """Residuals of :func:`trace_logit_branch`'s equations at v and their Jacobian in v
+    """Residuals of `trace_logit_branch`'s equations at v and their Jacobian in v
     (with a spare zero last row, making it square; None if not ``jacobian``)."""
     n = offsets[-1]
     y, lam = v[:n], v[n]
@@ -565,13 +565,13 @@ def _all_cross_payoffs(payoff, x, p) -> dict:
 
 
 def _payoff_from(cross: dict, x) -> np.ndarray:
-    """G_p(i, x_-p) from one of :func:`_all_cross_payoffs`' matrices (no pass over the tensor)."""
+    """G_p(i, x_-p) from one of `_all_cross_payoffs`' matrices (no pass over the tensor)."""
     q, values = next(iter(cross.items()))
     return values @ x[q]
 
 
 def _gambit_child() -> None:
-    """The child process of :func:`_gambit_logit`: payoffs (``np.save``) on stdin, pygambit's
+    """The child process of `_gambit_logit`: payoffs (``np.save``) on stdin, pygambit's
     end point (``np.savez``, one array per player) on stdout, a MetaEvalError on stderr."""
     payoffs = np.load(io.BytesIO(sys.stdin.buffer.read()))
     try:

@@ -4,7 +4,7 @@ On the logit branch every player plays x_q = softmax(lambda G_q(., x_-q)), and G
 does not depend on x_q: given the others' strategies and lambda, a player's strategy is
 explicit. So the last player's unknowns can be substituted away, and the branch traced in
 (y_0, y_1, lambda) alone (y = log x): its projection, one to one, of the curve that
-:func:`metaeval.ratings.logit.trace_logit_branch` follows in all unknowns. Its Jacobian
+`metaeval.ratings.logit.trace_logit_branch` follows in all unknowns. Its Jacobian
 adds, by the chain rule, the effect of x_0, x_1 and lambda through x_2:
 
     dx_2 = (diag x_2 - x_2 x_2^T) (lambda dg + g dlambda),   g = G_2(., x_0, x_1),
@@ -42,8 +42,8 @@ Two more things make the branch cheap to follow to its end (bench.scale_koth, 64
 So at 64 x 2,000 the branch ends in about 540 steps (130 of them substituted), 7 CPU s,
 where it did not end in 1,500 s; at 64 x 500 in 1.6 CPU s instead of 3.4, at the same
 equilibrium as the full tracer (to 1e-14 on the KOTH games of the tests). The end point
-is refined and checked exactly as the full tracer's (:func:`metaeval.ratings.logit._refined`),
-followed further where that refinement is not exact (:func:`limiting_logit_equilibrium`).
+is refined and checked exactly as the full tracer's (`metaeval.ratings.logit._refined`),
+followed further where that refinement is not exact (`limiting_logit_equilibrium`).
 """
 
 from __future__ import annotations
@@ -231,13 +231,13 @@ def trace_eliminated_branch(payoffs: np.ndarray, target: float) -> list[np.ndarr
     """The principal logit branch of a 3-player game, traced in the unknowns of the live
     strategies, the last player's substituted while it has many (module docstring), by the
     predictor-corrector steps and step control of
-    :func:`metaeval.ratings.logit.trace_logit_branch`, until the max regret is at most
+    `metaeval.ratings.logit.trace_logit_branch`, until the max regret is at most
     ``target`` times the payoff range. Raises logit.BranchStalled as that does."""
     return next(_branch_points(payoffs, [target]))
 
 
 def _branch_points(payoffs, targets):
-    """The points of the branch (as :func:`trace_eliminated_branch`) where the max regret
+    """The points of the branch (as `trace_eliminated_branch`) where the max regret
     first falls to each of the decreasing ``targets`` times the payoff range (one point for
     the targets it reaches at once)."""
     if payoffs.shape[0] != 3:
@@ -290,7 +290,7 @@ def _branch_points(payoffs, targets):
 
 
 def limiting_logit_equilibrium(payoffs: np.ndarray) -> list[np.ndarray]:
-    """The LLE of a 3-player game (as :func:`metaeval.ratings.logit.limiting_logit_equilibrium`,
+    """The LLE of a 3-player game (as `metaeval.ratings.logit.limiting_logit_equilibrium`,
     without pygambit's follower as a fallback, which cannot follow games this large).
 
     Where the refinement of the point at TRACE_REGRET is not an exact equilibrium (max

@@ -1,4 +1,4 @@
-"""Nash rating: payoff against a uniquely selected Nash equilibrium x (SPEC 2, `nash`).
+"""Nash rating: payoff against a uniquely selected Nash equilibrium x (maths, section 2, `nash`).
 
     r_p(a_p) = G_p(a_p, x_-p) - G_p(x)
 
@@ -8,9 +8,9 @@ ratings are clone invariant.  Every other game uses the limiting logit equilibri
 (Marris et al. 2022); in a symmetric game (players identical up to relabelling, within
 SYMMETRY_TOLERANCE of the payoff range) that of the symmetric branch, a symmetric
 equilibrium, so identical players get identical ratings
-(:func:`metaeval.ratings.logit.limiting_logit_equilibrium`); in a large king-of-the-hill
+(`metaeval.ratings.logit.limiting_logit_equilibrium`); in a large king-of-the-hill
 game the branch is traced with the prompt player eliminated
-(:mod:`metaeval.ratings.logit_eliminated`).  Every rating is <= 0 up
+([`metaeval.ratings.logit_eliminated`][metaeval.ratings.logit_eliminated]).  Every rating is <= 0 up
 to the equilibrium's max regret, which the diagnostics report.
 """
 
@@ -56,11 +56,19 @@ def well_scaled(payoffs: np.ndarray) -> tuple[np.ndarray, float]:
 def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None = None) -> Rating:
     """Rate every strategy by its payoff against the selected equilibrium, minus its value.
 
-    The solvers see :func:`well_scaled` payoffs, so the ratings of ``a * game + b`` are
+    The solvers see `well_scaled` payoffs, so the ratings of ``a * game + b`` are
     ``a`` times those of ``game``; the max regret is accepted up to REGRET_TOLERANCE times
     the payoff range. ``target="affinity"`` selects the equilibrium with the
     clone-invariant affinity-entropy target instead (Liu et al. 2025;
     metaeval.ratings.affinity).
+
+    Args:
+        game: the meta-game (at least 2 players).
+        target: ``"uniform"``, or ``"affinity"`` for the clone-invariant selection.
+        kernel_variance: with ``target="affinity"``: None, the only kernel it supports.
+
+    Returns:
+        The Rating; its ``distribution`` is the product of the equilibrium's mixtures.
     """
     if target != "uniform":
         from metaeval.ratings.affinity import nash_with_target

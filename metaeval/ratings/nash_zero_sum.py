@@ -4,17 +4,17 @@ The Nash equilibria of a zero-sum game form a product of polytopes X* x Y* (the 
 maximin strategies), so the maximum-entropy equilibrium maximises each player's entropy
 separately.  Each player's value v comes from an exact LP (HiGHS simplex), as the payoff
 its maximin strategy guarantees, so that strategy meets the constraints below; then, over
-the strategies S that some maximin strategy plays (:func:`optimal_supports`),
+the strategies S that some maximin strategy plays (`optimal_supports`),
 
     max_x  -sum_i x_i log x_i   s.t.  sum_{i in S} x_i = 1,  A_S^T x >= v - delta,
 
-which is the maximum-entropy problem of :mod:`metaeval.solvers.mecce` with the constraint matrix
+which is the maximum-entropy problem of [`metaeval.solvers.mecce`][metaeval.solvers.mecce] with the constraint matrix
 M = (v - delta) - A_S^T, solved by the same dual Newton method and safeguards as the MECCE.
 The slack delta (1e-12 of max |A|) absorbs the rounding of A^T x.
 
 Why S first: the slack widens X* into a polytope in which *every* strategy i can carry
 mass up to about delta / g_i, g_i its payoff gap against the opponent's equilibrium. On
-all strategies, the largest-support LP of :func:`metaeval.solvers.mecce.largest_support` would
+all strategies, the largest-support LP of [`metaeval.solvers.mecce.largest_support`][metaeval.solvers.mecce.largest_support] would
 have to cut that continuum at its resolution 1 / SUPPORT_RATIO = 1e-9, i.e. at gaps near
 delta * 1e9 = 1e-3 of the range, which are common; a strategy near that cut puts the LP's
 optimum at its cap, in a basis holding the widened face's block, whose smallest singular
@@ -65,7 +65,7 @@ def optimal_supports(row_payoffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     The optimal pairs are the cone {(x, y, u) >= 0 : u <= (B^T x)_j, (B y)_i <= u,
     sum x = sum y} for B = A shifted to positive entries (the same equilibria, a positive
     value u / sum x): weak duality forces u = x^T B y / sum x, the value. It has no slack,
-    so :func:`metaeval.solvers.mecce.largest_support` reads its supports off exactly.
+    so [`metaeval.solvers.mecce.largest_support`][metaeval.solvers.mecce.largest_support] reads its supports off exactly.
     """
     k_row, k_col = row_payoffs.shape
     shifted = row_payoffs - row_payoffs.min() + 1.0
@@ -85,7 +85,7 @@ def optimal_supports(row_payoffs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def max_entropy_maximin(row_payoffs: np.ndarray, value: float, support: np.ndarray | None = None) -> np.ndarray:
     """The maximum-entropy x in {x in simplex : A^T x >= value - slack}, on ``support``
-    (default :func:`optimal_supports`' rows), zero elsewhere."""
+    (default `optimal_supports`' rows), zero elsewhere."""
     row_payoffs = np.asarray(row_payoffs, dtype=np.float64)
     if support is None:
         support = optimal_supports(row_payoffs)[0]

@@ -1,4 +1,4 @@
-"""Payoff ratings: deviation gains under the maximum-entropy CCE (SPEC 2.2; Marris et al. 2022).
+"""Payoff ratings: deviation gains under the maximum-entropy CCE (maths, section 2.2; Marris et al. 2022).
 
 r_p(a_p) = delta_p(a_p; sigma_MECCE) = sum_a sigma(a) (G_p(a_p, a_-p) - G_p(a)).
 """
@@ -25,18 +25,27 @@ def payoff(game: MetaGame, target: str = "uniform", kernel_variance: float | Non
     The Rating's ``distribution`` is the MECCE; diagnostics hold ``newton_steps``,
     ``entropy`` (nats), ``cce_violation`` (max(0, largest gain), payoff units),
     ``kkt_residual`` (relative to the largest payoff difference) and how often each
-    safeguard of :func:`metaeval.solvers.mecce.max_entropy` fired (``safeguard_*``).
+    safeguard of [`metaeval.solvers.mecce.max_entropy`][metaeval.solvers.mecce.max_entropy] fired (``safeguard_*``).
     ``target="affinity"`` uses the CCE of maximum entropy relative to the clone-invariant
     affinity-entropy target instead (Liu et al. 2025; metaeval.ratings.affinity).
 
     ``implicit``: True: the dual is solved through contractions of the payoffs, never
-    storing the CCE matrix (:func:`metaeval.solvers.mecce.max_entropy_implicit`; it falls
+    storing the CCE matrix ([`metaeval.solvers.mecce.max_entropy_implicit`][metaeval.solvers.mecce.max_entropy_implicit]; it falls
     back to the stored matrix, ``safeguard_dense_fallbacks``, if some joint leaves the
     support); False: on the stored matrix; None (default): implicit above
     NEWTON_FIRST_JOINTS joints. Both give the same MECCE to the accepted KKT residual.
     Large king-of-the-hill games (metaeval.solvers.king_of_the_hill) are solved by
     constraint generation on the dual (metaeval.solvers.mecce_rows; the same CCE, with
     ``solver``, ``constraint_rounds``, ``working_rows`` and ``active_rows`` diagnostics).
+
+    Args:
+        game: the meta-game.
+        target: ``"uniform"``, or ``"affinity"`` for the clone-invariant selection.
+        kernel_variance: with ``target="affinity"``: the kernel's variance (None: the hard kernel).
+        implicit: how the dual is solved (above).
+
+    Returns:
+        The Rating.
     """
     if target != "uniform":
         from metaeval.ratings.affinity import payoff_with_target

@@ -1,4 +1,4 @@
-"""Uniform rating: mean payoff against uniformly mixing opponents (SPEC 2, `uniform`)."""
+"""Uniform rating: mean payoff against uniformly mixing opponents (maths, section 2, `uniform`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,14 @@ ROUNDING_TOLERANCE = 64 * np.finfo(np.float64).eps
 
 @homogeneous()
 def uniform(game: MetaGame) -> Rating:
-    """r_p(a_p) = mean over a_-p of G_p(a_p, a_-p)."""
+    """r_p(a_p) = mean over a_-p of G_p(a_p, a_-p).
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        The Rating; its ``distribution`` is the uniform joint.
+    """
     ratings = []
     for p in range(game.num_players):
         others = tuple(1 + q for q in range(game.num_players) if q != p)

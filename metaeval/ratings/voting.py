@@ -42,28 +42,71 @@ def _elect_every_player(game: MetaGame, method: str, tie_seed: int, **options) -
 
 
 def maximal_lotteries(game: MetaGame, tie_seed: int = 0) -> Rating:
-    """Probability under the maximum-entropy maximal lottery."""
+    """Probability under the maximum-entropy maximal lottery.
+
+    Args:
+        game: the meta-game.
+        tie_seed: the seed of the order that breaks ties in the votes.
+
+    Returns:
+        The Rating; its ``distribution`` is the product of the players' lotteries.
+    """
     return _elect_every_player(game, "maximal_lotteries", tie_seed)
 
 
 def iterative_maximal_lotteries(game: MetaGame, tie_seed: int = 0) -> Rating:
-    """Levels of iterated maximal lotteries plus the probability within the level."""
+    """Levels of iterated maximal lotteries plus the probability within the level.
+
+    Args:
+        game: the meta-game.
+        tie_seed: the seed of the order that breaks ties in the votes.
+
+    Returns:
+        The Rating.
+    """
     return _elect_every_player(game, "iterative_maximal_lotteries", tie_seed)
 
 
 def kemeny_young(game: MetaGame, tie_seed: int = 0,
                  max_alternatives: int = social_choice.KEMENY_MAX_ALTERNATIVES) -> Rating:
-    """Kemeny-Young scores; refused for a player with more than ``max_alternatives`` strategies."""
+    """Kemeny-Young scores; refused for a player with more than ``max_alternatives`` strategies.
+
+    Args:
+        game: the meta-game.
+        tie_seed: the seed of the order that breaks ties in the votes.
+        max_alternatives: the most strategies a player may have.
+
+    Returns:
+        The Rating.
+    """
     return _elect_every_player(game, "kemeny_young", tie_seed, max_alternatives=max_alternatives)
 
 
 def stv(game: MetaGame, tie_seed: int = 0, num_winners: int | None = None) -> Rating:
-    """Single transferable vote (``num_winners`` defaults to half the strategies)."""
+    """Single transferable vote (``num_winners`` defaults to half the strategies).
+
+    Args:
+        game: the meta-game.
+        tie_seed: the seed of the order that breaks ties in the votes.
+        num_winners: the number of seats.
+
+    Returns:
+        The Rating.
+    """
     return _elect_every_player(game, "stv", tie_seed, num_winners=num_winners)
 
 
 def approval(game: MetaGame, tie_seed: int = 0, k: int = 1) -> Rating:
-    """k-approval: the number of votes ranking a strategy in the top k."""
+    """k-approval: the number of votes ranking a strategy in the top k.
+
+    Args:
+        game: the meta-game.
+        tie_seed: the seed of the order that breaks ties in the votes.
+        k: the number of strategies each vote approves.
+
+    Returns:
+        The Rating.
+    """
     return _elect_every_player(game, "approval", tie_seed, k=k)
 
 

@@ -8,16 +8,16 @@ Every responder has the same two calls:
     values = responder.train(game, player, opponents, episodes, rng)
     policy = responder.policy(game, player, values)
 
-- ``exact`` (:class:`Exact`): the tree walk; the best response itself, on games small
+- ``exact`` ([`Exact`][metaeval.responses.exact.Exact]): the tree walk; the best response itself, on games small
   enough to enumerate.
-- ``search`` (:class:`Search`): simulates the game against the known opponent policies and
+- ``search`` ([`Search`][metaeval.responses.search.Search]): simulates the game against the known opponent policies and
   estimates the value of every visited information state of the responder; no tree walk,
   exact in the limit of many episodes.
 - ``qlearning`` (a value table on the tree), ``dqn`` and ``ppo`` (networks; no tree walk):
   learn by trial against opponents they only meet through episodes.
 
-The oracles (:mod:`metaeval.training.oracles`) and the approximate CCE gap
-(:mod:`metaeval.responses.gap`) take any of them.
+The oracles ([`metaeval.training.oracles`][metaeval.training.oracles]) and the approximate CCE gap
+([`metaeval.responses.gap`][metaeval.responses.gap]) take any of them.
 """
 
 from metaeval.responses.dqn import DQN

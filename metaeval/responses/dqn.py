@@ -10,11 +10,11 @@ epsilon-greedy play with epsilon decaying linearly from ``epsilon_start`` to
 Why not ``open_spiel.python.jax.dqn.DQN`` itself: it is stepped through ``rl_environment``
 one ``TimeStep`` at a time (a network call per move) and it brings flax.nnx, orbax and
 chex along; here the network answers all ``num_envs`` running episodes at once
-(:class:`metaeval.responses.episodes.TrainingEpisodes`), and the trained weights
-are an :class:`metaeval.spiel.mlp.MLPPolicy` (``output="greedy"``) as they stand, so the
+(`metaeval.responses.episodes.TrainingEpisodes`), and the trained weights
+are an [`metaeval.spiel.mlp.MLPPolicy`][metaeval.spiel.mlp.MLPPolicy] (``output="greedy"``) as they stand, so the
 Evaluator, the batched builder and Ray take them without conversion.
 
-``values`` (what :meth:`DQN.train` returns and continues from) are the Q-network's weights:
+``values`` (what [`DQN.train`][metaeval.responses.dqn.DQN.train] returns and continues from) are the Q-network's weights:
 a nested dict of NumPy arrays. Training is reproducible from ``rng``: it draws the
 initial weights' key, the opponents, chance, exploration and the replay samples.
 """
@@ -67,17 +67,47 @@ class DQN:
         }, ("batch_size", "replay_capacity", "min_replay", "transitions_per_update", "target_every", "num_envs"))
 
     def initial_values(self, game, player: int, rng: np.random.Generator) -> dict:
-        """Fresh Q-network weights for ``player``, seeded from ``rng``."""
+        """Fresh Q-network weights for ``player``, seeded from ``rng``.
+
+        Args:
+            game: the game.
+            player: the player.
+            rng: the generator of the weights.
+
+        Returns:
+            The weights.
+        """
         return MLPPolicy(game, player, seed=int(rng.integers(2**31)), hidden=self.hidden).params
 
     def policy(self, game, player: int, values) -> MLPPolicy:
-        """The greedy policy of the Q-values ``values``."""
+        """The greedy policy of the Q-values ``values``.
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the Q-network's weights.
+
+        Returns:
+            The policy.
+        """
         return MLPPolicy(game, player, hidden=self.hidden, params=values, output="greedy")
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> dict:
         """Q-network weights after ``episodes`` episodes against ``opponents``, from
-        ``values`` (default: fresh weights drawn from ``rng``)."""
+        ``values`` (default: fresh weights drawn from ``rng``).
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: the weights to start from.
+
+        Returns:
+            The weights.
+        """
         with Progress(episodes, f"DQN, player {player}", "episode") as shown:
             return self._train(games.load(game), player, opponents, episodes, rng, values, shown.advance)
 

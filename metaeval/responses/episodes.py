@@ -7,9 +7,9 @@
 
 ``num_envs`` episodes run at once. Between two decisions of the learner, each episode
 advances on its own: chance outcomes are drawn, and every opponent decision is answered by
-the policy of the opponent profile drawn for that episode (from :class:`Opponents`), each
+the policy of the opponent profile drawn for that episode (from [`Opponents`][metaeval.responses.opponents.Opponents]), each
 policy asked once per step for all the episodes where it acts
-(:func:`metaeval.spiel.batched.as_batched`). At a simultaneous node the learner's action and
+([`metaeval.spiel.batched.as_batched`][metaeval.spiel.as_batched]). At a simultaneous node the learner's action and
 its opponents' are applied together. A finished episode is replaced by a new one, with a new
 opponent profile, until ``budget`` episodes have started; then its slot stops (``live``
 false). ``rewards`` are what the learner received since its previous decision (OpenSpiel's
@@ -29,6 +29,34 @@ from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.batched import DecisionBatch, TensorReader, as_batched, observation_size
 from metaeval.spiel.lockstep import chance_step, decide
 from metaeval.responses.opponents import Opponents
+
+
+class OpponentPolicies:
+    """The opponents' policies, answering in batches: each profile's policy of a player is
+    asked once for all the states where that profile plays."""
+
+    def __init__(self, game, opponents: Opponents):
+        self.game, self.opponents = game, opponents
+        self.reader = TensorReader(game)
+        self._answers: dict[tuple[int, int], object] = {}
+
+    def _answer(self, profile: int, player: int):
+        key = (profile, player)
+        if key not in self._answers:
+            self._answers[key] = as_batched(self.opponents.profiles[profile][player], self.game, player)
+        return self._answers[key]
+
+    def decide(self, player: int, states: list, profiles, rng: np.random.Generator) -> np.ndarray:
+        """Actions of ``player`` at ``states`` (``profiles[i]``: the profile playing at
+        ``states[i]``), drawn with ``rng``'s uniforms one profile at a time."""
+        chosen = np.zeros(len(states), dtype=np.int64)
+        by_profile: dict[int, list[int]] = {}
+        for row, profile in enumerate(profiles):
+            by_profile.setdefault(int(profile), []).append(row)
+        for profile, rows in by_profile.items():
+            batch = DecisionBatch(self.game, player, [states[r] for r in rows], self.reader)
+            chosen[rows] = decide(self._answer(profile, player), batch, rng.random(len(rows)))
+        return chosen
 
 
 class TrainingEpisodes:
@@ -51,8 +79,7 @@ class TrainingEpisodes:
         self.budget, self.started = int(budget), 0
         self.returns: list[float] = []  # the learner's return of every finished episode, in order
         self.finished_slots: list[int] = []  # the slot each of those episodes was played in
-        self._reader = TensorReader(game)
-        self._answers: dict[tuple[int, int], object] = {}
+        self._policies = OpponentPolicies(game, opponents)
         self._states: list = [None] * num_envs
         self._profile = np.zeros(num_envs, dtype=np.int64)
         self._gathered = np.zeros(num_envs)  # rewards since the learner's last decision
@@ -69,11 +96,11 @@ class TrainingEpisodes:
         return bool(self.live.any())
 
     def decisions(self):
-        """The learner's pending decisions as a :class:`DecisionBatch` of the live rows, and
+        """The learner's pending decisions as a `DecisionBatch` of the live rows, and
         the live mask ``[B]``."""
         live = self.live.copy()
         states = [self._states[slot] for slot in np.flatnonzero(live)]
-        return DecisionBatch(self.game, self.player, states, self._reader), live
+        return DecisionBatch(self.game, self.player, states, self._policies.reader), live
 
     def observe(self):
         """The learner's pending decisions: observations ``[B, D]``, legal masks ``[B, A]``
@@ -121,23 +148,10 @@ class TrainingEpisodes:
         self._gathered[slot] += reward
         self._episode_return[slot] += reward
 
-    def _answer(self, profile: int, player: int):
-        key = (profile, player)
-        if key not in self._answers:
-            self._answers[key] = as_batched(self.opponents.profiles[profile][player], self.game, player)
-        return self._answers[key]
-
     def _decide(self, player: int, slots) -> dict[int, int]:
         """Actions of opponent ``player`` in ``slots``, each policy asked once for its slots."""
-        chosen = {}
-        by_profile: dict[int, list[int]] = {}
-        for slot in slots:
-            by_profile.setdefault(int(self._profile[slot]), []).append(slot)
-        for profile, group in by_profile.items():
-            batch = DecisionBatch(self.game, player, [self._states[s] for s in group], self._reader)
-            actions = decide(self._answer(profile, player), batch, self.rng.random(len(group)))
-            chosen.update(zip(group, actions.tolist()))
-        return chosen
+        actions = self._policies.decide(player, [self._states[s] for s in slots], self._profile[slots], self.rng)
+        return dict(zip(slots, actions.tolist()))
 
     def _opponent_actions(self, slots) -> dict[int, list[int]]:
         joint = {slot: [0] * self.game.num_players() for slot in slots}

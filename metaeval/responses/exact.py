@@ -2,8 +2,8 @@
 
 The opponents' profiles become a population with one placeholder policy for the responder
 and sigma the profiles' probabilities; the best response to that correlated mixture is read
-off the full-game CCE gap's backward pass (:mod:`metaeval.spiel.gap`,
-:mod:`metaeval.spiel.best_response`). The episode budget is not used: nothing is sampled.
+off the full-game CCE gap's backward pass (`metaeval.spiel.gap`,
+`metaeval.spiel.best_response`). The episode budget is not used: nothing is sampled.
 """
 
 from __future__ import annotations
@@ -29,7 +29,16 @@ class ExactValues:
 
 def correlated_population(game, player: int, opponents: Opponents) -> tuple[Population, np.ndarray]:
     """A population and a joint distribution ``[1, K_q..]`` equal to ``opponents`` for ``player``
-    (its own single policy a uniform placeholder)."""
+    (its own single policy a uniform placeholder).
+
+    Args:
+        game: the game.
+        player: the player who responds.
+        opponents: the opponents' distribution.
+
+    Returns:
+        The population and the joint distribution.
+    """
     members = [[] for _ in range(game.num_players())]
     index: list[dict[int, int]] = [{} for _ in members]
     joints = []

@@ -1,6 +1,6 @@
 """Approximate full-game CCE gap, for games too large to walk.
 
-For each player p, a deviation b_p is found by a responder (:mod:`metaeval.responses`: a
+For each player p, a deviation b_p is found by a responder ([`metaeval.responses`][metaeval.responses]: a
 search against the known opponents, or a learner trained for a budget of episodes) against
 the opponents' joint policies drawn from sigma's marginal on them, fixed for the episode.
 Then, from fresh episodes that the responder never saw,
@@ -50,14 +50,33 @@ def _z(level: float) -> float:
 
 
 def found(estimate: float, stderr: float, level: float = 0.95) -> bool:
-    """Whether a profitable deviation was found: the interval's lower end lies above 0."""
+    """Whether a profitable deviation was found: the interval's lower end lies above 0.
+
+    Args:
+        estimate: the estimated gap.
+        stderr: its standard error.
+        level: the interval's coverage.
+
+    Returns:
+        Whether a profitable deviation was found.
+    """
     return estimate - _z(level) * stderr > 0
 
 
 def describe(estimate: float, stderr: float, responder: str = "", level: float = 0.95) -> str:
     """How an estimated lower bound on a CCE gap reads: ``CCE gap at least 0.42 ...``, or, where
-    no profitable deviation was found (:func:`found`), ``no profitable deviation found
-    (estimate -0.38 +- 0.09)``."""
+    no profitable deviation was found ([`found`][metaeval.responses.gap.found]), ``no profitable deviation found
+    (estimate -0.38 +- 0.09)``.
+
+    Args:
+        estimate: the estimated gap.
+        stderr: its standard error.
+        responder: the responder's name, said in the line.
+        level: the interval's coverage.
+
+    Returns:
+        The line.
+    """
     half = _z(level) * stderr
     by = f"{responder} deviations" if responder else "deviations"
     if not found(estimate, stderr, level):
@@ -107,11 +126,25 @@ class ApproximateGap:
         return float(np.sqrt(np.sum(self.per_player_stderr**2)))
 
     def interval(self, level: float = 0.95) -> tuple[float, float]:
-        """The normal-approximation interval of ``total`` at ``level``."""
+        """The normal-approximation interval of ``total`` at ``level``.
+
+        Args:
+            level: the coverage, in (0, 1).
+
+        Returns:
+            ``(low, high)``.
+        """
         return self._interval(self.total, self.stderr, level)
 
     def per_player_intervals(self, level: float = 0.95) -> np.ndarray:
-        """``[N, 2]``: each player's term's normal-approximation interval at ``level``."""
+        """``[N, 2]``: each player's term's normal-approximation interval at ``level``.
+
+        Args:
+            level: the coverage, in (0, 1).
+
+        Returns:
+            The intervals ``[N, 2]``.
+        """
         return np.array([self._interval(v, s, level) for v, s in zip(self.per_player, self.per_player_stderr)])
 
     @staticmethod
@@ -126,7 +159,7 @@ class ApproximateGap:
 
 
 def responder_named(responder, workers: int = 1, address: str | None = None):
-    """``responder`` itself, or the responder of that name in :data:`metaeval.responses.RESPONDERS`
+    """``responder`` itself, or the responder of that name in [`metaeval.responses.RESPONDERS`][metaeval.responses.RESPONDERS]
     (a search spread over ``workers`` Ray workers)."""
     from metaeval.responses import RESPONDERS, Search
 
@@ -150,11 +183,26 @@ def responder_name(responder) -> str:
 
 def approximate_cce_gap(game, policies, sigma, responder, training_episodes: int, evaluation_episodes: int,
                         rng: np.random.Generator, workers: int = 1, address: str | None = None) -> ApproximateGap:
-    """:class:`ApproximateGap` of ``sigma [K_1..K_N]`` over ``policies`` (one list of policy
+    """[`ApproximateGap`][metaeval.responses.gap.ApproximateGap] of ``sigma [K_1..K_N]`` over ``policies`` (one list of policy
     objects per player), each player's deviation found by ``responder`` (a name in
-    :data:`metaeval.responses.RESPONDERS` or a responder, e.g. :class:`metaeval.responses.Search`)
+    [`metaeval.responses.RESPONDERS`][metaeval.responses.RESPONDERS] or a responder, e.g. [`metaeval.responses.Search`][metaeval.responses.search.Search])
     with ``training_episodes`` episodes and every value estimated from ``evaluation_episodes``
-    fresh episodes, played on ``workers`` Ray workers when more than one. All randomness from ``rng``."""
+    fresh episodes, played on ``workers`` Ray workers when more than one. All randomness from ``rng``.
+
+    Args:
+        game: the game.
+        policies: the population's policies, one list per player.
+        sigma: the joint distribution over the population.
+        responder: a responder or its name.
+        training_episodes: each player's training episodes.
+        evaluation_episodes: episodes of each value estimate.
+        rng: the generator of every random choice.
+        workers: Ray workers.
+        address: the Ray cluster.
+
+    Returns:
+        The estimate.
+    """
     sigma = np.clip(check_joint_distribution(sigma, [len(member) for member in policies], "population"), 0, None)
     if isinstance(evaluation_episodes, bool) or not isinstance(evaluation_episodes, (int, np.integer)) \
             or evaluation_episodes < 2:
@@ -194,7 +242,7 @@ def shard_sizes(episodes: int, shards: int = EVALUATION_SHARDS) -> list[int]:
 def run_shards(task, chunks: list, workers: int, address: str | None, advance) -> list:
     """``[task(chunk) for chunk in chunks]`` for chunks ``(episodes, seed)``, on ``workers`` Ray
     actors when more than one (or an address); ``advance(episodes)`` is told of each chunk's
-    episodes when it is done (:meth:`metaeval.runs.progress.Progress.advance`)."""
+    episodes when it is done (`metaeval.runs.progress.Progress.advance`)."""
     if workers <= 1 and address is None:
         results = []
         for chunk in chunks:

@@ -36,7 +36,16 @@ class Opponents:
         """The profiles in the support of a matchmaking distribution over ``policies`` (one
         list per player, of policies or ``[S, A]`` policy tables, e.g. a population's
         ``policies``); the distribution's shape is their sizes without ``player``'s (see
-        :mod:`metaeval.training.matchmaking`)."""
+        [`metaeval.training.matchmaking`][metaeval.training.matchmaking]).
+
+        Args:
+            policies: the population's policies (or tables), one list per player.
+            player: the player who trains.
+            distribution: the distribution over the other players' joint profiles.
+
+        Returns:
+            The opponents.
+        """
         distribution = np.asarray(distribution, dtype=np.float64)
         expected = matchmaking.opponent_shape([len(member) for member in policies], player)
         if distribution.shape != expected:

@@ -9,13 +9,13 @@ minibatches of the clipped surrogate (eq. 7 of the paper)
     L = -E[min(rho A, clip(rho, 1 - clip, 1 + clip) A)] + value_coef E[(V - R)^2] - entropy_coef E[H(pi)]
 
 with ``rho = pi(a|s) / pi_old(a|s)`` over the legal actions only. Actor and critic are two
-MLPs; the actor's weights are an :class:`metaeval.spiel.mlp.MLPPolicy` as they stand.
+MLPs; the actor's weights are an [`metaeval.spiel.mlp.MLPPolicy`][metaeval.spiel.mlp.MLPPolicy] as they stand.
 
 Why here and not OpenSpiel's ``open_spiel.python.jax.policy_gradient``: that one needs
 haiku and rlax (not installed beside flax) and is stepped one ``TimeStep`` at a time;
 OpenSpiel's PPO (``open_spiel.python.pytorch.ppo``) needs PyTorch.
 
-``values`` (what :meth:`PPO.train` returns and continues from) are the actor's and the
+``values`` (what [`PPO.train`][metaeval.responses.ppo.PPO.train] returns and continues from) are the actor's and the
 critic's weights, ``{"actor": ..., "critic": ...}``. Training is reproducible from ``rng``.
 """
 
@@ -61,7 +61,16 @@ class PPO:
         }, ("num_envs", "rollout_steps", "epochs", "minibatches"))
 
     def initial_values(self, game, player: int, rng: np.random.Generator) -> dict:
-        """Fresh actor and critic weights for ``player``, seeded from ``rng``."""
+        """Fresh actor and critic weights for ``player``, seeded from ``rng``.
+
+        Args:
+            game: the game.
+            player: the player.
+            rng: the generator of the weights.
+
+        Returns:
+            The weights, ``{"actor": ..., "critic": ...}``.
+        """
         import jax
 
         game = games.load(game)
@@ -72,13 +81,34 @@ class PPO:
         return {"actor": actor.params, "critic": _to_numpy(critic.init(key, dummy)["params"])}
 
     def policy(self, game, player: int, values) -> MLPPolicy:
-        """The actor of ``values``: a softmax policy over the legal actions."""
+        """The actor of ``values``: a softmax policy over the legal actions.
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the actor's and critic's weights.
+
+        Returns:
+            The policy.
+        """
         return MLPPolicy(game, player, hidden=self.hidden, params=values["actor"])
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> dict:
         """Actor and critic weights after ``episodes`` episodes against ``opponents``, from
-        ``values`` (default: fresh weights drawn from ``rng``)."""
+        ``values`` (default: fresh weights drawn from ``rng``).
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: the weights to start from.
+
+        Returns:
+            The weights.
+        """
         with Progress(episodes, f"PPO, player {player}", "episode") as shown:
             return self._train(games.load(game), player, opponents, episodes, rng, values, shown.advance)
 

@@ -1,7 +1,7 @@
 """Tabular Q-learning, as OpenSpiel's ``QLearner`` does it, against opponents drawn from a distribution.
 
 A learner's state is a value table ``[S, A]`` on the player's information-state layout
-(:mod:`metaeval.spiel.tree`), so it can be saved, copied and perturbed like a policy
+(`metaeval.spiel.tree`), so it can be saved, copied and perturbed like a policy
 table; its policy is greedy in those values (uniform over tied legal actions, hence
 uniform at states never visited), which is what ``QLearner`` plays with exploration off.
 
@@ -9,11 +9,11 @@ Episodes are driven here rather than through ``rl_environment.Environment``: the
 is keyed by the information state as the string key the policy tables use (so its values
 map onto the layout), no observation tensors are computed, and chance outcomes and
 opponents' actions come from the caller's seeded generator. The histories an episode
-passes through are kept (:class:`_History`: who moves, the information-state key, legal
+passes through are kept (`_History`: who moves, the information-state key, legal
 actions, chance and reward), so a game state is built and queried once per history
 rather than once per visit, which halves the training time.
 
-The learner itself is :class:`_QLearner`, not ``QLearner``: the same undiscounted update
+The learner itself is `_QLearner`, not ``QLearner``: the same undiscounted update
 ``Q(s, a) += step_size * (r + max_b Q(s', b) - Q(s, a))`` and the same epsilon-greedy
 distribution, in the same floating-point operations, but called directly at each move
 instead of through ``QLearner.step`` and a ``TimeStep`` built for every move, whose
@@ -53,7 +53,7 @@ class _Uniforms:
         self.draw = itertools.chain.from_iterable(blocks).__next__
 
     def choice(self, categorical: tuple[list[float], int]) -> int:
-        """An index drawn from a :func:`_categorical`: the first whose running total exceeds
+        """An index drawn from a `_categorical`: the first whose running total exceeds
         a uniform draw (the last positive one if rounding leaves the total below it)."""
         cumulative, last_positive = categorical
         index = bisect.bisect_right(cumulative, self.draw())
@@ -71,7 +71,7 @@ def _categorical(probabilities) -> tuple[list[float], int]:
 
 class _QLearner:
     """OpenSpiel's ``QLearner`` (undiscounted, constant step size and epsilon), stepped by
-    the driver: :meth:`act` at each of the learner's moves, :meth:`end` when the episode
+    the driver: `act` at each of the learner's moves, `end` when the episode
     ends. The epsilon-greedy choice (a uniform legal action with probability epsilon,
     else a uniform one among the greedy actions) takes one draw from ``uniforms``."""
 
@@ -127,13 +127,33 @@ class QLearning:
             raise MetaEvalError(f"epsilon must lie in [0, 1], got {self.epsilon}")
 
     def initial_values(self, game, player: int) -> np.ndarray:
-        """The all-zero value table of ``player`` (its greedy policy is uniform)."""
+        """The all-zero value table of ``player`` (its greedy policy is uniform).
+
+        Args:
+            game: the game.
+            player: the player.
+
+        Returns:
+            The values ``[S, A]``.
+        """
         return np.zeros(game_tree(game).players[player].legal.shape)
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values: np.ndarray | None = None) -> np.ndarray:
         """Values after ``episodes`` episodes of Q-learning from ``values`` (default: zeros);
-        each episode's opponents are one profile drawn from ``opponents``."""
+        each episode's opponents are one profile drawn from ``opponents``.
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: the values to start from ``[S, A]``.
+
+        Returns:
+            The values ``[S, A]``.
+        """
         game = games.load(game)
         if game.get_type().dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
             raise MetaEvalError(f"Q-learning steps through turns; {game} has simultaneous moves "
@@ -158,7 +178,16 @@ class QLearning:
         return _read_values(agent.q_values, layout)
 
     def policy(self, game, player: int, values: np.ndarray):
-        """The greedy policy of ``values``: a read-only ``TabularPolicy`` (ties split evenly)."""
+        """The greedy policy of ``values``: a read-only ``TabularPolicy`` (ties split evenly).
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the values ``[S, A]``.
+
+        Returns:
+            The policy.
+        """
         layout = game_tree(game).players[player]
         values = np.where(layout.legal, values, -np.inf)
         greedy = layout.legal & (values == values.max(axis=1, keepdims=True))
@@ -169,7 +198,7 @@ class QLearning:
 
 
 def _opponent_tables(game, player: int, opponents: Opponents) -> list[list]:
-    """Per opponent profile, each other player's policy as one :func:`_categorical` per row."""
+    """Per opponent profile, each other player's policy as one `_categorical` per row."""
     tree = game_tree(game)
     converted = {}  # id(policy) -> its table as lists; profiles share policies
     tables = []
@@ -212,7 +241,7 @@ def _read_values(q_values, layout) -> np.ndarray:
 class _History:
     """A history of the game as an episode sees it: who moves (``CHANCE`` or a player), the
     mover's information-state key and legal actions, the chance distribution (a
-    :func:`_categorical` over ``outcomes``), the rewards on arrival, and the children
+    `_categorical` over ``outcomes``), the rewards on arrival, and the children
     reached so far. The game state is kept only until every child has been built."""
 
     CHANCE = -1

@@ -9,22 +9,27 @@ of the hidden state). Its best response maximises, over p's pure policies pi',
 A terminal's weight ``w(z) = P_c(z) sum_j Pr(j) P_-p^j(z) u_p(z)`` belongs to the last
 sequence (I, a) of p on the way to z, and a state's value is the best of its sequences'
 values (the terminals' weights below them plus the values of the states that follow), as in
-:mod:`metaeval.spiel.best_response`, which walks the tree. Here nothing is walked: episodes
-are simulated with chance, j and the opponents' actions drawn from their known
-probabilities and p's actions from a behaviour policy b (uniform at first, then
-epsilon-greedy around the current best choice), and each finished episode adds
+`metaeval.spiel.best_response`, which walks the tree. Here nothing is walked: histories
+are sampled with chance, j and the opponents' actions drawn from their known probabilities
+(beliefs over the opponents' private information *and* over which joint profile j plays
+are never enumerated: they are what the sampling draws from). At p's decisions the history
+*forks* into every legal action (external sampling, Lanctot et al. 2009, "Monte Carlo
+sampling for regret minimization in extensive games"), as long as the fork stays within
+``branching`` histories; past that p's action is drawn from a behaviour policy b (uniform
+at first, then epsilon-greedy around the current best choice). Each ended history adds
 
-    u_p(z) / b_p(z)            (b_p(z): the product of b's probabilities of p's actions)
+    u_p(z) / b_p(z)            (b_p(z): the product of b's probabilities of p's drawn actions)
 
-to its last sequence. Divided by the number of episodes, that is an unbiased estimate of
-the sequence's weight for any b that plays every action with positive probability, so the
-rounds' episodes are pooled whatever their behaviour. The information states' values, and so
-the beliefs behind them (over the opponents' private information *and* over which joint
-profile j is playing, weighted by chance and the opponents' own action probabilities), are
-estimated, never enumerated; only the responder's visited information states are stored
-(a sampled tabular best response: for games whose responder states fit in memory although
-the tree does not). With every episode's outcome enumerated instead of drawn
-(:func:`exhaustive_statistics`), the same backward pass gives the exact best response.
+to its last sequence. Divided by the number of sampled roots, that is an unbiased estimate
+of every sequence's weight, for any b that plays every action with positive probability,
+so the rounds' histories are pooled whatever their behaviour. Forking is what makes the
+estimate sharp: the actions of one information state are compared on the *same* sampled
+chance outcomes and opponent actions, so the spread of the opponents' hidden cards cancels
+out of the comparison instead of swamping it, and no importance weight grows with depth.
+Only the responder's visited information states are stored (a sampled tabular best
+response: for games whose responder states fit in memory although the tree does not). With
+every outcome enumerated instead of drawn (`exhaustive_statistics`), the same backward
+pass gives the exact best response.
 
 Why the value is a lower bound. The responder's policy (greedy in the estimated values;
 uniform at information states never visited) is one fixed policy of the full game. Its
@@ -32,10 +37,11 @@ value against the opponents, measured on fresh episodes the search did not see, 
 unbiased estimate of a number at most the best response's value; the estimate made while
 searching (the maximum of noisy values) is biased upward and is never reported.
 
-Episodes are played in lock-step (:class:`metaeval.responses.episodes.TrainingEpisodes`:
-each opponent policy answers a batch of decisions at once), in a fixed number of shards per
-round whose statistics are summed in shard order: the same seed gives the same response on
-any number of Ray workers.
+Histories advance in lock-step (`metaeval.responses.episodes.OpponentPolicies`: each
+opponent policy answers a batch of decisions at once), in a fixed number of shards per round
+whose statistics are summed in shard order: the same seed gives the same response on any
+number of Ray workers. The budget counts ended histories: a history that forks into k ends
+costs k episodes.
 """
 
 from __future__ import annotations
@@ -50,8 +56,10 @@ from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.gap import run_shards, shard_sizes
 from metaeval.runs.progress import Progress
+from metaeval.runs.threads import one_blas_thread
+from metaeval.spiel.lockstep import chance_step, draw_actions
 from metaeval.spiel.tree import infostate_key
-from metaeval.responses.episodes import TrainingEpisodes
+from metaeval.responses.episodes import OpponentPolicies
 from metaeval.responses.opponents import Opponents
 
 ROOT = -1
@@ -60,12 +68,12 @@ ROOT = -1
 
 @dataclass
 class SearchStatistics:
-    """What the episodes taught about the responder's visited information states.
+    """What the sampled histories taught about the responder's visited information states.
 
     ``keys[s]``: the information state's key (as ``TabularPolicy`` keys it); ``parent[s]``:
-    its parent sequence ``t * A + a`` (state t, action a) or :data:`ROOT`; ``legal [S, A]``;
-    ``sums [S, A]``: the summed ``u_p(z) / b_p(z)`` of the episodes ending in each sequence;
-    ``episodes``: how many episodes the sums are over.
+    its parent sequence ``t * A + a`` (state t, action a) or `ROOT`; ``legal [S, A]``;
+    ``sums [S, A]``: the summed ``u_p(z) / b_p(z)`` of the histories ending in each sequence;
+    ``episodes``: how many sampled roots (histories before any fork) the sums are over.
     """
 
     num_actions: int
@@ -81,7 +89,16 @@ class SearchStatistics:
             self.sums = np.zeros((0, self.num_actions))
 
     def state(self, key: str, parent: int, legal) -> int:
-        """The index of the information state ``key`` (added if new)."""
+        """The index of the information state ``key`` (added if new).
+
+        Args:
+            key: the information state's key.
+            parent: the sequence that leads to it.
+            legal: its legal actions.
+
+        Returns:
+            The state's index.
+        """
         found = self.index.get(key)
         if found is not None:
             return found
@@ -94,12 +111,21 @@ class SearchStatistics:
         return found
 
     def add(self, sequence: int, value: float) -> None:
-        """Add ``value`` to the sequence ``s * A + a`` (nothing for :data:`ROOT`)."""
+        """Add ``value`` to the sequence ``s * A + a`` (nothing for `ROOT`).
+
+        Args:
+            sequence: the sequence ``s * A + a``.
+            value: the value to add.
+        """
         if sequence != ROOT:
             self.sums[divmod(sequence, self.num_actions)] += value
 
     def merge(self, other: SearchStatistics) -> None:
-        """Add ``other``'s episodes (its states mapped onto these by key)."""
+        """Add ``other``'s episodes (its states mapped onto these by key).
+
+        Args:
+            other: statistics of other episodes of the same game and player.
+        """
         width = self.num_actions
         mapped = np.empty(len(other.keys), dtype=np.int64)
         for s, key in enumerate(other.keys):
@@ -112,7 +138,11 @@ class SearchStatistics:
 
     def best(self) -> tuple[np.ndarray, np.ndarray]:
         """The backward pass: each state's estimated value ``[S]`` (per episode) and best action ``[S]``
-        (the lowest among tied ones)."""
+        (the lowest among tied ones).
+
+        Returns:
+            The values ``[S]`` and the best actions ``[S]``.
+        """
         count, width = len(self.keys), self.num_actions
         if count == 0:
             return np.zeros(0), np.zeros(0, dtype=np.int64)
@@ -133,13 +163,23 @@ class SearchStatistics:
         return values / max(self.episodes, 1), choices
 
     def choices(self) -> dict[str, int]:
-        """The best action at each visited information state, by key."""
+        """The best action at each visited information state, by key.
+
+        Returns:
+            Information-state key -> best action.
+        """
         return dict(zip(self.keys, self.best()[1].tolist()))
 
 
 class SearchPolicy(policy_lib.Policy):
     """The responder's policy: the searched action at every visited information state,
-    uniform over the legal actions elsewhere."""
+    uniform over the legal actions elsewhere.
+
+    Args:
+        game: the game.
+        player: the responder.
+        choices: information-state key -> the searched action.
+    """
 
     def __init__(self, game, player: int, choices: dict[str, int]):
         super().__init__(game, [player])
@@ -163,54 +203,123 @@ class SearchPolicy(policy_lib.Policy):
 
 
 def search_shard(game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
-                 choices: dict[str, int] | None, epsilon: float, num_envs: int = 256) -> SearchStatistics:
-    """:class:`SearchStatistics` of ``episodes`` episodes in which ``player`` plays, at a state
+                 choices: dict[str, int] | None, epsilon: float, branching: int = 64,
+                 num_envs: int = 256) -> SearchStatistics:
+    """[`SearchStatistics`][metaeval.responses.search.SearchStatistics] of histories sampled until about ``episodes`` have ended.
+
+    Chance, the opponent profile and the opponents' actions are drawn; at a decision of
+    ``player`` every legal action is taken (the history forks) while the fork's product of
+    legal-action counts stays within ``branching``; past it one action is drawn: at a state
     with a choice in ``choices``, that action with probability ``1 - epsilon`` and a uniform
-    legal one otherwise (uniform everywhere without ``choices``)."""
+    legal one otherwise (uniform everywhere without ``choices``). Up to ``num_envs``
+    histories advance in lock-step; the last ones in flight finish, so a few more than
+    ``episodes`` may end."""
     width = game.num_distinct_actions()
     statistics = SearchStatistics(width)
     game_type = game.get_type()
-    env = TrainingEpisodes(game, player, opponents, episodes, min(num_envs, episodes), rng)
-    slots = len(env.live)
-    last = np.full(slots, ROOT, dtype=np.int64)  # each slot's last sequence
-    reach = np.ones(slots)  # b_p of each slot's episode so far
-    finished = 0
-    while env.running():
-        batch, live = env.decisions()
-        rows = np.flatnonzero(live)
-        probabilities = batch.legal / batch.legal.sum(axis=1, keepdims=True)
-        states = np.empty(len(rows), dtype=np.int64)
-        for i, (slot, state) in enumerate(zip(rows, batch.states)):
-            states[i] = statistics.state(infostate_key(game_type, state, player), int(last[slot]), batch.legal[i])
-            if choices is not None:
-                choice = choices.get(statistics.keys[states[i]])
-                if choice is not None:
-                    probabilities[i] *= epsilon
-                    probabilities[i, choice] += 1 - epsilon
-        cumulative = probabilities.cumsum(axis=1)
-        drawn = rng.random(len(rows))[:, None] * cumulative[:, -1:]
-        picked = np.minimum((cumulative <= drawn).sum(axis=1), width - 1)
-        picked = np.where(batch.legal[np.arange(len(rows)), picked], picked,
-                          np.where(batch.legal, np.arange(width), -1).max(axis=1))
-        actions = np.zeros(slots, dtype=np.int64)
-        actions[rows] = picked
-        last[rows] = states * width + picked
-        reach[rows] *= probabilities[np.arange(len(rows)), picked]
-        env.act(actions)
-        for slot, ret in zip(env.finished_slots[finished:], env.returns[finished:]):
-            statistics.add(int(last[slot]), ret / reach[slot])
-            last[slot], reach[slot] = ROOT, 1.0
-        finished = len(env.returns)
-    statistics.episodes = len(env.returns)
-    statistics.sums = statistics.sums[: len(statistics.keys)]
-    return statistics
+    answers = OpponentPolicies(game, opponents)
+    histories: list[_History] = []
+    ended = 0
+    while True:
+        while len(histories) < num_envs and ended + len(histories) < episodes:
+            profile = rng.choice(len(opponents.probabilities), p=opponents.probabilities)
+            histories.append(_History(game.new_initial_state(), int(profile), ROOT, 1.0, 1))
+            statistics.episodes += 1
+        if not histories:
+            statistics.sums = statistics.sums[: len(statistics.keys)]
+            return statistics
+        deciding, ended_now = _to_decisions(game, player, histories, answers, rng, statistics)
+        ended += ended_now
+        histories = _decide(game_type, player, deciding, answers, rng, statistics, choices, epsilon, branching)
+
+
+@dataclass
+class _History:
+    """One history being sampled: its state, opponent profile, the responder's last sequence,
+    the importance weight ``1 / b_p`` of its drawn responder actions, and its fork's size."""
+
+    state: object
+    profile: int
+    last: int
+    weight: float
+    forks: int
+
+
+def _to_decisions(game, player, histories, answers, rng, statistics) -> tuple[list, int]:
+    """Play ``histories`` on to a decision of ``player``; those that end add their weighted
+    return to their last sequence. Returns the deciding histories and how many ended."""
+    deciding, ended, pending = [], 0, histories
+    with one_blas_thread():  # the opponents' many small matrix products, as in TrainingEpisodes
+        while pending:
+            turns: dict[int, list] = {}
+            for history in pending:
+                state = history.state
+                while state.is_chance_node():
+                    chance_step(state, rng.random())
+                if state.is_terminal():
+                    statistics.add(history.last, history.weight * state.returns()[player])
+                    ended += 1
+                elif state.is_simultaneous_node() or state.current_player() == player:
+                    deciding.append(history)
+                else:
+                    turns.setdefault(state.current_player(), []).append(history)
+            pending = []
+            for mover, group in turns.items():
+                actions = answers.decide(mover, [h.state for h in group], [h.profile for h in group], rng)
+                for history, action in zip(group, actions.tolist()):
+                    history.state.apply_action(action)
+                pending.extend(group)
+    return deciding, ended
+
+
+def _decide(game_type, player, deciding, answers, rng, statistics, choices, epsilon, branching) -> list:
+    """The histories after ``player``'s decisions in ``deciding``: forked into every legal
+    action within the ``branching`` limit, else one action drawn (see `search_shard`)."""
+    width = statistics.num_actions
+    together = [h for h in deciding if h.state.is_simultaneous_node()]
+    opponents = {}  # at simultaneous nodes the opponents' actions, drawn once for every fork
+    if together:
+        num_players = len(together[0].state.returns())
+        joint = np.zeros((len(together), num_players), dtype=np.int64)
+        with one_blas_thread():
+            for q in range(num_players):
+                if q != player:
+                    joint[:, q] = answers.decide(q, [h.state for h in together], [h.profile for h in together], rng)
+        opponents = {id(h): row for h, row in zip(together, joint.tolist())}
+    after = []
+    for history in deciding:
+        state = history.state
+        legal = state.legal_actions_mask(player)
+        node = statistics.state(infostate_key(game_type, state, player), history.last, legal)
+        actions = np.flatnonzero(legal)
+        if history.forks * len(actions) <= branching:
+            taken = [(int(a), 1.0) for a in actions]
+            forks = history.forks * len(actions)
+        else:
+            probabilities = np.asarray(legal, dtype=np.float64) / len(actions)
+            choice = choices.get(statistics.keys[node]) if choices else None
+            if choice is not None:
+                probabilities *= epsilon
+                probabilities[choice] += 1 - epsilon
+            drawn = draw_actions(probabilities[None], rng.random(1))[0]
+            taken, forks = [(int(drawn), probabilities[drawn])], history.forks
+        for i, (action, probability) in enumerate(taken):
+            child = state if i == len(taken) - 1 else state.clone()
+            if id(history) in opponents:
+                moves = list(opponents[id(history)])
+                moves[player] = action
+                child.apply_actions(moves)
+            else:
+                child.apply_action(action)
+            after.append(_History(child, history.profile, node * width + action, history.weight / probability, forks))
+    return after
 
 
 def exhaustive_statistics(game, player: int, opponents: Opponents) -> SearchStatistics:
-    """The :class:`SearchStatistics` of every episode at once: each terminal's outcome
+    """The [`SearchStatistics`][metaeval.responses.search.SearchStatistics] of every episode at once: each terminal's outcome
     enumerated with its probability (chance, the profile j and the opponents' actions; the
     responder's actions all taken, unweighted) instead of drawn, so the sums are the
-    sequences' exact weights and :meth:`SearchStatistics.best` is the exact best response. A
+    sequences' exact weights and [`SearchStatistics.best`][metaeval.responses.search.SearchStatistics.best] is the exact best response. A
     tree walk: for checks on games small enough to enumerate."""
     from metaeval.spiel.policies import probability_row
 
@@ -270,30 +379,34 @@ class _SearchShard:
     opponents: Opponents
     choices: dict | None
     epsilon: float
+    branching: int
     num_envs: int
 
     def __call__(self, chunk) -> SearchStatistics:
         episodes, seed = chunk
         return search_shard(games.load(self.game), self.player, self.opponents, episodes,
-                            np.random.default_rng(seed), self.choices, self.epsilon, self.num_envs)
+                            np.random.default_rng(seed), self.choices, self.epsilon, self.branching, self.num_envs)
 
 
 @dataclass(frozen=True)
 class Search:
-    """The search best response (module docstring), with its budget in simulated episodes
-    split over ``rounds`` rounds (uniform behaviour in the first, epsilon-greedy around the
-    current best choices after), each round in ``shards`` seeded shards, played on ``workers``
-    Ray workers (at ``address``) when more than one; the same response on any number."""
+    """The search best response (module docstring), with its budget in ended histories split
+    over ``rounds`` rounds, forking at the responder's decisions while a fork holds at most
+    ``branching`` histories and drawing its action past that (uniformly in the first round,
+    epsilon-greedy around the current best choices after), each round in ``shards`` seeded
+    shards, played on ``workers`` Ray workers (at ``address``) when more than one; the same
+    response on any number."""
 
     rounds: int = 4
     epsilon: float = 0.5
+    branching: int = 64
     shards: int = 4
     num_envs: int = 256
     workers: int = 1
     address: str | None = None
 
     def __post_init__(self):
-        for name in ("rounds", "shards", "num_envs"):
+        for name in ("rounds", "branching", "shards", "num_envs"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise MetaEvalError(f"search {name} must be a positive int, got {value!r}")
@@ -302,7 +415,19 @@ class Search:
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> SearchStatistics:
-        """:class:`SearchStatistics` of ``episodes`` simulated episodes against ``opponents``."""
+        """[`SearchStatistics`][metaeval.responses.search.SearchStatistics] of ``episodes`` simulated episodes against ``opponents``.
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            player: the player who learns.
+            opponents: the distribution its opponents are drawn from.
+            episodes: the training episodes.
+            rng: the generator of every random choice.
+            values: statistics to add the episodes to (default: none).
+
+        Returns:
+            The statistics.
+        """
         game = games.load(game)
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
             raise MetaEvalError(f"episodes must be a positive int, got {episodes!r}")
@@ -317,12 +442,22 @@ class Search:
     def _rounds(self, game, player, opponents, statistics, budgets, seed, advance) -> None:
         for round_, budget in enumerate(budgets):
             choices = statistics.choices() if statistics.keys else None
-            task = _SearchShard(str(game), player, opponents, choices, self.epsilon if choices else 1.0, self.num_envs)
+            task = _SearchShard(str(game), player, opponents, choices, self.epsilon if choices else 1.0,
+                               self.branching, self.num_envs)
             chunks = [(share, np.random.SeedSequence(seed, spawn_key=(round_, shard)))
                       for shard, share in enumerate(shard_sizes(int(budget), self.shards)) if share]
             for shard in run_shards(task, chunks, self.workers, self.address, advance):
                 statistics.merge(shard)
 
     def policy(self, game, player: int, values: SearchStatistics) -> SearchPolicy:
-        """The greedy policy of the searched values."""
+        """The greedy policy of the searched values.
+
+        Args:
+            game: the game.
+            player: the player.
+            values: the statistics [`train`][metaeval.responses.search.Search.train] returned.
+
+        Returns:
+            The policy.
+        """
         return SearchPolicy(games.load(game), player, values.choices())

@@ -2,13 +2,13 @@
 
 Every allocation whose size grows with the input (tree enumeration, policy tables,
 reach matrices, meta-game tensors, constraint matrices and LP models) calls
-:func:`check` with an estimate of its bytes before allocating. Over the budget, it
-raises a :class:`MetaEvalError` with the estimate and the limit instead of letting
+`check` with an estimate of its bytes before allocating. Over the budget, it
+raises a [`MetaEvalError`][metaeval.errors.MetaEvalError] with the estimate and the limit instead of letting
 the process grow until the machine swaps or the kernel kills it.
 
 The budget is ``METAEVAL_MAX_MEMORY`` (bytes, or a number with K, M, G or T, powers
 of 1024), set for one command by ``metaeval ... --max-memory 16G``; by default
-:data:`DEFAULT_MAX_MEMORY`. It bounds each allocation (one array, one model), not
+`DEFAULT_MAX_MEMORY`. It bounds each allocation (one array, one model), not
 the process as a whole.
 """
 
@@ -42,7 +42,7 @@ def parse_size(text: str) -> int:
 
 
 def max_memory() -> int:
-    """The budget in bytes: ``$METAEVAL_MAX_MEMORY`` if set, else :data:`DEFAULT_MAX_MEMORY`."""
+    """The budget in bytes: ``$METAEVAL_MAX_MEMORY`` if set, else `DEFAULT_MAX_MEMORY`."""
     text = os.environ.get(VARIABLE)
     if not text:
         return DEFAULT_MAX_MEMORY

@@ -1,10 +1,10 @@
 """Checksums of what a run directory writes, checked before anything it wrote is trusted.
 
 - A JSON object (a record of ``iterations.jsonl``, ``config.json``, ``state.json``) carries
-  the SHA-256 of its canonical text (sorted keys, no spaces) under :data:`KEY`
-  (:func:`seal`; :func:`problem` says whether an object read back is as sealed).
+  the SHA-256 of its canonical text (sorted keys, no spaces) under `KEY`
+  (`seal`; `problem` says whether an object read back is as sealed).
 - A checkpoint's other files are listed with their SHA-256 in the ``state.json`` that names
-  them (:func:`of_files`; :func:`verify` checks them before they are loaded).
+  them (`of_files`; `verify` checks them before they are loaded).
 
 A changed byte then shows as a mismatch even where the file stays readable (a digit of a
 JSON number, a weight in an ``.npz`` archive).
@@ -37,7 +37,7 @@ def seal(data: Mapping) -> dict:
 
 
 def problem(data) -> str | None:
-    """Why ``data`` (a JSON value read back) is not an object as :func:`seal` made it, or None."""
+    """Why ``data`` (a JSON value read back) is not an object as `seal` made it, or None."""
     if not isinstance(data, dict) or KEY not in data:
         return "no checksum (written by an earlier metaeval, or edited)"
     if data[KEY] != _of_object(unsealed(data)):
@@ -65,8 +65,8 @@ def of_files(root, names: Iterable[str]) -> dict[str, str]:
 
 
 def verify(root, listed, listed_in) -> None:
-    """Raise :class:`DamagedFileError` naming the first file of ``listed`` (checksums as
-    :func:`of_files` gave them, kept in the file ``listed_in``) that is missing or differs."""
+    """Raise [`DamagedFileError`][metaeval.errors.DamagedFileError] naming the first file of ``listed`` (checksums as
+    `of_files` gave them, kept in the file ``listed_in``) that is missing or differs."""
     if not isinstance(listed, dict) or not listed:
         raise DamagedFileError(f"{listed_in} lists no checksums of the files it names")
     for name, expected in listed.items():

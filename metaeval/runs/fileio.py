@@ -1,8 +1,8 @@
 """Writing and reading metaeval's files.
 
 Writes are atomic: a reader sees the old file or the new one, never a partial one.
-Reads of ``.npz`` archives go through :func:`read_arrays`, which turns whatever a damaged,
-cut-off or missing file makes numpy or zipfile raise into one :class:`DamagedFileError`
+Reads of ``.npz`` archives go through `read_arrays`, which turns whatever a damaged,
+cut-off or missing file makes numpy or zipfile raise into one [`DamagedFileError`][metaeval.errors.DamagedFileError]
 naming the file.
 """
 
@@ -46,7 +46,7 @@ def atomic_write(path, write, mode: str = "wb") -> Path:
 
 
 def temporary_path(path) -> Path:
-    """Where :func:`atomic_write` writes ``path`` before the rename; a process killed
+    """Where `atomic_write` writes ``path`` before the rename; a process killed
     between the two (SIGKILL, power loss) leaves this file behind."""
     path = Path(path)
     return path.with_name(f".{path.name}.tmp")
@@ -80,7 +80,7 @@ def read_arrays(path, what: str, names: Collection[str] | None = None,
     Every array's header is checked against the memory budget before its data is read (the
     array as stored, and as float64 too with ``float64_copy``, for the copy the caller makes):
     a damaged header's shape costs nothing to claim. A file that is missing, cut off or
-    damaged raises one :class:`DamagedFileError` naming it.
+    damaged raises one [`DamagedFileError`][metaeval.errors.DamagedFileError] naming it.
     """
     path = Path(path)
     try:
@@ -115,7 +115,7 @@ def _check_header(stream, what: str, float64_copy: bool) -> None:
 
 
 def json_entry(arrays: dict, name: str, what: str, path) -> object:
-    """The JSON text an archive read by :func:`read_arrays` keeps in its array ``name``, parsed."""
+    """The JSON text an archive read by `read_arrays` keeps in its array ``name``, parsed."""
     if name not in arrays:
         raise DamagedFileError(f"cannot read {what} from {path}: it has no {name!r} entry")
     try:

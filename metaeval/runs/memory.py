@@ -8,7 +8,7 @@
 (Linux ``VmRSS`` and ``VmHWM``), in MiB. A peak that keeps rising from iteration to
 iteration while the population is capped, or rises faster than the population's own
 size, is a leak. Like the timings, these vary between identical runs: a resumed run is
-checked without them (:data:`metaeval.runs.rundir.MEASUREMENTS`).
+checked without them (`metaeval.runs.rundir.MEASUREMENTS`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def resident_memory(pid: int | str = "self") -> dict:
 
 def memory_usage() -> dict:
     """``{"driver": resident_memory(), "actors": [...]}``: the actors' of the meta-game
-    builds' Ray pool, if one is alive (:meth:`metaeval.distributed.pool.EvaluatorPool.memory`)."""
+    builds' Ray pool, if one is alive (`metaeval.distributed.pool.EvaluatorPool.memory`)."""
     from metaeval.distributed.build import current_pool
 
     pool = current_pool()

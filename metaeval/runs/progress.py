@@ -2,7 +2,7 @@
 builds, CCE gaps, bootstraps, learners and searches.
 
 The loops, meta-game builds, CCE gaps and bootstraps take ``progress``; learners, searches
-and the episodes of an approximate gap follow the work they run in (or :func:`asked`):
+and the episodes of an approximate gap follow the work they run in (or `asked`):
 
 - ``True`` (what the ``metaeval`` command asks for, unless ``--quiet``): a bar on a
   terminal; when stderr is not a terminal (a log, CI, a pipe), plain lines instead: one
@@ -48,7 +48,7 @@ class Progress:
         unit: ``"episode"``, ``"entry"``, ``"it"``, ``"step"``, ...
         progress: True, None, False or a callable (module docstring).
         done: units already done (a resumed run).
-        each: a line at every :meth:`advance` (a loop's iterations) rather than timed lines.
+        each: a line at every `advance` (a loop's iterations) rather than timed lines.
     """
 
     def __init__(self, total: int, desc: str, unit: str = "it", progress=None, done: int = 0,

@@ -20,7 +20,7 @@ def population_age(records: list[dict]) -> list[float]:
 
 def summary_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame:
     """One row per iteration: CCE gap (total, per player; empty when not computed, as in
-    sampled mode), the approximate gap's lower bound and its standard error (when estimated), payoffs, the population's mean age (:func:`population_age`), timings;
+    sampled mode), the approximate gap's lower bound and its standard error (when estimated), payoffs, the population's mean age (`population_age`), timings;
     with ``metagame`` (e.g. "sampled, 1000 episodes per entry"), a column saying so."""
     rows = []
     for record, age in zip(records, population_age(records)):
@@ -92,7 +92,7 @@ def psro_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame
     bound and its standard error (when estimated), NashConv and exploitability
     (2-player zero-sum games; all empty when not computed, as in sampled mode),
     meta-distribution support, population sizes, timings, resident memory
-    (:func:`memory_columns`); ``metagame`` as in :func:`summary_frame`."""
+    (`memory_columns`); ``metagame`` as in `summary_frame`."""
     rows = []
     for record in records:
         row = {"iteration": record["iteration"], **_metagame(metagame), "cce_gap": record["cce_gap"]}
@@ -112,7 +112,7 @@ def psro_frame(records: list[dict], metagame: str | None = None) -> pd.DataFrame
 
 def memory_columns(record: dict) -> dict:
     """The driver's current and peak resident memory (MiB) and the largest peak among the
-    build actors, of a record that has them (:mod:`metaeval.runs.memory`)."""
+    build actors, of a record that has them ([`metaeval.runs.memory`][metaeval.runs.memory])."""
     memory = record.get("memory")
     if memory is None:
         return {}

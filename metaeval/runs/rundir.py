@@ -6,34 +6,34 @@ A run directory holds
   kind names the loop that owns the directory; a loop refuses a directory of another
   kind. The settings that change results must agree for a run to be resumed.
 - ``iterations.jsonl``: one record per line, appended and flushed one at a time, each
-  with its checksum (:mod:`metaeval.runs.checksums`). Every record is checked against
-  the loop's :class:`RecordSchema` and its checksum when read; a line that is not a
+  with its checksum (`metaeval.runs.checksums`). Every record is checked against
+  the loop's `RecordSchema` and its checksum when read; a line that is not a
   valid record (garbage, cut off, a missing key, changed since it was written) is
   reported with its line number and moved aside into ``iterations.damaged.jsonl``, and
   the valid records are all kept.
-- checkpoints (see :mod:`metaeval.loops.checkpoint`) and the loop's result files.
+- checkpoints (see `metaeval.loops.checkpoint`) and the loop's result files.
 
 The JSON files carry their checksum too, and ``state.json`` the checksums of the
 checkpoint files it names: a file changed after it was written is detected, never used.
 
-Opening a run directory (:meth:`RunDirectory.open`) only reads and checks: the
+Opening a run directory (`RunDirectory.open`) only reads and checks: the
 directory is created, repaired and ``config.json`` written only when the loop
-calls :meth:`RunDirectory.begin` and commits its first record, so a command
+calls `RunDirectory.begin` and commits its first record, so a command
 refused for any reason (or failing before its first record) writes nothing. A
 non-empty directory that holds no run is refused (it holds someone's files).
 Every file is replaced atomically or appended one flushed line at a time, so a
 killed process never leaves a half-written file behind.
 
 One process at a time writes a run directory: the directory itself is locked
-(:func:`lock_directory`, an OS lock on the directory, so no lock file is written)
-from :meth:`RunDirectory.open` (or, for a directory that does not exist yet, from
-:meth:`RunDirectory.begin`) until :meth:`RunDirectory.close`; the kernel releases
+(`lock_directory`, an OS lock on the directory, so no lock file is written)
+from `RunDirectory.open` (or, for a directory that does not exist yet, from
+`RunDirectory.begin`) until `RunDirectory.close`; the kernel releases
 it when the process dies, so a run killed with SIGKILL resumes at once.
 
-On resume (:meth:`RunDirectory.resume`) a loop continues from its checkpoint if the
+On resume (`RunDirectory.resume`) a loop continues from its checkpoint if the
 checkpoint is intact and the log holds every record before it, else from iteration 0;
 the records on disk at or past that point are checked against their recomputation
-(:meth:`RunDirectory.commit`), so an edited or stale record is detected, never kept.
+(`RunDirectory.commit`), so an edited or stale record is detected, never kept.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ RAY_LOGS = "ray"
 """Where an embedded Ray keeps its logs in a run directory (possibly before its first record)."""
 UNFINISHED_CONFIG = temporary_path(CONFIG).name
 """What a process killed while writing the first ``config.json`` leaves behind: the directory
-holds no run yet, and :meth:`RunDirectory.begin` removes it."""
+holds no run yet, and `RunDirectory.begin` removes it."""
 MEASUREMENTS = ("seconds", "memory")
 """The record fields of wall-clock timings and resident memory, which vary between identical runs."""
 
@@ -153,17 +153,17 @@ def read_records(out: Path, schema: RecordSchema | None = None) -> list[dict]:
 
 # -- JSON files ------------------------------------------------------------------
 def write_json(path: Path, data) -> None:
-    """Write JSON atomically (see :func:`metaeval.runs.fileio.atomic_write`); an object
-    with its checksum (:func:`metaeval.runs.checksums.seal`)."""
+    """Write JSON atomically (see `metaeval.runs.fileio.atomic_write`); an object
+    with its checksum (`metaeval.runs.checksums.seal`)."""
     if isinstance(data, dict):
         data = checksums.seal(data)
     atomic_write(path, lambda f: f.write(json.dumps(data, indent=2, sort_keys=True) + "\n"), mode="w")
 
 
 def read_json(path: Path, sealed: bool = False):
-    """The JSON value :func:`write_json` wrote to ``path``, without its checksum. A checksum
+    """The JSON value `write_json` wrote to ``path``, without its checksum. A checksum
     is checked wherever there is one; ``sealed``: there must be one. A file that is missing,
-    unreadable or changed raises :class:`DamagedFileError` naming it."""
+    unreadable or changed raises [`DamagedFileError`][metaeval.errors.DamagedFileError] naming it."""
     try:
         data = json.loads(Path(path).read_text())
     except FileNotFoundError:
@@ -216,7 +216,7 @@ def without_timings(record: dict) -> dict:
 
 
 class DirectoryLock:
-    """An exclusive ``flock`` on a directory, held until :meth:`release` (or the process ends)."""
+    """An exclusive ``flock`` on a directory, held until `release` (or the process ends)."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -237,15 +237,15 @@ class DirectoryLock:
 
 
 def lock_directory(path) -> DirectoryLock:
-    """Lock the existing directory ``path`` for this process, or raise :class:`MetaEvalError`
-    if another process holds it. The lock is released by :meth:`DirectoryLock.release`, when
+    """Lock the existing directory ``path`` for this process, or raise [`MetaEvalError`][metaeval.errors.MetaEvalError]
+    if another process holds it. The lock is released by `DirectoryLock.release`, when
     the lock is garbage-collected, or by the kernel when the process dies."""
     return DirectoryLock(path)
 
 
 def _stored_run(path: Path, kind: str, result_settings: Mapping[str, object]) -> dict | None:
     """The ``config.json`` content of the run of ``kind`` in ``path`` (None if there is none),
-    or :class:`MetaEvalError` if ``path`` holds another kind of run, one with other result
+    or [`MetaEvalError`][metaeval.errors.MetaEvalError] if ``path`` holds another kind of run, one with other result
     settings, or someone's files."""
     config_path = path / CONFIG
     stored = None
@@ -284,9 +284,9 @@ def _stored_run(path: Path, kind: str, result_settings: Mapping[str, object]) ->
 class RunDirectory:
     """One run directory of a named kind; see the module docstring.
 
-    Use :meth:`open` to check a directory, :meth:`begin` before the loop writes
+    Use `open` to check a directory, `begin` before the loop writes
     anything (it creates the directory and moves damaged log lines aside), and
-    :meth:`append` for each record (the first one also writes ``config.json``).
+    `append` for each record (the first one also writes ``config.json``).
     """
 
     def __init__(self, path: Path, kind: str, settings: dict, header: dict, stored: dict | None,
@@ -302,7 +302,7 @@ class RunDirectory:
              schema: RecordSchema | None = None, header: dict | None = None) -> RunDirectory:
         """Check that ``path`` is new or holds a run of ``kind`` whose result settings agree.
 
-        Writes nothing. Raises :class:`MetaEvalError` naming the problem.
+        Writes nothing. Raises [`MetaEvalError`][metaeval.errors.MetaEvalError] naming the problem.
 
         Args:
             settings: everything that defines the run (stored in ``config.json``).
@@ -338,7 +338,7 @@ class RunDirectory:
 
     @property
     def records(self) -> list[dict]:
-        """The valid records on disk (by iteration), as read by :meth:`open`."""
+        """The valid records on disk (by iteration), as read by `open`."""
         return list(self._reading.records)
 
     @property
@@ -395,7 +395,7 @@ class RunDirectory:
         return self._committed
 
     def append(self, record: dict) -> None:
-        """Append one record to the log and flush it to disk (call :meth:`write_config` first)."""
+        """Append one record to the log and flush it to disk (call `write_config` first)."""
         if not self.committed:
             raise MetaEvalError("write_config() must come before the first record of a session")
         self._check_locked()
@@ -411,9 +411,9 @@ class RunDirectory:
         """The iteration to continue from and the checkpoint to continue with (None: from 0).
 
         ``load_checkpoint()`` returns the run's checkpoint (an object with ``next_iteration``),
-        or None before the first one. A damaged checkpoint (:class:`DamagedFileError`) is named
+        or None before the first one. A damaged checkpoint ([`DamagedFileError`][metaeval.errors.DamagedFileError]) is named
         in a warning and the run restarts from iteration 0, as it does when the log lacks a
-        record before the checkpoint (:meth:`resume_from`)."""
+        record before the checkpoint (`resume_from`)."""
         checkpoint = None
         if self.exists:
             try:
@@ -427,7 +427,7 @@ class RunDirectory:
     def resume_from(self, checkpoint_iteration: int | None) -> int:
         """The iteration to continue from: the checkpoint's if the log holds every record
         before it, else 0 (the only earlier consistent state; a warning names the missing
-        iterations). The records on disk at or past it are kept to be checked by :meth:`commit`."""
+        iterations). The records on disk at or past it are kept to be checked by `commit`."""
         logged = {r["iteration"]: r for r in self.records}
         start = checkpoint_iteration or 0
         missing = [i for i in range(start) if i not in logged]
@@ -442,7 +442,7 @@ class RunDirectory:
         return start
 
     def records_before(self, iteration: int) -> list[dict]:
-        """The records before ``iteration`` (all on disk, as :meth:`resume_from` made sure)."""
+        """The records before ``iteration`` (all on disk, as `resume_from` made sure)."""
         logged = {r["iteration"]: r for r in self.records}
         return [logged[i] for i in range(iteration)]
 

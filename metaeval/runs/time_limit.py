@@ -1,8 +1,8 @@
 """A time limit on each call of a policy, so that a policy that hangs ends its build in one line.
 
-A build runs its shards within :func:`time_limit`; every call of a policy in them goes
-through :func:`limited` (:func:`metaeval.spiel.lockstep.policy_errors` does it), and a call
-that takes longer than the limit raises :class:`PolicyTimeout`, which the callers turn into
+A build runs its shards within `time_limit`; every call of a policy in them goes
+through `limited` (`metaeval.spiel.lockstep.policy_errors` does it), and a call
+that takes longer than the limit raises `PolicyTimeout`, which the callers turn into
 one line naming the policy and its joint.
 
 A thread cannot stop another thread's Python code, and a watchdog could only wait beside
@@ -66,7 +66,7 @@ def _interrupt(signum, frame):
 
 @contextmanager
 def time_limit(seconds: float | None):
-    """Within the block, each policy call made through :func:`limited` in this thread may
+    """Within the block, each policy call made through `limited` in this thread may
     take ``seconds`` (None: no limit)."""
     outer = _limit.seconds, _limit.timer
     timer = seconds is not None and threading.current_thread() is threading.main_thread()
@@ -89,7 +89,7 @@ def time_limit(seconds: float | None):
 
 @contextmanager
 def limited():
-    """One policy call under this thread's limit (if any); raises :class:`PolicyTimeout`."""
+    """One policy call under this thread's limit (if any); raises `PolicyTimeout`."""
     global _armed
     seconds, timer = _limit.seconds, _limit.timer
     if seconds is None or (timer and _armed is not None):  # no limit, or a call within a limited call

@@ -29,7 +29,7 @@ from metaeval.runs import budget
 from metaeval.solvers.reduction import quantise
 
 CHUNK_BYTES = 256 << 20
-"""Largest temporary of one block of :meth:`GameColumns.second_moments` (smaller if the
+"""Largest temporary of one block of `GameColumns.second_moments` (smaller if the
 memory budget is): big enough for long BLAS calls, small beside the payoffs."""
 
 
@@ -55,7 +55,7 @@ class GameColumns:
     by deviating; payoffs are divided by it and quantised as in metaeval.solvers.reduction, so
     the LPs see entries of size at most 1 whatever the user's units. Each G_p is first
     centred along its own axis (minus its mean over a_p, a function of a_-p, which leaves A
-    unchanged): then |G_p| <= 1 too, and the products of :meth:`second_moments` do not
+    unchanged): then |G_p| <= 1 too, and the products of `second_moments` do not
     cancel whatever the payoffs' offset (a player's payoffs 1e9 times another's spread
     would otherwise leave nothing of them in float32, and little in float64).
     """
@@ -137,7 +137,7 @@ class GameColumns:
         dual, whose fixed point is set by the float64 gains; a step from a Hessian accurate
         to about 1e-5 (four terms of size at most 1, sums over many joints) still contracts
         the error ten-thousandfold, and float32 halves the memory traffic of these O(N^2 K prod K) contractions. float64
-        where small eigenvalues matter (:meth:`covariance`, :meth:`gram`)."""
+        where small eigenvalues matter (`covariance`, `gram`)."""
         sigma = masses.reshape(self.shape).astype(dtype)
         payoffs = self.payoffs if dtype == np.float64 else self._payoffs32()
         n = len(self.shape)

@@ -1,4 +1,4 @@
-"""The later rounds of Algorithm 1 (SPEC 2.1) on the optimal face of an earlier one.
+"""The later rounds of Algorithm 1 (maths, section 2.1) on the optimal face of an earlier one.
 
 Round r of the strictest-CCE LPs ends with an optimum t_r and duals (y, reduced costs d_j
 of the joints). By weak duality, every sigma feasible for a later round (all gains at

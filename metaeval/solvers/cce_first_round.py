@@ -1,4 +1,4 @@
-"""The first LP of Algorithm 1 (SPEC 2.1) over working sets of rows and joints.
+"""The first LP of Algorithm 1 (maths, section 2.1) over working sets of rows and joints.
 
     min_{sigma in simplex, t} t   s.t.  A_i sigma <= t  for every deviation i.
 

@@ -1,6 +1,6 @@
 """Equilibrium quantities on a meta-game: CCE constraints, deviation gains, gaps.
 
-Notation of SPEC section 1: ``G[p][a]`` is player p's payoff at joint ``a`` and
+Notation of the maths page, section 1: ``G[p][a]`` is player p's payoff at joint ``a`` and
 ``sigma`` a joint distribution of shape ``[K_1, ..., K_N]``.
 """
 
@@ -19,13 +19,38 @@ SIGMA_TOLERANCE = 1e-6
 
 
 def check_distribution(game: MetaGame, sigma, atol: float = SIGMA_TOLERANCE) -> np.ndarray:
-    """``sigma`` as a float array over the game's joints, or a clear error if it is not one."""
+    """``sigma`` as a float array over the game's joints, or a clear error if it is not one.
+
+    Args:
+        game: the meta-game.
+        sigma: a joint distribution over the game's joints ``[K_1, ..., K_N]``.
+        atol: how far below 0 an entry, and the sum from 1, may be.
+
+    Returns:
+        ``sigma`` as a float array.
+
+    Raises:
+        MetaEvalError: ``sigma`` is not a distribution over the joints.
+    """
     return check_joint_distribution(sigma, game.shape, "game", atol)
 
 
 def check_joint_distribution(sigma, shape, owner: str, atol: float = SIGMA_TOLERANCE) -> np.ndarray:
     """``sigma`` as a float array of ``shape`` that is a probability distribution, or an
-    error naming ``owner`` (what the joints belong to: a game, a population)."""
+    error naming ``owner`` (what the joints belong to: a game, a population).
+
+    Args:
+        sigma: the candidate distribution.
+        shape: the joints' shape.
+        owner: what the joints belong to, for the message.
+        atol: how far below 0 an entry, and the sum from 1, may be.
+
+    Returns:
+        ``sigma`` as a float array.
+
+    Raises:
+        MetaEvalError: ``sigma`` is not a distribution of that shape.
+    """
     sigma = np.asarray(sigma, dtype=np.float64)
     shape = tuple(shape)
     if sigma.shape != shape:
@@ -41,6 +66,13 @@ def deviation_payoffs(game: MetaGame, player: int) -> np.ndarray:
     """D[a', a] = G_p(a'_p, a_-p) - G_p(a): shape ``[K_p, K_1, ..., K_N]``.
 
     Row a' is the CCE deviation to a'_p (Marris et al. 2025, eq. 3a, per joint).
+
+    Args:
+        game: the meta-game.
+        player: the player who deviates.
+
+    Returns:
+        D.
     """
     payoff = game.payoffs[player]
     k = game.shape[player]
@@ -53,7 +85,13 @@ def deviation_payoffs(game: MetaGame, player: int) -> np.ndarray:
 def cce_constraints(game: MetaGame) -> np.ndarray:
     """The CCE matrix A, rows (p, a'_p) in player order, columns joints in C order.
 
-    sigma is an eps-CCE iff ``A @ sigma.ravel() <= eps`` (SPEC section 1).
+    sigma is an eps-CCE iff ``A @ sigma.ravel() <= eps`` (maths, section 1).
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        A ``[sum_p K_p, prod_p K_p]``.
     """
     budget.check_joints(game.shape, sum(game.shape), "the CCE constraint matrix")
     return np.concatenate(
@@ -65,6 +103,13 @@ def deviation_gains(game: MetaGame, sigma) -> list[np.ndarray]:
     """delta_p(a'_p; sigma) for every player and deviation, one array per player.
 
     Computed from the opponents' marginal of sigma, never forming the CCE matrix.
+
+    Args:
+        game: the meta-game.
+        sigma: a joint distribution over the game's joints ``[K_1, ..., K_N]``.
+
+    Returns:
+        The gains ``[K_p]``, one array per player.
     """
     sigma = check_distribution(game, sigma)
     gains = []
@@ -78,12 +123,28 @@ def deviation_gains(game: MetaGame, sigma) -> list[np.ndarray]:
 
 
 def cce_gap(game: MetaGame, sigma) -> float:
-    """Sum over players of the best coarse-correlated deviation gain, floored at 0."""
+    """Sum over players of the best coarse-correlated deviation gain, floored at 0.
+
+    Args:
+        game: the meta-game.
+        sigma: a joint distribution over the game's joints ``[K_1, ..., K_N]``.
+
+    Returns:
+        The gap.
+    """
     return float(sum(max(0.0, g.max()) for g in deviation_gains(game, sigma)))
 
 
 def ce_gains(game: MetaGame, sigma) -> list[np.ndarray]:
-    """CE gains: ``gains[p][a_p, a'_p] = sum_{a_-p} sigma(a) (G_p(a'_p, a_-p) - G_p(a))``."""
+    """CE gains: ``gains[p][a_p, a'_p] = sum_{a_-p} sigma(a) (G_p(a'_p, a_-p) - G_p(a))``.
+
+    Args:
+        game: the meta-game.
+        sigma: a joint distribution over the game's joints ``[K_1, ..., K_N]``.
+
+    Returns:
+        The gains ``[K_p, K_p]``, one array per player.
+    """
     sigma = check_distribution(game, sigma)
     gains = []
     for p in range(game.num_players):
@@ -93,14 +154,28 @@ def ce_gains(game: MetaGame, sigma) -> list[np.ndarray]:
 
 
 def ce_gap(game: MetaGame, sigma) -> float:
-    """Sum over players and recommendations of the best correlated deviation gain (floored at 0)."""
+    """Sum over players and recommendations of the best correlated deviation gain (floored at 0).
+
+    Args:
+        game: the meta-game.
+        sigma: a joint distribution over the game's joints ``[K_1, ..., K_N]``.
+
+    Returns:
+        The gap.
+    """
     return float(sum(np.maximum(g.max(axis=1), 0.0).sum() for g in ce_gains(game, sigma)))
 
 
 def mecce(game: MetaGame) -> np.ndarray:
-    """The maximum-entropy CCE, shape ``[K_1, ..., K_N]`` (SPEC 2.2; Marris et al. 2022).
+    """The maximum-entropy CCE, shape ``[K_1, ..., K_N]`` (maths, section 2.2; Marris et al. 2022).
 
     Its CCE constraints hold to ~1e-13 of the largest payoff difference; MetaEvalError if
     the dual solver cannot reach 1e-9.
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        The MECCE.
     """
     return max_entropy(cce_constraints(game)).distribution.reshape(game.shape)

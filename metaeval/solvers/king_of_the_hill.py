@@ -19,7 +19,7 @@ What the raters exploit, with M models and P prompts (M^2 P joints; 8.2M at 64 x
 - Deviation ratings need no structured path: the first LP of Algorithm 1 binds few
   deviations and joints, and on its optimal face most gains are constant
   (metaeval.solvers.cce_first_round, metaeval.solvers.cce_face).
-- The antisymmetry is what makes a game recognisable as one (:func:`is_king_of_the_hill`);
+- The antisymmetry is what makes a game recognisable as one ([`is_king_of_the_hill`][metaeval.solvers.king_of_the_hill.is_king_of_the_hill]);
   the solvers above need only the prompt player's large strategy set, not the rest.
 """
 
@@ -38,7 +38,14 @@ STRUCTURED_JOINTS = 1 << 20
 
 def is_king_of_the_hill(game: MetaGame) -> bool:
     """Whether ``game`` has the king-of-the-hill structure of the module docstring (to
-    STRUCTURE_RTOL of its largest |payoff|)."""
+    STRUCTURE_RTOL of its largest |payoff|).
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        Whether it has that structure.
+    """
     if game.num_players != 3 or game.shape[0] != game.shape[1]:
         return False
     king, rebel, prompt = game.payoffs
@@ -53,5 +60,12 @@ def is_king_of_the_hill(game: MetaGame) -> bool:
 
 def structured(game: MetaGame) -> bool:
     """Whether the raters rate ``game`` by the structured paths: a king-of-the-hill game
-    of more than STRUCTURED_JOINTS joints."""
+    of more than STRUCTURED_JOINTS joints.
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        Whether the structured paths apply.
+    """
     return game.num_joints > STRUCTURED_JOINTS and is_king_of_the_hill(game)

@@ -1,6 +1,6 @@
-"""Stationary distribution of a line-structured chain given matrix-free (:mod:`line_rates`).
+"""Stationary distribution of a line-structured chain given matrix-free ([`line_rates`][metaeval.solvers.line_rates]).
 
-The method of :mod:`metaeval.solvers.markov` (read it first), with every sum over
+The method of [`metaeval.solvers.markov`][metaeval.solvers.markov] (read it first), with every sum over
 transitions replaced by a product with the rate matrix N or its transpose, so nothing
 of size "transitions" is stored:
 
@@ -38,7 +38,7 @@ MAX_CLASSES = 64
 
 def line_stationary_distribution(rates: LineRates) -> tuple[np.ndarray, dict]:
     """pi with pi Q = 0, sum(pi) = 1, for the chain of ``rates``; ``info`` as markov's
-    :func:`~metaeval.solvers.markov.stationary_distribution` (residual, levels) plus the
+    [`stationary_distribution`][metaeval.solvers.markov.stationary_distribution] (residual, levels) plus the
     number of classes."""
     threshold = _strong_gain(rates)
     classes = _sink_classes(rates, threshold)
@@ -142,10 +142,10 @@ def _neighbours(shape, mask_flat) -> np.ndarray:
 
 
 class _Off:
-    """N or N^T of a :class:`LineRates` as the off-diagonal part of an :class:`_MMatrix`,
+    """N or N^T of a `LineRates` as the off-diagonal part of an `_MMatrix`,
     restricted to the profiles of the mask ``free`` (zero rows and columns elsewhere).
 
-    Systems are kept at full length, with identity rows off ``free`` (see :func:`_system`):
+    Systems are kept at full length, with identity rows off ``free`` (see `_system`):
     masking costs two multiplications a product where markov's index views cost a
     gather and a scatter, and no index array of the chain's size is stored.
     """

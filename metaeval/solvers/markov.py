@@ -36,7 +36,7 @@ rates are spread evenly over hundreds of orders of magnitude.  Linear systems ar
 M-matrices: dense LU up to ``DENSE_MAX`` unknowns, otherwise BiCGSTAB with Jacobi
 preconditioning (GMRES if BiCGSTAB stalls), every answer checked by its backward error.
 Every system is a principal submatrix of ``D - N`` (N the rates, or their transpose),
-applied without copying N (:class:`_MMatrix`), and state ids are int32 when they fit: a
+applied without copying N (`_MMatrix`), and state ids are int32 when they fit: a
 64^3 alpha-Rank chain has 5e7 transitions.  A sparse LU is not used because these transition graphs
 (Hamming graphs: states differing in one coordinate are adjacent) have no small
 separators, so the factors fill in almost completely; power iteration is not used because
@@ -67,6 +67,15 @@ def stationary_distribution(num_states: int, source, target, log_rate) -> tuple[
     Returns ``(pi, info)``; ``info["residual"]`` is ``||pi P - pi||_1`` for the uniformised
     chain ``P = I + Q / (largest exit rate)`` and ``info["levels"]`` the aggregation depth.
     Raises MetaEvalError if the chain is reducible or a solve does not converge.
+
+    Args:
+        num_states: the number of states.
+        source: each transition's source state.
+        target: each transition's target state.
+        log_rate: each transition's log rate.
+
+    Returns:
+        ``(pi, info)``.
     """
     source, target = (_ids(x) for x in (source, target))
     log_rate = np.asarray(log_rate, dtype=np.float64)

@@ -1,6 +1,6 @@
 """Maximum-entropy distribution on ``{sigma in simplex : M sigma <= 0}``, through its dual.
 
-SPEC 2.2: the dual of ``max H(sigma) s.t. M sigma <= 0, sum(sigma) = 1`` is
+Maths, section 2.2: the dual of ``max H(sigma) s.t. M sigma <= 0, sum(sigma) = 1`` is
 
     min_{lambda >= 0} f(lambda) = log sum_a exp(-(M^T lambda)_a),
 
@@ -103,7 +103,7 @@ class _Point:
 
 class _Dense:
     """The constraint matrix M as Newton uses it, stored. The same methods without M in
-    memory: :class:`metaeval.solvers.cce_columns.GameColumns` (M the CCE matrix of a game)."""
+    memory: `metaeval.solvers.cce_columns.GameColumns` (M the CCE matrix of a game)."""
 
     def __init__(self, matrix: np.ndarray):
         self.matrix = matrix
@@ -232,12 +232,18 @@ def largest_support(matrix: np.ndarray) -> np.ndarray:
     counts as feasible (seen on an Agent57 bootstrap replicate: 57 joints where 4 are
     feasible, or status 'Not Set'). A joint whose mass can be at most 1/SUPPORT_RATIO of
     another's counts as outside the support, at the solvers' precision.
+
+    Args:
+        matrix: the constraint matrix ``[rows, joints]``.
+
+    Returns:
+        A boolean mask ``[joints]``.
     """
     return _support_lp(matrix)[0]
 
 
 def _support_lp(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(support, lambda) of :func:`largest_support`'s LP, lambda >= 0 the multipliers of
+    """(support, lambda) of [`largest_support`][metaeval.solvers.mecce.largest_support]'s LP, lambda >= 0 the multipliers of
     ``matrix x <= 0``: a column j added to the LP (x_j, y_j and row y_j <= x_j) could raise
     its optimum only if (matrix^T lambda)_j < 1."""
     rows, joints = matrix.shape
@@ -259,7 +265,7 @@ def _support_lp(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _priced_support(cone: np.ndarray, slacks: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     """The columns j of ``candidates`` in the largest support of {(x, s) >= 0 :
-    cone x + slacks s = 0}, by column generation on :func:`largest_support`'s LP (each
+    cone x + slacks s = 0}, by column generation on [`largest_support`][metaeval.solvers.mecce.largest_support]'s LP (each
     equality as two inequalities, multipliers lambda+ and lambda-).
 
     The LP holds the slack columns and the candidates priced in, at most _ENTERING a
@@ -285,7 +291,7 @@ def _priced_support(cone: np.ndarray, slacks: np.ndarray, candidates: np.ndarray
 
 
 def _newton(system, start: np.ndarray, max_iterations: int = MAX_ITERATIONS) -> tuple[_Point, int]:
-    """Projected Newton on the dual of ``system`` (a :class:`_Dense` or its implicit twin)
+    """Projected Newton on the dual of ``system`` (a `_Dense` or its implicit twin)
     from ``start`` until the KKT residual is below GRADIENT_TOLERANCE, ``max_iterations``
     pass, or no step improves (the rounding floor)."""
     point = _evaluate(system, start)
@@ -358,7 +364,7 @@ def _exponential_cone_multipliers(matrix: np.ndarray) -> np.ndarray | None:
 
 
 def max_entropy(matrix: np.ndarray) -> MaxEntropy:
-    """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (SPEC 2.2).
+    """argmax_sigma H(sigma) s.t. ``matrix @ sigma <= 0``, sigma in the simplex (maths, section 2.2).
 
     ``matrix`` is rescaled to unit max |entry| internally, so every tolerance is relative
     to the largest payoff difference. Safeguards, counted in ``safeguards``: should Newton
@@ -370,23 +376,36 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
 
     BLAS runs on one thread: on a busy 2-core machine, threaded products of the 192 x
     262,144 constraint matrix of a 64^3 game made the solve 6 times slower (30 s, not 5 s).
+
+    Args:
+        matrix: the constraint matrix ``[rows, joints]``.
+
+    Returns:
+        The solution and how it was reached.
     """
     with one_blas_thread():
         return _max_entropy(matrix)
 
 
 def max_entropy_implicit(system, dense) -> MaxEntropy:
-    """:func:`max_entropy` of the constraint matrix M that ``system`` computes with
-    (:class:`metaeval.solvers.cce_columns.GameColumns`: the CCE matrix of a game, entries
+    """[`max_entropy`][metaeval.solvers.mecce.max_entropy] of the constraint matrix M that ``system`` computes with
+    (`metaeval.solvers.cce_columns.GameColumns`: the CCE matrix of a game, entries
     at most 1), without storing M.
 
     Newton, then damped Newton, run on every joint through the system's contractions
     (memory O(prod K), not O(sum K prod K)). sigma(lambda) is positive everywhere, so a
     KKT point to FAILURE_TOLERANCE at which every joint keeps at least
-    _FULL_SUPPORT_MASS / joints is the maximum itself, as in :func:`_newton_first`.
+    _FULL_SUPPORT_MASS / joints is the maximum itself, as in `_newton_first`.
     Otherwise the largest support is needed, which only the LPs over the stored matrix
     find: the result is ``max_entropy(dense())`` (``dense_fallbacks`` counts it), which the
     memory budget refuses for games beyond reach.
+
+    Args:
+        system: the column source of M.
+        dense: a function returning M stored, for the fallback.
+
+    Returns:
+        As [`max_entropy`][metaeval.solvers.mecce.max_entropy].
     """
     with one_blas_thread():
         point, iterations = _newton(system, np.zeros(system.num_rows))
@@ -405,7 +424,7 @@ def max_entropy_implicit(system, dense) -> MaxEntropy:
 
 
 def _max_entropy(matrix: np.ndarray) -> MaxEntropy:
-    """:func:`max_entropy`."""
+    """[`max_entropy`][metaeval.solvers.mecce.max_entropy]."""
     matrix = np.asarray(matrix, dtype=np.float64)
     scale = float(np.abs(matrix).max(initial=0.0)) or 1.0
     matrix = matrix / scale

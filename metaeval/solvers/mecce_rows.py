@@ -1,6 +1,6 @@
 """The maximum-entropy CCE of a large game by constraint generation on its dual.
 
-Same problem and dual as metaeval.solvers.mecce (SPEC 2.2): minimise over lambda >= 0
+Same problem and dual as metaeval.solvers.mecce (maths, section 2.2): minimise over lambda >= 0
 
     f(lambda) = log sum_a exp(-(A^T lambda)_a),   sigma = softmax(-A^T lambda),
     gradient -A sigma (minus the deviation gains),  Hessian Cov_sigma(A columns),
@@ -48,7 +48,7 @@ _MAX_HALVINGS = 60
 
 @dataclass
 class RowsMaxEntropy(MaxEntropy):
-    """:class:`metaeval.solvers.mecce.MaxEntropy` (no safeguards here) and the working set:
+    """[`metaeval.solvers.mecce.MaxEntropy`][metaeval.solvers.mecce.MaxEntropy] (no safeguards here) and the working set:
     ``rows`` holds ``constraint_rounds`` (rounds that added deviations), ``working_rows``
     and ``active_rows`` (positive multipliers) out of ``deviations``."""
 

@@ -25,7 +25,14 @@ VIOLATION_TOLERANCE = 1e-6
 
 
 def mgcce(game: MetaGame) -> np.ndarray:
-    """The maximum-Gini CCE of ``game`` as an array ``[K_1..K_N]`` (module docstring)."""
+    """The maximum-Gini CCE of ``game`` as an array ``[K_1..K_N]`` (module docstring).
+
+    Args:
+        game: the meta-game.
+
+    Returns:
+        The MGCCE.
+    """
     import cvxpy as cp  # a second to import: only when this solver runs
 
     matrix = cce_constraints(game)

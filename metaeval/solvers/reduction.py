@@ -1,6 +1,6 @@
 """A smaller, exact CCE constraint system for the deviation-rating LPs.
 
-SPEC 2.1 "practical computation" (Marris et al. 2025, appendix): quantise the
+The "practical computation" of Marris et al. (2025, appendix): quantise the
 payoffs, fold interchangeable players into one, and merge joint strategies (and
 deviations) whose constraint columns (rows) are identical.
 

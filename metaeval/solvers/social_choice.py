@@ -74,7 +74,14 @@ def _by_score(scores: np.ndarray) -> list[int]:
 
 def maximal_lottery(margins: np.ndarray) -> np.ndarray:
     """The maximum-entropy lottery x with x^T M >= 0 (the game M has value 0); a strong
-    Condorcet winner is the only maximal lottery, returned without a solve."""
+    Condorcet winner is the only maximal lottery, returned without a solve.
+
+    Args:
+        margins: the margins ``[m, m]`` (antisymmetric).
+
+    Returns:
+        The lottery ``[m]``.
+    """
     from metaeval.ratings.nash_zero_sum import max_entropy_maximin
 
     margins = np.asarray(margins, dtype=np.float64)
@@ -93,7 +100,14 @@ def maximal_lotteries(profile: Profile) -> Election:
 
 def iterative_maximal_lotteries(profile: Profile) -> Election:
     """Lanctot et al. 2023, Algorithm 2: the ML's support is a level; remove it, repeat.
-    Score = levels below + probability within the level."""
+    Score = levels below + probability within the level.
+
+    Args:
+        profile: the votes.
+
+    Returns:
+        The election.
+    """
     margins = profile.margins()
     remaining = list(range(len(profile.alternatives)))
     levels = []
@@ -118,7 +132,14 @@ def schulze(profile: Profile) -> Election:
     relation, so ordering by the number of alternatives each beats (ties in the
     alternatives' order) ranks every alternative below all that beat it and puts a
     Schulze winner first. Scores as OpenSpiel's and the voting paper's: 0 for the last,
-    then each adds N(itself, the next below) to the score of the next below."""
+    then each adds N(itself, the next below) to the score of the next below.
+
+    Args:
+        profile: the votes.
+
+    Returns:
+        The election.
+    """
     counts = profile.preferences()
     strength = np.where(counts > counts.T, counts, 0)
     for via in range(len(counts)):
@@ -138,7 +159,14 @@ def kemeny_young(profile: Profile, max_alternatives: int = KEMENY_MAX_ALTERNATIV
     Among optimal orders the lexicographically first is returned (the smallest possible
     top, then recursively below it), the one OpenSpiel's enumeration of all m! orders
     finds. Up to KEMENY_SUBSET_ALTERNATIVES alternatives, dynamic programming over subsets
-    (O(2^m m)); above, an integer program solved by HiGHS (:func:`_kemeny_program`).
+    (O(2^m m)); above, an integer program solved by HiGHS (`_kemeny_program`).
+
+    Args:
+        profile: the votes.
+        max_alternatives: the most alternatives accepted.
+
+    Returns:
+        The election.
     """
     m = len(profile.alternatives)
     if m > max_alternatives:
@@ -282,7 +310,15 @@ def _kemeny_mip(counts: np.ndarray, alternatives: list[int], deadline: float, ex
 
 def stv(profile: Profile, num_winners: int | None = None) -> Election:
     """Single transferable vote (OpenSpiel's rule); winners in order of election score
-    2m - i + tally / 10^d, the others (latest eliminated first) m - i + tally / 10^d."""
+    2m - i + tally / 10^d, the others (latest eliminated first) m - i + tally / 10^d.
+
+    Args:
+        profile: the votes.
+        num_winners: the number of seats (default: half the alternatives).
+
+    Returns:
+        The election.
+    """
     m = len(profile.alternatives)
     seats = m // 2 if num_winners is None else int(num_winners)
     if not 1 <= seats < m:
@@ -359,7 +395,16 @@ METHODS = (*OWN, *OPENSPIEL)
 
 def elect(profile: Profile, method: str, **options) -> Election:
     """Run ``method`` (one of METHODS) on ``profile``. Options: ``k`` for approval (top-k,
-    default 1), ``num_winners`` for stv, ``max_alternatives`` for kemeny_young."""
+    default 1), ``num_winners`` for stv, ``max_alternatives`` for kemeny_young.
+
+    Args:
+        profile: the votes.
+        method: the method's name.
+        **options: its options.
+
+    Returns:
+        The election.
+    """
     from metaeval.data.profiles import Profile  # the data package imports pandas: only when electing
 
     if not isinstance(profile, Profile):

@@ -1,7 +1,7 @@
 """Policies that are not tables: a plain callable, and random policies drawn state by state.
 
 Neither needs the game tree, so both work in games far too large to enumerate
-(sampled meta-games, :class:`metaeval.Evaluator` with ``mode="sampled"``).
+(sampled meta-games, [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator] with ``mode="sampled"``).
 
     policy = spiel.CallablePolicy(lambda state, player: {0: 0.5, 1: 0.5})
     policy = spiel.CallablePolicy(net_probabilities, game)   # a vector over all actions
@@ -20,7 +20,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.spiel.policies import KINDS, PROBABILITY_TOLERANCE, SUM_TOLERANCE, action_index, where
 from metaeval.spiel.tree import infostate_key
 
-#: Information states whose drawn probabilities a :class:`LazyRandomPolicy` keeps.
+#: Information states whose drawn probabilities a ``LazyRandomPolicy`` keeps.
 CACHED_STATES = 1 << 16
 
 
@@ -77,12 +77,18 @@ def _check(probabilities: dict[int, float], state, player: int) -> None:
 
 
 class LazyRandomPolicy(policy_lib.Policy):
-    """A random policy of ``kind`` (see :data:`metaeval.spiel.KINDS`) drawn at each
+    """A random policy of ``kind`` (see `metaeval.spiel.KINDS`) drawn at each
     information state when first asked, from a generator seeded by ``seed``, the player
     and the state's key: the same policy in every process, without enumerating the game.
 
-    The random tabular policies of SPEC 3, defined state by state: the same law (for
+    The random tabular policies of the maths page (section 3), defined state by state: the same law (for
     ``dirichlet``, normalised Exp(1) draws over the legal actions), other draws.
+
+    Args:
+        game: the game.
+        player: the player.
+        seed: the seed of the draws.
+        kind: the law of a random policy.
     """
 
     def __init__(self, game, player: int, seed: int, kind: str = "dirichlet"):

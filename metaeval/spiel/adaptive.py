@@ -12,17 +12,17 @@ covariance of the players' returns in one episode of joint a and ``g_ia = d r_i 
 
 which a fixed total minimises by Neyman's allocation ``n_a`` proportional to
 ``sqrt(c_a)``: per-episode spread times sensitivity. The sensitivities come from
-Stein's lemma on a parametric bootstrap of the current estimate (:func:`stein`), so
+Stein's lemma on a parametric bootstrap of the current estimate (`stein`), so
 any rater works; the per-episode Stein estimates ``C_a^(1/2) g_ia`` are averaged over
 the rounds, so their noise shrinks as the rounds go on.
 
 ``"response_graph"`` targets the response graph (alpha-Rank at infinite alpha):
 it spends on the edges whose sign is not yet resolved, ResponseGraphUCB's idea
 (Rowland et al. 2019), all of them at once rather than one at a time
-(:func:`uncertain_edges`), so that a near-tie it cannot resolve takes only its share.
+(`uncertain_edges`), so that a near-tie it cannot resolve takes only its share.
 Once every edge is resolved, the rest is spent uniformly.
 
-Episodes come from per-joint streams seeded by :func:`metaeval.spiel.sampled.joint_seed`:
+Episodes come from per-joint streams seeded by [`metaeval.spiel.sampled.joint_seed`][metaeval.spiel.joint_seed]:
 the k-th episode of a joint is the same whatever the rule or the order, so rules
 compared at one seed see the same episodes (common random numbers).
 """
@@ -135,7 +135,7 @@ def squared_norms(estimates: np.ndarray, noise: np.ndarray) -> np.ndarray:
 
 
 def sensitivity(game: MetaGame, rater, options: dict, replicates: int, rng, covariance=None) -> np.ndarray:
-    """Per joint a, the variance ``sum_i g_ia^T S_a g_ia`` it adds to the ratings (:func:`stein`)."""
+    """Per joint a, the variance ``sum_i g_ia^T S_a g_ia`` it adds to the ratings (`stein`)."""
     return squared_norms(*stein(game, rater, options, replicates, rng, covariance))
 
 
@@ -199,7 +199,7 @@ def adaptive_metagame(
 
     Args:
         game: a ``pyspiel.Game`` or a name.
-        population: a :class:`metaeval.spiel.Population` for it.
+        population: a [`metaeval.spiel.Population`][metaeval.spiel.Population] for it.
         budget: total episodes, at least ``initial`` per joint.
         rater: a rater's name or function (e.g. ``"deviation"``) whose ratings
             the ``"variance"`` rule makes precise; ``options`` are passed to it.
@@ -212,7 +212,7 @@ def adaptive_metagame(
         seed: seeds the episodes (per joint) and the bootstrap draws.
 
     Returns:
-        One :class:`Checkpoint` after the initial episodes and one after each round;
+        One `Checkpoint` after the initial episodes and one after each round;
         the last holds the final estimate.
     """
     if rule not in RULES:

@@ -1,20 +1,20 @@
 """Batched policies: action probabilities for a whole batch of decisions at once.
 
-A *batched* policy (the protocol :class:`BatchedPolicy`) answers
+A *batched* policy (the protocol [`BatchedPolicy`][metaeval.spiel.BatchedPolicy]) answers
 
     probabilities = policy.batch_probabilities(observations, legal)
 
 with ``observations [B, D]`` float32 (the acting player's information-state tensors,
 or observation tensors where the game has no information-state tensor, see
-:func:`observation_kind`), ``legal [B, A]`` bool legal-action masks, and
+[`observation_kind`][metaeval.spiel.observation_kind]), ``legal [B, A]`` bool legal-action masks, and
 ``probabilities [B, A]``: a distribution over legal actions per row. Neural
-policies answer natively (:class:`metaeval.spiel.mlp.MLPPolicy`).
+policies answer natively ([`metaeval.spiel.mlp.MLPPolicy`][metaeval.spiel.mlp.MLPPolicy]).
 
-Every other policy is answered per state through :func:`as_batched`: any OpenSpiel
+Every other policy is answered per state through [`as_batched`][metaeval.spiel.as_batched]: any OpenSpiel
 ``Policy`` (tabular or not), a ``pyspiel`` policy, or a plain callable
-``fn(state, player) -> {action: probability}`` wrapped in :class:`CallablePolicy`.
-The lock-step episodes (:mod:`metaeval.spiel.lockstep`) call every policy through
-:func:`as_batched`, once per decision step for the whole batch.
+``fn(state, player) -> {action: probability}`` wrapped in [`CallablePolicy`][metaeval.spiel.CallablePolicy].
+The lock-step episodes ([`metaeval.spiel.lockstep`][metaeval.spiel.lockstep]) call every policy through
+[`as_batched`][metaeval.spiel.as_batched], once per decision step for the whole batch.
 """
 
 from __future__ import annotations
@@ -41,11 +41,29 @@ class BatchedPolicy(Protocol):
     """A policy that answers a batch of decisions natively."""
 
     def batch_probabilities(self, observations: np.ndarray, legal: np.ndarray) -> np.ndarray:
-        """``[B, A]`` action probabilities for ``observations [B, D]`` and masks ``legal [B, A]``."""
+        """``[B, A]`` action probabilities for ``observations [B, D]`` and masks ``legal [B, A]``.
+
+        Args:
+            observations: the acting player's tensors ``[B, D]``.
+            legal: the legal-action masks ``[B, A]``.
+
+        Returns:
+            The probabilities ``[B, A]``.
+        """
 
 
 def observation_kind(game) -> str:
-    """``"information_state"`` or ``"observation"``: the tensor batched policies of ``game`` see."""
+    """``"information_state"`` or ``"observation"``: the tensor batched policies of ``game`` see.
+
+    Args:
+        game: the game.
+
+    Returns:
+        The kind.
+
+    Raises:
+        MetaEvalError: the game has neither tensor.
+    """
     game_type = game.get_type()
     if game_type.provides_information_state_tensor:
         return "information_state"
@@ -55,7 +73,14 @@ def observation_kind(game) -> str:
 
 
 def observation_size(game) -> int:
-    """Length of the flattened tensor of :func:`observation_kind`."""
+    """Length of the flattened tensor of [`observation_kind`][metaeval.spiel.observation_kind].
+
+    Args:
+        game: the game.
+
+    Returns:
+        The size D.
+    """
     if observation_kind(game) == "information_state":
         return game.information_state_tensor_size()
     return game.observation_tensor_size()
@@ -90,7 +115,7 @@ class TensorReader:
 class DecisionBatch:
     """Decisions of one player in a batch of episodes: states, legal masks, and (built on
     first use, as only native batched policies need them) observation tensors, read by
-    ``reader`` (a :class:`TensorReader` of the game; one is made when not given)."""
+    ``reader`` (a `TensorReader` of the game; one is made when not given)."""
 
     def __init__(self, game, player: int, states: list, reader: TensorReader | None = None):
         self.game, self.player, self.states, self._reader = game, player, states, reader
@@ -104,11 +129,19 @@ class DecisionBatch:
 def as_batched(policy, game, player: int):
     """``answer(batch: DecisionBatch) -> [B, A]`` for any policy of ``player``.
 
-    A :class:`BatchedPolicy` is asked once for the whole batch; a ``TabularPolicy``
+    A [`BatchedPolicy`][metaeval.spiel.BatchedPolicy] is asked once for the whole batch; a ``TabularPolicy``
     gathers its table's rows; any other OpenSpiel or ``pyspiel`` policy is asked once
     per state (``action_probabilities``); a plain callable is first wrapped in
-    :class:`CallablePolicy`. Answers are not checked here (see
-    :func:`checked`).
+    [`CallablePolicy`][metaeval.spiel.CallablePolicy]. Answers are not checked here (see
+    `checked`).
+
+    Args:
+        policy: the policy.
+        game: the game.
+        player: the player it plays.
+
+    Returns:
+        The answering function.
     """
     if isinstance(policy, BatchedPolicy):
         return lambda batch: policy.batch_probabilities(batch.observations, batch.legal)
@@ -148,7 +181,7 @@ def checked(probabilities, legal: np.ndarray) -> np.ndarray:
 
 def is_distribution(probabilities: np.ndarray, legal: np.ndarray) -> bool:
     """Whether every row is a distribution over its legal actions: the checks of
-    :func:`distribution_problem` in a few array passes, as a batch is checked every step
+    `distribution_problem` in a few array passes, as a batch is checked every step
     (a NaN fails every comparison, an infinity the minimum or the row sums)."""
     if not probabilities.size:
         return True

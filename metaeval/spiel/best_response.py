@@ -5,7 +5,7 @@ recommendation), the value of a sequence (I, a) of player p is the weight of the
 terminals it ends plus the values of the states that follow it; a state's value
 is the best of its legal sequences. With perfect recall this maximises
 ``sum_z w(z) reach_p(z; pi')`` over all pure policies pi' of p, which is the best
-response to whatever produced the weights (SPEC section 4).
+response to whatever produced the weights (maths, section 4).
 
 Hand-written rather than OpenSpiel's ``TabularBestResponse``: that one walks an
 auxiliary game with a chance branch per joint profile of the correlation device,
@@ -23,7 +23,7 @@ from metaeval.spiel.tree import GameTree
 def best_response(tree: GameTree, player: int, weights: np.ndarray,
                   tolerance: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Best-response values ``[M]`` and chosen actions ``[S, M]`` for weights ``[Z, M]``:
-    at every state the lowest of its best actions (:func:`backward_pass`), ties within
+    at every state the lowest of its best actions (`backward_pass`), ties within
     ``tolerance * sum_z |w(z)|``."""
     weights = np.asarray(weights, dtype=np.float64)
     slack = tolerance * np.abs(weights).sum(axis=0)
@@ -43,7 +43,7 @@ def sequence_weights(tree: GameTree, player: int, weights: np.ndarray, start: in
 def backward_pass(tree: GameTree, player: int, values: np.ndarray,
                   slack: np.ndarray | float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Best-response values ``[M]`` and best actions ``[S, A, M]`` from the terminals' weights
-    per sequence ``values [S*A + 1, M]`` (:func:`sequence_weights`; overwritten).
+    per sequence ``values [S*A + 1, M]`` (`sequence_weights`; overwritten).
 
     A state's best actions are its legal actions whose value is within ``slack`` (per
     problem, in absolute terms) of the state's best. With a slack well above the rounding

@@ -1,4 +1,4 @@
-"""Exact meta-games of enumerable games (SPEC section 3, "Exact").
+"""Exact meta-games of enumerable games (maths, section 3, "Exact").
 
 The payoff of joint policy (k_1..k_N) to player n is
 
@@ -51,8 +51,11 @@ class ExactEvaluator:
 
     Reach columns are cached by ``(player, policy id)`` and the last payoff tensor
     by the ids along its axes, each together with the policy object (so a population
-    of another lineage that reuses an id is recomputed): :meth:`metagame` then
+    of another lineage that reuses an id is recomputed): `metagame` then
     contracts only the slices of policies that changed.
+
+    Args:
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load] (enumerable).
     """
 
     def __init__(self, game):
@@ -70,7 +73,15 @@ class ExactEvaluator:
 
     # -- reach ----------------------------------------------------------------
     def tables(self, player: int, policies: Sequence) -> np.ndarray:
-        """The ``[K, S, A]`` tables of OpenSpiel policies (or of tables) for ``player``."""
+        """The ``[K, S, A]`` tables of OpenSpiel policies (or of tables) for ``player``.
+
+        Args:
+            player: the player.
+            policies: the player's policies, or their ``[S, A]`` tables.
+
+        Returns:
+            The tables ``[K, S, A]``.
+        """
         layout = self.tree.players[player]
         if isinstance(policies, np.ndarray):
             policies = list(policies)
@@ -82,7 +93,15 @@ class ExactEvaluator:
         ).reshape(len(policies), *layout.legal.shape)
 
     def reach_matrix(self, player: int, policies: Sequence) -> np.ndarray:
-        """``R_p [Z, K]``: reach of each policy (or ``[S, A]`` table) on every terminal."""
+        """``R_p [Z, K]``: reach of each policy (or ``[S, A]`` table) on every terminal.
+
+        Args:
+            player: the player.
+            policies: the player's policies, or their ``[S, A]`` tables.
+
+        Returns:
+            The reach matrix ``[Z, K]``.
+        """
         self._check_player(player)
         if len(policies) == 0:
             return np.ones((self.tree.num_terminals, 0))
@@ -93,7 +112,14 @@ class ExactEvaluator:
         return plans[self.tree.last_sequence[player]]
 
     def population_reaches(self, population) -> list[np.ndarray]:
-        """Reach matrices of every player's policies, reusing cached columns by policy id."""
+        """Reach matrices of every player's policies, reusing cached columns by policy id.
+
+        Args:
+            population: a [`Population`][metaeval.spiel.Population] of ``game``.
+
+        Returns:
+            One reach matrix ``[Z, K_p]`` per player.
+        """
         self._check_population(population)
         reaches = []
         for p, cache in enumerate(self._reach_cache):
@@ -115,6 +141,13 @@ class ExactEvaluator:
 
         ``joints=None``: the tensor ``[N, K_1..K_N]``. ``joints`` an int array
         ``[M, N]``: the ``[M, N]`` payoff vectors of just those joint profiles.
+
+        Args:
+            reaches: one reach matrix per player.
+            joints: the joint profiles to evaluate (None: all).
+
+        Returns:
+            The payoffs.
         """
         reaches = self._check_reaches(reaches)
         if joints is None:
@@ -148,7 +181,14 @@ class ExactEvaluator:
 
     # -- meta-games -----------------------------------------------------------
     def metagame(self, population) -> MetaGame:
-        """The exact meta-game of ``population``; only slices of new policies are computed."""
+        """The exact meta-game of ``population``; only slices of new policies are computed.
+
+        Args:
+            population: a [`Population`][metaeval.spiel.Population] of ``game``.
+
+        Returns:
+            The meta-game.
+        """
         budget.check_joints(population.sizes, self.num_players, "the exact meta-game")
         reaches = self.population_reaches(population)
         kept, fresh, old_positions = self._reusable(population)
@@ -220,10 +260,18 @@ class ExactEvaluator:
 
 
 def exact_metagame(game, population, evaluator: ExactEvaluator | None = None) -> MetaGame:
-    """The exact meta-game of ``population`` in ``game`` (SPEC section 3).
+    """The exact meta-game of ``population`` in ``game`` (maths, section 3).
 
     Pass the same ``evaluator`` across iterations of a loop to recompute only the
     slices of replaced policies.
+
+    Args:
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+
+    Returns:
+        The meta-game.
     """
     game = games.load(game)
     evaluator = evaluator or ExactEvaluator(game)

@@ -1,4 +1,4 @@
-"""Full-game CCE and CE gaps of a distribution over a population's joint policies (SPEC 4).
+"""Full-game CCE and CE gaps of a distribution over a population's joint policies (maths, section 4).
 
 For player p, the opponents' correlated mixture weighs terminal z by
 
@@ -14,11 +14,11 @@ Per-player gains are floored at 0, as OpenSpiel's ``cce_dist`` and JPSRO do: a
 correlated mixture can be worth more to p than any unilateral policy.
 
 The work is cut into pieces, one per player and run of ``PIECE_TERMINALS`` terminals
-(:func:`gap_pieces`): a piece yields its on-policy values and its terminals' deviation
-weights summed per sequence of the player (:func:`piece_values`), and the pieces are summed
-in order before the best responses' backward pass (:func:`cce_from_pieces`). The pieces depend on
+(`gap_pieces`): a piece yields its on-policy values and its terminals' deviation
+weights summed per sequence of the player (`piece_values`), and the pieces are summed
+in order before the best responses' backward pass (`cce_from_pieces`). The pieces depend on
 the game alone, so a gap is the same bit for bit in-process and on Ray actors
-(:func:`metaeval.distributed.cce_gap`).
+([`metaeval.distributed.cce_gap`][metaeval.distributed.cce_gap]).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from metaeval.runs.threads import one_blas_thread
 #: OpenSpiel's JPSRO drops joint and opponents' marginal masses below this (its ``DIST_TOL``).
 OPENSPIEL_DIST_TOL = 1e-8
 #: Best-response actions within this fraction of the terminals' total absolute weight of the
-#: best are tied (:func:`metaeval.spiel.best_response.backward_pass`): well above the rounding
+#: best are tied (``metaeval.spiel.best_response.backward_pass``): well above the rounding
 #: of the values, so which actions tie does not depend on the build of the linear algebra.
 #: (The terminals' weights, not the values: a player's values can cancel to rounding residue.)
 TIE_TOLERANCE = 1e-9
@@ -57,7 +57,7 @@ class CCEGap:
     ``best_actions[p] [S, A]``: at each of player p's states, the actions within
     ``TIE_TOLERANCE`` of the best; ``best_responses[p]`` is the pure ``TabularPolicy`` taking
     the lowest of them (any choice among them attains the value,
-    :meth:`metaeval.Evaluator.best_response`)."""
+    [`metaeval.Evaluator.best_response`][metaeval.training.evaluator.Evaluator.best_response])."""
 
     total: float
     per_player: np.ndarray
@@ -92,8 +92,18 @@ class GapPiece:
 
 
 def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None, progress=None) -> CCEGap:
-    """The full-game CCE gap of ``sigma [K_1..K_N]`` over ``population``'s joint policies;
-    ``progress`` counts the terminals done (:mod:`metaeval.runs.progress`)."""
+    """The full-game CCE gap of ``sigma [K_1..K_N]`` over ``population``'s joint policies.
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        sigma: a joint distribution over the population ``[K_1, ..., K_N]``.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+        progress: counts the terminals done ([`metaeval.runs.progress`][metaeval.runs.progress]).
+
+    Returns:
+        The gap, per player, with the best responses.
+    """
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
     pieces = gap_pieces(tree, per_recommendation=False)
     results = []
@@ -105,7 +115,7 @@ def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None, pr
 
 
 def cce_from_pieces(tree, pieces: list[GapPiece], results) -> CCEGap:
-    """The CCE gap from the :func:`piece_values` of :func:`gap_pieces` (in their order)."""
+    """The CCE gap from the `piece_values` of `gap_pieces` (in their order)."""
     deviations = list(_deviations(tree, pieces, results))
     values = np.array([d.values[0] for d in deviations])
     on_policy = np.array([d.follow[0] for d in deviations])
@@ -116,7 +126,17 @@ def cce_from_pieces(tree, pieces: list[GapPiece], results) -> CCEGap:
 
 
 def ce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CEGap:
-    """The full-game CE gap: each player best-responds separately to every recommendation."""
+    """The full-game CE gap: each player best-responds separately to every recommendation.
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        sigma: a joint distribution over the population ``[K_1, ..., K_N]``.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+
+    Returns:
+        The gap, per player and recommendation.
+    """
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
     pieces = gap_pieces(tree, per_recommendation=True)
     results = [piece_values(tree, _rows(reaches, p), sigma, p) for p in pieces]
@@ -171,6 +191,16 @@ def openspiel_best_response(game, population, sigma, player: int,
     - elsewhere the lowest legal action whose value is within ``TIE_TOLERANCE`` of the best
       (``TabularBestResponse`` keeps the first action strictly better than all before it, so
       exact ties go to the lowest action; near-ties left by rounding count as ties here).
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        sigma: a joint distribution over the population ``[K_1, ..., K_N]``.
+        player: the player who responds.
+        evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+
+    Returns:
+        The best response.
     """
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
     opponents = _drop_small(np.moveaxis(_drop_small(sigma), player, 0).sum(axis=0))

@@ -102,7 +102,7 @@ def draw_index(probabilities, u: float) -> int:
 
 
 def draw_actions(probabilities: np.ndarray, u: np.ndarray) -> np.ndarray:
-    """Row-wise :func:`draw_index` of ``probabilities [B, A]`` with ``u [B]``."""
+    """Row-wise `draw_index` of ``probabilities [B, A]`` with ``u [B]``."""
     cumulative = np.cumsum(probabilities, axis=1)
     index = (cumulative <= (u * cumulative[:, -1])[:, None]).sum(axis=1)
     over = np.flatnonzero(index == probabilities.shape[1])
@@ -114,8 +114,8 @@ def draw_actions(probabilities: np.ndarray, u: np.ndarray) -> np.ndarray:
 @contextmanager
 def policy_errors(player: int):
     """A call of a policy of ``player``, under the time limit in force
-    (:mod:`metaeval.runs.time_limit`): whatever it raises, as a one-line ``MetaEvalError``
-    naming it (a :class:`PolicyTimeout` if it took too long)."""
+    (`metaeval.runs.time_limit`): whatever it raises, as a one-line ``MetaEvalError``
+    naming it (a `PolicyTimeout` if it took too long)."""
     try:
         with limited():
             yield
@@ -170,7 +170,7 @@ def next_decisions(game, states, rows, uniforms: Uniforms, returns: list):
 
 def play(game, answers, uniforms: Uniforms, advance=None) -> np.ndarray:
     """Returns ``[E, N]`` of the episodes of ``uniforms``, player p answered by ``answers[p]``
-    (from :func:`metaeval.spiel.batched.as_batched`), all advancing in lock-step;
+    (from [`metaeval.spiel.batched.as_batched`][metaeval.spiel.as_batched]), all advancing in lock-step;
     ``advance(count)``, if given, is told after every step how many episodes it ended."""
     num_players = game.num_players()
     states = [game.new_initial_state() for _ in range(len(uniforms))]
@@ -202,7 +202,19 @@ def play(game, answers, uniforms: Uniforms, advance=None) -> np.ndarray:
 def play_episodes(game, policies, seed, episodes, batch_size: int = BATCH_SIZE, advance=None) -> np.ndarray:
     """Returns ``[E, N]`` of episodes ``episodes`` (a count, or episode numbers) of the joint
     profile ``policies`` (one policy of any kind per player) seeded by ``seed``, played
-    ``batch_size`` at a time; ``advance`` as in :func:`play`."""
+    ``batch_size`` at a time.
+
+    Args:
+        game: the game.
+        policies: one policy per player.
+        seed: the joint profile's seed (a ``SeedSequence`` or a non-negative int).
+        episodes: a count, or the episode numbers.
+        batch_size: episodes played at once.
+        advance: as in `play`.
+
+    Returns:
+        The returns ``[E, N]``.
+    """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise MetaEvalError(f"batch_size must be a positive int, got {batch_size!r}")
     numbers = np.arange(episodes) if np.ndim(episodes) == 0 else np.asarray(episodes, dtype=np.int64)

@@ -7,7 +7,7 @@
     trained = policy.imitate(obs, legal, targets)          # a new policy (optax Adam)
 
 The network maps the acting player's information-state tensor (observation tensor
-where the game has none; :func:`metaeval.spiel.batched.observation_kind`) through
+where the game has none; [`metaeval.spiel.batched.observation_kind`][metaeval.spiel.observation_kind]) through
 ReLU hidden layers to one logit per action; illegal actions are masked out before
 the softmax. Parameters are kept as NumPy arrays, so a policy pickles (Ray) and
 copies cheaply; the jitted forward pass is shared by all policies of one shape.
@@ -74,7 +74,7 @@ class MLPPolicy(policy_lib.Policy):
     """An MLP policy for one player of ``game``.
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
         player: the player it acts for.
         seed: seeds the initial weights (flax's default initialisers).
         hidden: widths of the hidden layers.
@@ -106,7 +106,15 @@ class MLPPolicy(policy_lib.Policy):
 
     # -- answers ---------------------------------------------------------------
     def batch_probabilities(self, observations, legal) -> np.ndarray:
-        """``[B, A]`` probabilities for ``observations [B, D]`` and legal masks ``legal [B, A]``."""
+        """``[B, A]`` probabilities for ``observations [B, D]`` and legal masks ``legal [B, A]``.
+
+        Args:
+            observations: the acting player's tensors ``[B, D]``.
+            legal: the legal-action masks ``[B, A]``.
+
+        Returns:
+            The probabilities ``[B, A]``.
+        """
         observations = np.asarray(observations, dtype=np.float32)
         legal = np.asarray(legal, dtype=bool)
         size = len(observations)
@@ -135,7 +143,18 @@ class MLPPolicy(policy_lib.Policy):
         """A new policy trained from this one to answer ``targets [B, A]`` (distributions over
         the legal actions) at ``observations [B, D]``, ``legal [B, A]``: full-batch Adam
         (optax) on the cross-entropy. This policy is left unchanged, so one already
-        evaluated never changes under a meta-game that was built from it."""
+        evaluated never changes under a meta-game that was built from it.
+
+        Args:
+            observations: the tensors ``[B, D]``.
+            legal: the legal-action masks ``[B, A]``.
+            targets: the distributions to answer ``[B, A]``.
+            steps: Adam steps.
+            learning_rate: Adam's learning rate.
+
+        Returns:
+            The new policy.
+        """
         import jax
         import jax.numpy as jnp
         import optax
@@ -164,7 +183,7 @@ class MLPPolicy(policy_lib.Policy):
     # -- state -----------------------------------------------------------------
     def __deepcopy__(self, memo):
         """A copy sharing what cannot change: the read-only weights, their device copy
-        (immutable JAX arrays) and the game. A snapshot (:func:`metaeval.spiel.snapshot`)
+        (immutable JAX arrays) and the game. A snapshot (`metaeval.spiel.snapshot`)
         then holds no second copy of the weights; rebinding a weight in this policy's
         dicts leaves the copy as it was, and a writeable array given as a weight is copied."""
         shared = {"game": self.game, "params": _share(self.params, memo), "_device_params": self._device_params}
@@ -179,7 +198,11 @@ class MLPPolicy(policy_lib.Policy):
         return state
 
     def save(self, path) -> None:
-        """Write the weights and what rebuilds the policy to ``path`` (an ``.npz``, atomically)."""
+        """Write the weights and what rebuilds the policy to ``path`` (an ``.npz``, atomically).
+
+        Args:
+            path: the file to write.
+        """
         meta = dict(format=FILE_FORMAT, game=str(self.game), player=self.player, hidden=self.hidden,
                     output=self.output)
         from flax.traverse_util import flatten_dict
@@ -189,7 +212,14 @@ class MLPPolicy(policy_lib.Policy):
 
     @classmethod
     def load(cls, path) -> MLPPolicy:
-        """The policy :meth:`save` wrote to ``path``."""
+        """The policy [`save`][metaeval.spiel.mlp.MLPPolicy.save] wrote to ``path``.
+
+        Args:
+            path: the file.
+
+        Returns:
+            The policy.
+        """
         from flax.traverse_util import unflatten_dict
 
         arrays = read_arrays(path, "an MLP policy")

@@ -21,7 +21,15 @@ MODES = ("auto", "exact", "sampled")
 
 
 def resolve_mode(game, mode: str) -> str:
-    """``"exact"`` or ``"sampled"``: ``mode`` itself, or for ``"auto"`` whichever the game allows."""
+    """``"exact"`` or ``"sampled"``: ``mode`` itself, or for ``"auto"`` whichever the game allows.
+
+    Args:
+        game: the game.
+        mode: ``"exact"``, ``"sampled"`` or ``"auto"``.
+
+    Returns:
+        The mode.
+    """
     if mode not in MODES:
         raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     if mode != "auto":

@@ -1,7 +1,7 @@
-"""Tabular policies: random ones (SPEC section 3), and any policy as a per-state table.
+"""Tabular policies: random ones (maths, section 3), and any policy as a per-state table.
 
 A policy *table* for player p is an array ``[S_p, A]`` laid out like the player's
-template ``TabularPolicy`` (see :mod:`metaeval.spiel.tree`): row = information
+template ``TabularPolicy`` (see `metaeval.spiel.tree`): row = information
 state, column = action. Random policies are ``TabularPolicy`` objects sharing the
 template's lookup tables, with a read-only probability array, so a policy never
 changes after it has been evaluated (meta-game caches key on policy ids).
@@ -52,7 +52,17 @@ def tabular_policy(layout: PlayerLayout, table: np.ndarray) -> policy_lib.Tabula
 
 
 def random_policy(game, player: int, rng: np.random.Generator, kind: str = "dirichlet"):
-    """A random tabular policy of ``kind`` for ``player`` of an enumerable game."""
+    """A random tabular policy of ``kind`` for ``player`` of an enumerable game.
+
+    Args:
+        game: the game.
+        player: the player.
+        rng: the generator of the draw.
+        kind: the law of a random policy.
+
+    Returns:
+        The policy, a ``TabularPolicy``.
+    """
     layout = game_tree(game).players[player]
     return tabular_policy(layout, random_table(layout, rng, kind))
 
@@ -63,6 +73,14 @@ def policy_table(layout: PlayerLayout, policy, player: int) -> np.ndarray:
     Tabular policies are gathered by information-state key (no copy when they share
     the layout); other ``Policy`` objects and ``pyspiel`` policies are asked once per
     information state, at a representative state.
+
+    Args:
+        layout: the player's table layout (``game_tree(game).players[player]``).
+        policy: the policy.
+        player: the player.
+
+    Returns:
+        The table ``[S, A]``.
     """
     template = layout.template
     if isinstance(policy, policy_lib.TabularPolicy):
@@ -170,6 +188,12 @@ def pyspiel_policies(population) -> list[list[pyspiel.Policy]]:
     Conversion is OpenSpiel's own: ``python_policy_to_pyspiel_policy`` for a Python
     ``TabularPolicy``, after ``Policy.to_tabular`` for any other Python policy (which asks
     it at every state of the game); ``pyspiel`` policies are passed on as they are.
+
+    Args:
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+
+    Returns:
+        The policies, one list per player.
     """
     return [[_to_pyspiel(policy) for policy in player] for player in population.policies]
 

@@ -59,7 +59,7 @@ def identical_groups(policies: Sequence, new: Collection[int] | None = None) -> 
 
 def warn_identical(player: int, names: Sequence[str], policies: Sequence,
                    new: Collection[int] | None = None, stacklevel: int = 3) -> None:
-    """Warn (:class:`IdenticalPoliciesWarning`) about every group of :func:`identical_groups`,
+    """Warn ([`IdenticalPoliciesWarning`][metaeval.errors.IdenticalPoliciesWarning]) about every group of `identical_groups`,
     naming its policies (with ``new``: each new one, and the others it equals)."""
     for group in identical_groups(policies, new):
         if new is None:
@@ -74,7 +74,7 @@ def warn_identical(player: int, names: Sequence[str], policies: Sequence,
 
 @contextlib.contextmanager
 def identical_policies_warned():
-    """Silence :class:`IdenticalPoliciesWarning` where the policies were checked when added
+    """Silence [`IdenticalPoliciesWarning`][metaeval.errors.IdenticalPoliciesWarning] where the policies were checked when added
     (a saved population, the Evaluator's population)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", IdenticalPoliciesWarning)
@@ -83,7 +83,7 @@ def identical_policies_warned():
 
 def random_policies(game, player: int, ids: Sequence[int], seed, kind: str = "dirichlet", lazy: bool = False) -> list:
     """Random tabular policies of ``kind`` for ``player``, the one with id i from ``policy_rng(seed, player, i)``;
-    ``lazy``: :class:`~metaeval.spiel.LazyRandomPolicy` objects instead (no game tree), each seeded from that generator."""
+    ``lazy``: [`LazyRandomPolicy`][metaeval.spiel.LazyRandomPolicy] objects instead (no game tree), each seeded from that generator."""
     if lazy:
         return [lazy_random_policy(game, player, policy_rng(seed, player, i), kind) for i in ids]
     layout = game_tree(game).players[player]
@@ -101,7 +101,7 @@ class Population:
     """Per-player lists of policies (``policies[p][i]``) with ids (``ids[p][i]``).
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
         policies: one non-empty sequence of OpenSpiel policies per player.
         ids: ints unique per player; default ``0..K_p-1``.
         next_ids: per player, the next unused id (default: one past the largest).
@@ -161,29 +161,56 @@ class Population:
         return f"Population({self.game_string!r}, sizes={self.sizes})"
 
     def strategy_names(self) -> list[list[str]]:
-        """Meta-game strategy names: ``"policy <id>"``."""
+        """Meta-game strategy names: ``"policy <id>"``.
+
+        Returns:
+            The names, one list per player.
+        """
         return [[f"policy {i}" for i in ids] for ids in self.ids]
 
     def player_names(self) -> list[str]:
-        """Meta-game player names: ``"<game short name> player <p>"``."""
+        """Meta-game player names: ``"<game short name> player <p>"``.
+
+        Returns:
+            The names.
+        """
         short_name = self.game.get_type().short_name
         return [f"{short_name} player {p}" for p in range(self.num_players)]
 
     # -- construction ---------------------------------------------------------
     @classmethod
     def random(cls, game, size, seed, kind: str = "dirichlet", lazy: bool = False) -> Population:
-        """Random tabular policies (SPEC section 3): ``size`` per player (an int or one per player).
+        """Random tabular policies (maths, section 3): ``size`` per player (an int or one per player).
 
         The policy with id i of player p is drawn from ``policy_rng(seed, p, i)``; ``lazy``:
-        drawn state by state when asked (:class:`~metaeval.spiel.LazyRandomPolicy`), for
+        drawn state by state when asked ([`LazyRandomPolicy`][metaeval.spiel.LazyRandomPolicy]), for
         games too large to enumerate.
+
+        Args:
+            game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
+            size: policies per player.
+            seed: the seed the policies are drawn from.
+            kind: the law of a random policy (``spiel.KINDS``).
+            lazy: draw the policies state by state when asked.
+
+        Returns:
+            The population.
         """
         game = games.load(game)
         sizes = _sizes(size, game.num_players())
         return cls(game, [random_policies(game, p, range(k), seed, kind, lazy) for p, k in enumerate(sizes)])
 
     def replace(self, player: int, indices: Sequence[int], policies: Sequence) -> Population:
-        """A population with ``policies`` at ``indices`` of ``player``, under fresh ids."""
+        """A population with ``policies`` at ``indices`` of ``player``, under fresh ids.
+
+        Args:
+            player: the player.
+            indices: the positions replaced.
+            policies: the new policies, one per position.
+
+        Returns:
+            The new population (this one is unchanged).
+        """
         self._check_player(player)
         indices = [int(i) for i in indices]
         policies = list(policies)
@@ -205,7 +232,18 @@ class Population:
 
     def replace_random(self, player: int, indices: Sequence[int], seed, kind: str = "dirichlet",
                        lazy: bool = False) -> Population:
-        """Replace ``indices`` of ``player`` by random policies drawn from ``policy_rng(seed, player, id)``."""
+        """Replace ``indices`` of ``player`` by random policies drawn from ``policy_rng(seed, player, id)``.
+
+        Args:
+            player: the player.
+            indices: the positions replaced.
+            seed: the population's seed.
+            kind: the law of a random policy.
+            lazy: draw the policies state by state when asked.
+
+        Returns:
+            The new population (this one is unchanged).
+        """
         self._check_player(player)
         indices = list(indices)
         first = self.next_ids[player]
@@ -223,6 +261,13 @@ class Population:
         Non-tabular policies are stored as their tables, so they load as ``TabularPolicy``.
         ``tables=False`` (sampled mode) stores the policy objects themselves, pickled with
         cloudpickle, without the game tree: load such a file only from a source you trust.
+
+        Args:
+            path: the file to write.
+            tables: store tables (True) or the pickled policy objects (False).
+
+        Returns:
+            The path written.
         """
         if not tables:
             return self._save_objects(path)
@@ -254,7 +299,14 @@ class Population:
 
     @classmethod
     def load(cls, path) -> Population:
-        """Read a population written by :meth:`save`; tables come back bit for bit."""
+        """Read a population written by `save`; tables come back bit for bit.
+
+        Args:
+            path: the file.
+
+        Returns:
+            The population.
+        """
         path = Path(path)
         arrays = read_arrays(path, "a population")
         header = json_entry(arrays, "header", "a population", path)

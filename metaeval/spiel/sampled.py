@@ -1,9 +1,9 @@
-"""Sampled meta-games: entries estimated from simulated episodes (SPEC section 3, "Sampled").
+"""Sampled meta-games: entries estimated from simulated episodes (maths, section 3, "Sampled").
 
-Works for any policy (:mod:`metaeval.spiel.batched`) and any game that can be
-simulated; the episodes of a joint are played in lock-step (:mod:`metaeval.spiel.lockstep`).
+Works for any policy ([`metaeval.spiel.batched`][metaeval.spiel.batched]) and any game that can be
+simulated; the episodes of a joint are played in lock-step ([`metaeval.spiel.lockstep`][metaeval.spiel.lockstep]).
 Each joint profile's random numbers are seeded from the run seed and the joint's
-policy ids (:func:`joint_seed`), episode by episode, so an entry never depends on
+policy ids ([`joint_seed`][metaeval.spiel.joint_seed]), episode by episode, so an entry never depends on
 how the joints are split into shards, on their order, on the number of workers,
 or on how many episodes are played at once.
 
@@ -32,7 +32,15 @@ from metaeval.runs.time_limit import named
 
 
 def joint_seed(seed: int, ids: Sequence[int]) -> np.random.SeedSequence:
-    """The seed of the joint profile whose policies have these ids."""
+    """The seed of the joint profile whose policies have these ids.
+
+    Args:
+        seed: the build's seed.
+        ids: the profile's policy ids, one per player.
+
+    Returns:
+        The seed.
+    """
     ids = tuple(int(i) for i in ids)
     if min(ids, default=0) < 0:
         raise MetaEvalError(f"policy ids must be non-negative, got {ids}")
@@ -40,7 +48,16 @@ def joint_seed(seed: int, ids: Sequence[int]) -> np.random.SeedSequence:
 
 
 def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
-    """Seeds of the joint profiles ``joints [M, N]`` (indices into ``population``)."""
+    """Seeds of the joint profiles ``joints [M, N]`` (indices into ``population``).
+
+    Args:
+        seed: the build's seed.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        joints: the profiles ``[M, N]``.
+
+    Returns:
+        One seed per profile.
+    """
     joints = check_joints(joints, population.sizes)
     return [joint_seed(seed, [population.ids[p][i] for p, i in enumerate(joint)]) for joint in joints]
 
@@ -54,12 +71,12 @@ def sample_joints(
     Args:
         game: a ``pyspiel.Game`` or a name.
         policies_per_player: one sequence of policies per player, of any kind
-            :func:`metaeval.spiel.batched.as_batched` takes.
+            [`metaeval.spiel.batched.as_batched`][metaeval.spiel.as_batched] takes.
         joints: int array ``[M, N]`` of policy indices.
         episodes: episodes per joint (at least 2, for a standard error).
-        seeds: M seeds (ints or ``SeedSequence``), e.g. from :func:`joint_seeds`.
+        seeds: M seeds (ints or ``SeedSequence``), e.g. from [`joint_seeds`][metaeval.spiel.joint_seeds].
         batch_size: episodes of a joint played in lock-step at once
-            (:mod:`metaeval.spiel.lockstep`); ``None`` plays them one after another,
+            ([`metaeval.spiel.lockstep`][metaeval.spiel.lockstep]); ``None`` plays them one after another,
             one state at a time (the reference the lock-step path is tested against).
             Every choice gives the same entries.
         ids: ``[M, N]`` policy ids of the joints, to name a joint whose policy fails
@@ -105,7 +122,7 @@ def sample_joints(
 
 def play_one_by_one(game, policies, seed, episodes: int) -> np.ndarray:
     """Returns ``[episodes, N]`` of the joint profile ``policies``, one episode and one
-    state at a time, drawing the same uniforms as :func:`metaeval.spiel.lockstep.play`.
+    state at a time, drawing the same uniforms as `metaeval.spiel.lockstep.play`.
 
     OpenSpiel policies are asked ``action_probabilities`` and their answers checked
     only for unknown actions, as before lock-step episodes existed; other policies
@@ -133,7 +150,7 @@ def _one_state_answer(policy, game, player: int):
 
 def play_episode(game, answers, uniforms: Uniforms, row: int) -> list[float]:
     """Returns of the episode at position ``row`` of ``uniforms``, player p answered by
-    ``answers[p](state)`` (see :func:`play_one_by_one`)."""
+    ``answers[p](state)`` (see `play_one_by_one`)."""
 
     def act(state, player: int) -> int:
         with policy_errors(player):
@@ -153,7 +170,18 @@ def play_episode(game, answers, uniforms: Uniforms, row: int) -> list[float]:
 
 def sampled_metagame(game, population, episodes: int, seed: int, batch_size: int | None = BATCH_SIZE) -> MetaGame:
     """The meta-game of ``population`` estimated from ``episodes`` episodes per joint,
-    with per-entry counts and standard errors (``batch_size`` as in :func:`sample_joints`)."""
+    with per-entry counts and standard errors (``batch_size`` as in [`sample_joints`][metaeval.spiel.sample_joints]).
+
+    Args:
+        game: the game.
+        population: a [`Population`][metaeval.spiel.Population] of ``game``.
+        episodes: episodes per joint.
+        seed: the build's seed; same seed, same meta-game.
+        batch_size: episodes played at once.
+
+    Returns:
+        The meta-game.
+    """
     game = games.load(game)
     if population.game_string != str(game):
         raise MetaEvalError(f"the population is for {population.game_string}, not {game}")

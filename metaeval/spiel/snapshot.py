@@ -3,8 +3,8 @@ later (a learner that keeps training it) cannot change what was evaluated.
 
 - a ``TabularPolicy``: its probability array is copied (its lookup tables are shared);
 - a ``pyspiel`` tabular policy: its table is copied (``policy_table()``, by information
-  state, without enumerating the game), kept in :class:`PyspielTable`;
-- a plain Python function (e.g. the ``fn`` of a :class:`~metaeval.spiel.CallablePolicy`):
+  state, without enumerating the game), kept in `PyspielTable`;
+- a plain Python function (e.g. the ``fn`` of a [`CallablePolicy`][metaeval.spiel.CallablePolicy]):
   a new function over deep copies of its closure's variables; the module globals it reads
   are shared (Python cannot copy them), so keep its parameters in its closure, in its
   defaults or in an object;

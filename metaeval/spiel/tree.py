@@ -1,6 +1,6 @@
 """The terminal histories of an OpenSpiel game, in sequence form, enumerated once.
 
-Every quantity of SPEC sections 3 and 4 is a sum over terminal histories z of
+Every quantity of the maths page's sections 3 and 4 is a sum over terminal histories z of
 ``chance(z) * u(z) * prod_p reach_p(z)``. With perfect recall, ``reach_p(z)`` is
 the realisation weight of player p's *last sequence* on z (its last own
 information state and the action taken there), so the tree is stored as
@@ -103,8 +103,15 @@ def game_tree(game, max_terminals: int | None = None) -> GameTree:
     """The (cached) sequence-form tree of ``game``: a ``pyspiel.Game`` or a name for ``games.load``.
 
     The tree's size is estimated first and enumeration refused (a ``MetaEvalError``
-    with the estimate) when it would exceed the memory budget (:mod:`metaeval.runs.budget`)
+    with the estimate) when it would exceed the memory budget ([`metaeval.runs.budget`][metaeval.runs.budget])
     or ``max_terminals``; the walk itself stops at the same limit.
+
+    Args:
+        game: the game.
+        max_terminals: the most terminal histories to enumerate.
+
+    Returns:
+        The tree.
     """
     game = games.load(game)
     limit = terminal_limit(game.num_players())

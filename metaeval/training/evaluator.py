@@ -13,10 +13,10 @@ It holds a game and a population per player, and keeps their meta-game current:
 Every policy is snapshotted when added, so a caller changing its own policy object later
 (a learner that keeps training it) cannot change what was evaluated. In exact mode the
 snapshot is a read-only table on the game's information states
-(:mod:`metaeval.spiel.policies`); in sampled mode it is a copy of the object itself
-(:func:`metaeval.spiel.snapshot`), and nothing enumerates the game tree: any game that
+(`metaeval.spiel.policies`); in sampled mode it is a copy of the object itself
+(`metaeval.spiel.snapshot`), and nothing enumerates the game tree: any game that
 can be simulated, any policy. Ids are unique per player and never reused, as in
-:class:`metaeval.spiel.Population`, which is what the meta-game caches key on.
+[`metaeval.spiel.Population`][metaeval.spiel.Population], which is what the meta-game caches key on.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ STATE_FILE = "evaluator.json"
 
 @dataclass(frozen=True)
 class Pruned:
-    """What :meth:`Evaluator.prune` did: per player, the ids removed (in population order),
+    """What [`Evaluator.prune`][metaeval.training.evaluator.Evaluator.prune] did: per player, the ids removed (in population order),
     their names and the tie-break keys drawn (empty for a player already within the cap);
     the rating the choice was made on, and the ids that were protected."""
 
@@ -72,7 +72,7 @@ class Evaluator:
     """A game, one population per player, and their meta-game kept current.
 
     Args:
-        game: a ``pyspiel.Game`` or a name for :func:`metaeval.games.load`.
+        game: a ``pyspiel.Game`` or a name for [`metaeval.games.load`][metaeval.games.load].
         mode: ``"exact"`` meta-games (the game is enumerated; policies are stored as tables;
             the CCE gap and best responses walk the tree), ``"sampled"`` from ``episodes``
             per joint (any game that can be simulated; policies are stored as objects; no
@@ -84,7 +84,7 @@ class Evaluator:
             computing the CCE gap (``metaeval.distributed.cce_gap``).
         address: the Ray cluster those actors run on (None: an embedded Ray, or ``$RAY_ADDRESS``).
         seed: seeds sampled entries and the generator that breaks rating ties.
-        population: an initial :class:`metaeval.spiel.Population` (kept with its ids).
+        population: an initial [`metaeval.spiel.Population`][metaeval.spiel.Population] (kept with its ids).
         metagame: a meta-game built earlier for this population's lineage (e.g. kept
             in a checkpoint; strategy names ``"policy <id>"``): the next build copies
             its entries and evaluates only joints touching policies it lacks.
@@ -162,7 +162,15 @@ class Evaluator:
         return self._population
 
     def name(self, player: int, policy_id: int) -> str:
-        """The name of a policy (``"policy <id>"`` unless one was given to :meth:`add`)."""
+        """The name of a policy (``"policy <id>"`` unless one was given to [`add`][metaeval.training.evaluator.Evaluator.add]).
+
+        Args:
+            player: the policy's player.
+            policy_id: its id.
+
+        Returns:
+            The name.
+        """
         self._index(player, policy_id)
         return self._names[player].get(policy_id, f"policy {policy_id}")
 
@@ -170,7 +178,17 @@ class Evaluator:
         """Add an OpenSpiel policy (``TabularPolicy``, a ``policy.Policy`` subclass, a ``pyspiel``
         policy, a function wrapped as ``spiel.CallablePolicy(fn)``) for ``player``, as a snapshot
         taken now; returns its new id. A policy whose table equals one the player holds is
-        named in an :class:`~metaeval.IdenticalPoliciesWarning`."""
+        named in an [`IdenticalPoliciesWarning`][metaeval.errors.IdenticalPoliciesWarning].
+
+        Args:
+            player: the player the policy plays.
+            policy: the policy.
+            name: its name in meta-games and tables (unique among the player's); default:
+                ``"policy <id>"``.
+
+        Returns:
+            The policy's id.
+        """
         self._check_player(player)
         stored = self._stored(player, policy)
         policy_id = self._next_ids[player]
@@ -193,7 +211,12 @@ class Evaluator:
         return policy_id
 
     def remove(self, player: int, ids: Sequence[int]) -> None:
-        """Remove the policies with these ids from ``player``'s population."""
+        """Remove the policies with these ids from ``player``'s population.
+
+        Args:
+            player: the player.
+            ids: the ids of the policies to remove.
+        """
         indices = sorted({self._index(player, i) for i in ids}, reverse=True)
         for index in indices:
             self._names[player].pop(self._ids[player][index], None)
@@ -202,7 +225,16 @@ class Evaluator:
 
     def replace(self, player: int, ids: Sequence[int], policies: Sequence) -> list[int]:
         """Put ``policies`` in the places of the policies with ``ids`` (same order), under
-        fresh ids, which are returned; the population keeps its order otherwise."""
+        fresh ids, which are returned; the population keeps its order otherwise.
+
+        Args:
+            player: the player.
+            ids: the ids of the policies replaced.
+            policies: the new policies, one per id.
+
+        Returns:
+            The new policies' ids.
+        """
         ids, policies = list(ids), list(policies)
         if len(ids) != len(policies):
             raise MetaEvalError(f"replace: {len(ids)} ids but {len(policies)} policies")
@@ -221,12 +253,24 @@ class Evaluator:
         return new_ids
 
     def policy(self, player: int, policy_id: int):
-        """The stored snapshot with this id (a read-only ``TabularPolicy`` in exact mode)."""
+        """The stored snapshot with this id (a read-only ``TabularPolicy`` in exact mode).
+
+        Args:
+            player: the policy's player.
+            policy_id: its id.
+
+        Returns:
+            The snapshot.
+        """
         return self._policies[player][self._index(player, policy_id)]
 
     # -- the meta-game and what is computed from it -------------------------------
     def metagame(self) -> MetaGame:
-        """The meta-game of the current population, built incrementally from the last one."""
+        """The meta-game of the current population, built incrementally from the last one.
+
+        Returns:
+            The meta-game; strategy names are the policies' names.
+        """
         population = self.population
         if self._built != self._key():
             self._metagame = build_metagame(
@@ -243,12 +287,28 @@ class Evaluator:
                         counts=mg.counts, stderr=mg.stderr)
 
     def rate(self, rater: str, **options) -> Rating:
-        """Rate the current meta-game with any rater in :data:`metaeval.RATERS`."""
+        """Rate the current meta-game with any rater in [`metaeval.RATERS`][metaeval.ratings.RATERS].
+
+        Args:
+            rater: the rater's name.
+            **options: as [`metaeval.rate`][metaeval.ratings.rate] takes them.
+
+        Returns:
+            The Rating of the current meta-game.
+        """
         return rate(self.metagame(), rater, **options)
 
     def check_rater(self, rater: str, **options) -> None:
         """Refuse a rater (with its options) that cannot rate this game's meta-games, by
-        rating the current one: a loop calls this before it writes anything."""
+        rating the current one: a loop calls this before it writes anything.
+
+        Args:
+            rater: the rater's name.
+            **options: its options.
+
+        Raises:
+            MetaEvalError: the rater cannot rate this game's meta-games; the message says why.
+        """
         try:
             self.rate(rater, **options)
         except MetaEvalError as exc:
@@ -256,7 +316,17 @@ class Evaluator:
 
     def select(self, rater: str, k: int, rng: np.random.Generator | None = None, **options) -> list[list[int]]:
         """The ids of each player's ``k`` best-rated policies, best first (all when fewer);
-        ties within ``TIE_DECIMALS`` are ordered by keys from ``rng`` (default: the evaluator's)."""
+        ties within ``TIE_DECIMALS`` are ordered by keys from ``rng`` (default: the evaluator's).
+
+        Args:
+            rater: the rater's name.
+            k: how many policies to select per player.
+            rng: the generator of the tie-break keys.
+            **options: the rater's options.
+
+        Returns:
+            Per player, the selected ids.
+        """
         k = _count("k", k)
         rating = self.rate(rater, **options)
         rng = self.rng if rng is None else rng
@@ -275,6 +345,16 @@ class Evaluator:
         ``protect``: per player, ids removed only when more than ``keep`` of them remain,
         and then their lowest-rated (e.g. the support of the meta-distribution); the
         others go first, exactly their lowest-rated.
+
+        Args:
+            rater: the rater's name.
+            keep: the most policies a player keeps.
+            rng: the generator of the tie-break keys.
+            protect: per player, the ids removed last.
+            **options: the rater's options.
+
+        Returns:
+            What was removed, and why.
         """
         keep = _count("keep", keep)
         rating = self.rate(rater, **options)
@@ -301,8 +381,16 @@ class Evaluator:
 
     def meta_distribution(self, solver="mecce", **options) -> np.ndarray:
         """A joint distribution over the population (an array of the meta-game's shape):
-        a name in :data:`metaeval.training.meta_solvers.SOLVERS` (``uniform``, ``nash``, ``alpharank``,
-        ``mecce``, ``mgcce``, ``deviation``) or a callable ``solver(metagame, **options)``."""
+        a name in [`metaeval.training.meta_solvers.SOLVERS`][metaeval.training.meta_solvers.SOLVERS] (``uniform``, ``nash``, ``alpharank``,
+        ``mecce``, ``mgcce``, ``deviation``) or a callable ``solver(metagame, **options)``.
+
+        Args:
+            solver: the meta-solver.
+            **options: its options.
+
+        Returns:
+            The joint distribution.
+        """
         metagame = self.metagame()
         if callable(solver):
             return meta_solvers.solve(metagame, solver, **options)
@@ -316,15 +404,24 @@ class Evaluator:
     def opponents(self, player: int, rule: str = "uniform", member: int | None = None, **options) -> np.ndarray:
         """Whom ``player``'s policy ``member`` (an id; None: the whole population) trains
         against: a distribution over the other players' joint profiles, an array of the
-        meta-game's shape without ``player``'s axis (see :mod:`metaeval.training.matchmaking`).
+        meta-game's shape without ``player``'s axis (see [`metaeval.training.matchmaking`][metaeval.training.matchmaking]).
 
         - ``"uniform"``: every profile equally likely;
         - ``"pfsp"``: prioritised fictitious self-play, weight ``(1 - x)^exponent`` with ``x``
           the member's payoff against the profile rescaled from the game's utility range to
           [0, 1] (its win probability in a +1/-1 game); option ``exponent`` (default 2);
         - a meta-solver name (``"nash"``, ``"mecce"``, ``"deviation"``, ...): the conditional
-          of :meth:`meta_distribution` given that ``player`` plays ``member`` (its opponents'
+          of [`meta_distribution`][metaeval.training.evaluator.Evaluator.meta_distribution] given that ``player`` plays ``member`` (its opponents'
           marginal when ``member`` is None or has no mass); options go to the solver.
+
+        Args:
+            player: the player who trains.
+            rule: ``"uniform"``, ``"pfsp"`` or a meta-solver's name.
+            member: the id of the policy that trains (None: the whole population).
+            **options: the rule's options.
+
+        Returns:
+            The distribution over the other players' joint profiles.
         """
         self._check_player(player)
         index = None if member is None else self._index(player, member)
@@ -341,9 +438,16 @@ class Evaluator:
         )
 
     def gap(self, sigma) -> spiel.CCEGap:
-        """The full-game CCE gap of ``sigma`` (SPEC 4), with each player's best response
+        """The full-game CCE gap of ``sigma`` (maths, section 4), with each player's best response
         to the opponents' joint marginal of sigma (cached for the last sigma); on the Ray
-        actors with ``workers > 1`` or an address, with the same result. Exact mode only."""
+        actors with ``workers > 1`` or an address, with the same result. Exact mode only.
+
+        Args:
+            sigma: a joint distribution over the population, of the meta-game's shape.
+
+        Returns:
+            The gap, its per-player terms and the best responses' values and actions.
+        """
         exact = self._exact("the full-game CCE gap")
         population = self.population
         sigma = np.asarray(sigma, dtype=np.float64)
@@ -358,11 +462,22 @@ class Evaluator:
                         rng: np.random.Generator | None = None) -> ApproximateGap:
         """An estimated lower bound on the full-game CCE gap of ``sigma``, for any game that can
         be simulated: each player's deviation found by ``learner`` (a name in
-        :data:`metaeval.responses.RESPONDERS`, e.g. ``"search"``, which simulates the game
-        against the known policies, or a responder such as :class:`metaeval.responses.PPO`)
+        [`metaeval.responses.RESPONDERS`][metaeval.responses.RESPONDERS], e.g. ``"search"``, which simulates the game
+        against the known policies, or a responder such as [`metaeval.responses.PPO`][metaeval.responses.ppo.PPO])
         with ``episodes`` episodes, values from ``evaluation_episodes`` fresh episodes
-        (:func:`metaeval.responses.gap.approximate_cce_gap`), on this evaluator's Ray workers
-        when it has several. ``rng`` defaults to one seeded by the evaluator's seed."""
+        ([`metaeval.responses.gap.approximate_cce_gap`][metaeval.responses.gap.approximate_cce_gap]), on this evaluator's Ray workers
+        when it has several. ``rng`` defaults to one seeded by the evaluator's seed.
+
+        Args:
+            sigma: a joint distribution over the population, of the meta-game's shape.
+            learner: a responder or its name.
+            episodes: each player's training episodes.
+            evaluation_episodes: episodes of each value estimate.
+            rng: the generator of the episodes.
+
+        Returns:
+            The estimate, with its standard error.
+        """
         if rng is None:
             rng = np.random.default_rng(self.seed)
         return approximate_cce_gap(self.game, self.population.policies, sigma, learner, episodes,
@@ -370,7 +485,7 @@ class Evaluator:
 
     def best_response(self, player: int, sigma, rng: np.random.Generator) -> policy_lib.TabularPolicy:
         """A pure best response of ``player`` to the opponents' joint marginal of ``sigma``
-        (read off the cached :meth:`gap`): at every state one of the actions within
+        (read off the cached [`gap`][metaeval.training.evaluator.Evaluator.gap]): at every state one of the actions within
         ``spiel.gap.TIE_TOLERANCE`` of the best, drawn uniformly by ``rng``.
 
         Drawn, not the lowest: ties are common (at a state the opponents never reach every
@@ -378,6 +493,14 @@ class Evaluator:
         replacing several policies would add copies) and the same play wherever the
         value leaves it open. Tied within the tolerance, not by rounding, so a run does not
         depend on the build of the linear algebra (README, "Bit for bit").
+
+        Args:
+            player: the player who responds.
+            sigma: a joint distribution over the population, of the meta-game's shape.
+            rng: the generator that draws among tied actions.
+
+        Returns:
+            The best response, a deterministic ``TabularPolicy``.
         """
         self._check_player(player)
         exact = self._exact("an exact best response")
@@ -389,7 +512,15 @@ class Evaluator:
 
     def openspiel_best_response(self, player: int, sigma) -> policy_lib.TabularPolicy:
         """The best response OpenSpiel's JPSRO would add for ``player`` against sigma
-        (:func:`metaeval.spiel.openspiel_best_response`)."""
+        ([`metaeval.spiel.openspiel_best_response`][metaeval.spiel.openspiel_best_response]).
+
+        Args:
+            player: the player who responds.
+            sigma: a joint distribution over the population, of the meta-game's shape.
+
+        Returns:
+            The best response, a ``TabularPolicy``.
+        """
         self._check_player(player)
         exact = self._exact("OpenSpiel's best response")
         return spiel.openspiel_best_response(self.game, self.population, sigma, player, evaluator=exact)
@@ -408,7 +539,11 @@ class Evaluator:
     def nash_conv(self) -> float:
         """NashConv of the meta-Nash mixture in the full game (2-player zero-sum games):
         sum over players of the best response's value against the other player's mixture
-        minus the mixture's own value. OpenSpiel's ``exploitability`` is half of it."""
+        minus the mixture's own value. OpenSpiel's ``exploitability`` is half of it.
+
+        Returns:
+            NashConv.
+        """
         if not self.two_player_zero_sum:
             raise MetaEvalError(f"NashConv of the meta-Nash is defined here for 2-player zero-sum games, not {self.game}")
         self._exact("NashConv")
@@ -417,14 +552,25 @@ class Evaluator:
         return self.gap(self.meta_distribution("nash")).total
 
     def exploitability(self) -> float:
-        """``nash_conv() / 2``: OpenSpiel's exploitability of the meta-Nash mixture."""
+        """``nash_conv() / 2``: OpenSpiel's exploitability of the meta-Nash mixture.
+
+        Returns:
+            The exploitability.
+        """
         return self.nash_conv() / self.num_players
 
     # -- persistence ----------------------------------------------------------------
     def save(self, directory) -> Path:
         """Write the population (tables, ids), names, settings, the last meta-game and the
-        generator's state to ``directory``; :meth:`load` restores them exactly. The files
-        become current when ``evaluator.json`` naming them is replaced (atomically)."""
+        generator's state to ``directory``; [`load`][metaeval.training.evaluator.Evaluator.load] restores them exactly. The files
+        become current when ``evaluator.json`` naming them is replaced (atomically).
+
+        Args:
+            directory: the directory to write (created if needed).
+
+        Returns:
+            The directory.
+        """
         directory = Path(directory)
         try:
             directory.mkdir(parents=True, exist_ok=True)
@@ -453,8 +599,19 @@ class Evaluator:
     @classmethod
     def load(cls, directory, workers: int | None = None, address: str | None = None,
              shard_timeout: float | None = None, max_retries: int | None = None) -> Evaluator:
-        """An evaluator saved by :meth:`save` (optionally on other workers or cluster, with
-        another shard timeout or retry count)."""
+        """An evaluator saved by [`save`][metaeval.training.evaluator.Evaluator.save] (optionally on other workers or cluster, with
+        another shard timeout or retry count).
+
+        Args:
+            directory: a directory [`save`][metaeval.training.evaluator.Evaluator.save] wrote.
+            workers: Ray actors for the builds (default: as saved).
+            address: the Ray cluster (default: as saved).
+            shard_timeout: seconds per policy call in a build (default: as saved).
+            max_retries: resubmissions of a lost shard (default: as saved).
+
+        Returns:
+            The evaluator.
+        """
         directory = Path(directory)
         path = directory / STATE_FILE
         if not path.exists():

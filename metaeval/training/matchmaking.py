@@ -5,12 +5,12 @@ Every rule returns an array of the meta-game's shape without the player's axis,
 members. ``member`` is the index of the training member within the player's population;
 ``None`` means the player's population as a whole (its members weighted uniformly).
 
-- :func:`uniform`: every opponent profile equally likely.
-- :func:`conditional`: ``sigma(member, .) / sum sigma(member, .)``, the conditional of a
+- [`uniform`][metaeval.training.matchmaking.uniform]: every opponent profile equally likely.
+- [`conditional`][metaeval.training.matchmaking.conditional]: ``sigma(member, .) / sum sigma(member, .)``, the conditional of a
   joint meta-distribution (Nash, MECCE, the deviation rating's CCE, ...) given that the
   player plays ``member``; the opponents' marginal of sigma when ``member`` is ``None``
   or has no mass under sigma.
-- :func:`pfsp`: prioritised fictitious self-play (Vinyals et al. 2019, AlphaStar league):
+- [`pfsp`][metaeval.training.matchmaking.pfsp]: prioritised fictitious self-play (Vinyals et al. 2019, AlphaStar league):
   ``w(j) = f(x_j)``, ``x_j`` the member's probability of beating profile j, with
   ``f_hard(x) = (1 - x)^exponent``, normalised; uniform when every weight is 0.
   ``x_j`` is the member's expected payoff against j rescaled from the game's utility
@@ -41,7 +41,16 @@ def opponent_shape(shape, player: int) -> tuple[int, ...]:
 
 
 def uniform(metagame: MetaGame, player: int, member: int | None = None) -> np.ndarray:
-    """Every joint profile of the other players' members equally likely."""
+    """Every joint profile of the other players' members equally likely.
+
+    Args:
+        metagame: the meta-game.
+        player: the player who trains.
+        member: unused (every member gets the same distribution).
+
+    Returns:
+        The distribution over the other players' joint profiles.
+    """
     _check(metagame, player, member)
     shape = opponent_shape(metagame.shape, player)
     return np.full(shape, 1.0 / np.prod(shape))
@@ -49,7 +58,17 @@ def uniform(metagame: MetaGame, player: int, member: int | None = None) -> np.nd
 
 def conditional(metagame: MetaGame, player: int, sigma, member: int | None = None) -> np.ndarray:
     """The conditional of ``sigma [K_1..K_N]`` on the player playing ``member`` (its
-    opponents' marginal when ``member`` is None or never played under sigma)."""
+    opponents' marginal when ``member`` is None or never played under sigma).
+
+    Args:
+        metagame: the meta-game.
+        player: the player who trains.
+        sigma: a joint distribution of the meta-game's shape.
+        member: the index of the member who trains (None: the whole population).
+
+    Returns:
+        The distribution over the other players' joint profiles.
+    """
     _check(metagame, player, member)
     sigma = np.asarray(sigma, dtype=np.float64)
     if sigma.shape != metagame.shape:
@@ -63,7 +82,17 @@ def conditional(metagame: MetaGame, player: int, sigma, member: int | None = Non
 
 
 def win_probability(metagame: MetaGame, player: int, member: int | None, utility_range) -> np.ndarray:
-    """``x_j`` of :func:`pfsp`: payoff against each opponent profile rescaled to [0, 1]."""
+    """``x_j`` of [`pfsp`][metaeval.training.matchmaking.pfsp]: payoff against each opponent profile rescaled to [0, 1].
+
+    Args:
+        metagame: the meta-game.
+        player: the player who trains.
+        member: the index of the member who trains (None: the population's mean payoff).
+        utility_range: the game's ``(min, max)`` payoff.
+
+    Returns:
+        ``x`` per opponent profile.
+    """
     _check(metagame, player, member)
     lo, hi = (float(u) for u in utility_range)
     if not hi > lo:
@@ -76,7 +105,18 @@ def win_probability(metagame: MetaGame, player: int, member: int | None, utility
 def pfsp(metagame: MetaGame, player: int, utility_range, member: int | None = None,
          exponent: float = 2.0) -> np.ndarray:
     """Prioritised fictitious self-play: weight ``(1 - x)^exponent`` per opponent profile,
-    ``x`` the member's win probability against it (see the module docstring)."""
+    ``x`` the member's win probability against it (see the module docstring).
+
+    Args:
+        metagame: the meta-game.
+        player: the player who trains.
+        utility_range: the game's ``(min, max)`` payoff, mapped to [0, 1].
+        member: the index of the member who trains (None: the population's mean payoff).
+        exponent: the weight's exponent, > 0.
+
+    Returns:
+        The distribution over the other players' joint profiles.
+    """
     if not exponent > 0:
         raise MetaEvalError(f"the pfsp exponent must be positive, got {exponent!r}")
     weights = (1.0 - win_probability(metagame, player, member, utility_range)) ** exponent

@@ -37,7 +37,16 @@ def _band(ax, frame: pd.DataFrame, column: str, label: str, color):
 
 def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> list[Path]:
     """Write the gap and payoff figures for a table from ``reports.comparison_frame`` (no gap
-    figure when no gap was computed, as in sampled mode); returns the files written."""
+    figure when no gap was computed, as in sampled mode); returns the files written.
+
+    Args:
+        out: the directory written.
+        comparison: the comparison's table.
+        title: the figures' title.
+
+    Returns:
+        The files written.
+    """
     out = Path(out)
     raters = list(dict.fromkeys(comparison.rater))
     colors = dict(zip(raters, plt.cm.tab10.colors))
@@ -93,7 +102,16 @@ def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
     ``loops.study.paired_statistics`` (every iteration), each rater's mean gap minus the
     baseline's over seeds with a band of one standard error (top), and the two-sided
     Wilcoxon signed-rank p-value on a log scale, with 0.05 marked (bottom). Colours are
-    those of :func:`plot_comparison` when the baseline comes first there."""
+    those of [`plot_comparison`][metaeval.viz.plots.plot_comparison] when the baseline comes first there.
+
+    Args:
+        path: the file written.
+        paired: the paired statistics.
+        title: the figure's title.
+
+    Returns:
+        ``path``.
+    """
     raters = list(dict.fromkeys(paired.rater))
     colors = dict(zip(raters, plt.cm.tab10.colors[1:]))
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(6.4, 5.6), sharex=True, height_ratios=(3, 2))
@@ -123,7 +141,18 @@ def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
 
 def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "") -> list[Path]:
     """The same figures for a single run; with an approximate gap in its records, the gap
-    figure is :func:`plot_psro`'s (exact gap, if any, and the approximate one with its band)."""
+    figure is [`plot_psro`][metaeval.viz.plots.plot_psro]'s (exact gap, if any, and the approximate one with its band).
+
+    Args:
+        out: the directory written.
+        records: the run's records.
+        label: the run's label in the legend.
+        seed: the run's seed.
+        title: the figures' title.
+
+    Returns:
+        The files written.
+    """
     written = plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)
     if any(r.get("approximate_cce_gap") is not None for r in records):
         written = sorted({*written, *plot_psro(out, {label: records}, title=title)})
@@ -136,7 +165,16 @@ EXPLOITABILITY_PLOT = "exploitability.png"
 def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[Path]:
     """PSRO curves, one line per run label: the full-game CCE gap of the meta-distribution
     (and, when estimated, its approximate lower bound, dashed, with a band of two standard
-    errors), and (when the records have it) the exploitability of the meta-Nash mixture."""
+    errors), and (when the records have it) the exploitability of the meta-Nash mixture.
+
+    Args:
+        out: the directory written.
+        runs: label -> the run's records.
+        title: the figures' title.
+
+    Returns:
+        The files written.
+    """
     out = Path(out)
     written = []
     for column, name, label in [("cce_gap", GAP_PLOT, "full-game CCE gap of the meta-distribution"),
@@ -183,9 +221,18 @@ MEMORY_PLOT = "memory.png"
 
 
 def plot_memory(out: Path, records: list[dict], title: str = "") -> Path | None:
-    """Resident memory per iteration (MiB; :mod:`metaeval.runs.memory`): the driver's peak
+    """Resident memory per iteration (MiB; [`metaeval.runs.memory`][metaeval.runs.memory]): the driver's peak
     and current, each build actor's peak, beside the largest population (right axis).
-    None (nothing written) when the records hold no memory."""
+    None (nothing written) when the records hold no memory.
+
+    Args:
+        out: the directory written.
+        records: the run's records.
+        title: the figure's title.
+
+    Returns:
+        The file written, or None.
+    """
     records = [r for r in records if r.get("memory")]
     if not records:
         return None
@@ -222,6 +269,16 @@ def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None =
     For ratings against an equilibrium (metaeval.ratings.contributions) each bar is split into
     the contributions of the ``top`` opponent strategies (tasks) with the largest total
     |contribution| and one segment for all others; a black tick marks the rating.
+
+    Args:
+        path: the file written.
+        rating: the rating.
+        player: the rated player.
+        opponent: the player whose strategies contribute (default: the last).
+        top: the opponent strategies shown apart.
+
+    Returns:
+        ``path``.
     """
     from metaeval.ratings.contributions import EQUILIBRIUM_RATERS, contributions
     from metaeval.runs.fileio import atomic_write
@@ -267,6 +324,16 @@ def plot_intervals(rating, path=None, player: int = 0, title: str = "", ax=None)
 
     ``rating`` comes from ``metaeval.rate(..., bootstrap=B)``; the figure is written to
     ``path`` when one is given.
+
+    Args:
+        rating: a bootstrapped rating.
+        path: the file to write (None: none).
+        player: the rated player.
+        title: the figure's title.
+        ax: the axes to draw on (None: a new figure).
+
+    Returns:
+        The figure.
     """
     from metaeval.errors import MetaEvalError
 

@@ -198,7 +198,7 @@ def test_mixture_of_equally_rated_strategies_changes_no_rating(game, data):
 
 
 def test_mixture_across_rating_levels_can_change_ratings():
-    """SPEC 2.1 lists "mixture invariant ... changes no other rating"; Algorithm 1 does not
+    """Maths, section 2.1 lists "mixture invariant ... changes no other rating"; Algorithm 1 does not
     have it when the mixed strategies have different ratings (the two tests above are what
     holds). The mixture's gain row is then a convex combination of rows frozen in different
     rounds: it stays above its unfrozen component and becomes a new binding constraint.
@@ -295,7 +295,7 @@ def test_symmetric_zero_sum_equals_agent_vs_agent_nash_averaging(size, seed):
 
 
 def test_zero_sum_with_many_nash_is_stricter_than_nash_averaging():
-    """SPEC 2.1 says "equals Nash averaging up to a constant"; that holds when the Nash
+    """Maths, section 2.1 says "equals Nash averaging up to a constant"; that holds when the Nash
     equilibrium is unique. Here the task player's optimal set is {y0 + y1 = 1/2, y2 = 1/2}:
     Nash averaging takes its max-entropy point y = (1/4, 1/4, 1/2), while the strictest CCE
     picks y0 = 0, the optimal y that hurts the off-equilibrium agent 2 most."""

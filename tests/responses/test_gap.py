@@ -1,4 +1,4 @@
-"""The approximate CCE gap (SPEC 4.1) against the exact one on a game small enough to walk."""
+"""The approximate CCE gap (maths, section 4.1) against the exact one on a game small enough to walk."""
 
 import numpy as np
 import pyspiel

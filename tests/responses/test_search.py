@@ -8,7 +8,7 @@ from metaeval import Evaluator, MetaEvalError, games, spiel
 from metaeval.responses import RESPONDERS, Exact, Opponents, Search
 from metaeval.responses.exact import correlated_population
 from metaeval.responses.gap import ApproximateGap, approximate_cce_gap, describe
-from metaeval.responses.search import SearchPolicy, exhaustive_statistics
+from metaeval.responses.search import SearchPolicy, exhaustive_statistics, search_shard
 from metaeval.spiel.gap import cce_gap
 
 SMALL = ["kuhn_poker", "leduc_poker", "kuhn_3p", "goofspiel(num_cards=3,imp_info=True)"]
@@ -42,6 +42,26 @@ def test_with_exhaustive_beliefs_the_search_is_the_exact_best_response(name):
         assert values[np.array(statistics.parent) == -1].sum() == pytest.approx(best, abs=1e-12)
         policy = SearchPolicy(game, player, statistics.choices())
         assert exact_value(game, player, policy, opponents) == pytest.approx(best, abs=1e-12)
+
+
+@pytest.mark.parametrize("branching", [1, 2, 64])
+def test_forked_and_drawn_histories_estimate_every_sequence_weight_without_bias(branching):
+    """Sequence weights estimated from sampled histories (forking at the responder's decisions up to
+    ``branching``, drawing past it, with an epsilon-greedy behaviour) average, over seeds, to the
+    exact weights of the tree walk."""
+    game, opponents = problem("kuhn_3p", seed=4, player=1)
+    exact = exhaustive_statistics(game, 1, opponents)
+    choices = {key: 0 for key in exact.keys}
+    estimates = []
+    for seed in range(30):
+        shard = search_shard(game, 1, opponents, 600, np.random.default_rng(seed), choices, 0.3, branching)
+        assert shard.keys and set(shard.keys) <= set(exact.keys)
+        sums = np.array([shard.sums[shard.index[key]] if key in shard.index else np.zeros(exact.num_actions)
+                         for key in exact.keys])
+        estimates.append(sums / shard.episodes)
+    mean, spread = np.mean(estimates, axis=0), np.std(estimates, axis=0, ddof=1) / np.sqrt(len(estimates))
+    assert np.all(np.abs(mean - exact.sums) <= 4.5 * spread + 1e-12)
+    assert np.abs(mean - exact.sums).max() > 0  # sampled, not enumerated
 
 
 def test_with_enough_episodes_the_sampled_search_finds_kuhns_best_response():
@@ -86,7 +106,7 @@ def test_search_is_the_same_on_any_number_of_workers(ray_session):
     game, opponents = problem("leduc_poker", seed=2, player=1)
     one = Search().train(game, 1, opponents, 4000, np.random.default_rng(7))
     two = Search(workers=2).train(game, 1, opponents, 4000, np.random.default_rng(7))
-    assert one.keys == two.keys and np.array_equal(one.sums, two.sums) and one.episodes == two.episodes == 4000
+    assert one.keys == two.keys and np.array_equal(one.sums, two.sums) and one.episodes == two.episodes > 0
     game = games.load("kuhn_3p")
     population = spiel.Population.random(game, size=2, seed=0)
     sigma = np.full([2, 2, 2], 1 / 8)

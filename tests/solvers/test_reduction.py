@@ -27,7 +27,7 @@ def symmetric_three_player(rng, k, integer):
 
 
 def agent_agent_task(rng, models, tasks, integer):
-    """SPEC 6: G_A = T(m_A, t) - T(m_B, t), G_B = -G_A, G_T = |G_A|; A and B interchangeable."""
+    """Maths, section 6: G_A = T(m_A, t) - T(m_B, t), G_B = -G_A, G_T = |G_A|; A and B interchangeable."""
     table = _payoff_draw(rng, (models, tasks), integer)
     a = table[:, None, :] - table[None, :, :]
     return MetaGame(np.stack([a, -a, np.abs(a)]))

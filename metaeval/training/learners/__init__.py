@@ -1,4 +1,4 @@
-"""The responders of :mod:`metaeval.responses`, importable from here too.
+"""The responders of [`metaeval.responses`][metaeval.responses], importable from here too.
 
     LEARNERS["search"]()        # any responder by name, as metaeval.responses.RESPONDERS
 """

@@ -4,7 +4,7 @@ Every oracle has one signature,
 
     oracle(evaluator, player, sigma, rng) -> OpenSpiel policy for ``player``
 
-where ``evaluator`` is the :class:`metaeval.Evaluator` holding the game
+where ``evaluator`` is the [`metaeval.Evaluator`][metaeval.training.evaluator.Evaluator] holding the game
 (``evaluator.game``), the population (``evaluator.population``, policies by id) and its
 meta-game; ``sigma`` is a joint distribution over the population (an array of the
 meta-game's shape, e.g. ``evaluator.meta_distribution("nash")``); and ``rng`` a
@@ -18,12 +18,12 @@ them, return the trained policy. The loop adds what is returned with ``evaluator
 - ``jpsro``: the exact best response to the opponents' joint marginal of sigma,
   JPSRO's CCE oracle (Marris et al. 2021); ``tie_break="openspiel"`` picks among tied
   best actions as OpenSpiel's ``jpsro`` does;
-- ``random``: a random stochastic tabular policy (SPEC 3);
-- :func:`learned` (a factory: learner, episode budget) trains a policy from scratch
+- ``random``: a random stochastic tabular policy (maths, section 3);
+- `learned` (a factory: learner, episode budget) trains a policy from scratch
   against the opponents' joint marginal of sigma;
-- :func:`mutate` (a factory: a rating) copies one of the player's top-rated policies with
+- `mutate` (a factory: a rating) copies one of the player's top-rated policies with
   a perturbed table;
-- :func:`from_new_policy` wraps the population loop's ``new_policy(game, player, rng)`` hook.
+- [`from_new_policy`][metaeval.training.oracles.from_new_policy] wraps the population loop's ``new_policy(game, player, rng)`` hook.
 """
 
 from metaeval.training.oracles.best_response import TIE_BREAKS, jpsro, psro

@@ -15,8 +15,8 @@ product of their marginals (PSRO)."""
 
 
 def learned(learner=None, episodes: int = 2000, target: str = "jpsro"):
-    """An oracle that trains ``learner`` (default: :class:`metaeval.responses.QLearning`;
-    :class:`~metaeval.responses.DQN` and :class:`~metaeval.responses.PPO` are
+    """An oracle that trains ``learner`` (default: [`metaeval.responses.QLearning`][metaeval.responses.qlearning.QLearning];
+    [`DQN`][metaeval.responses.dqn.DQN] and [`PPO`][metaeval.responses.ppo.PPO] are
     the RL best responses for games too large to walk) from scratch for ``episodes``
     episodes against opponents drawn from sigma, and returns its policy: for
     ``target="jpsro"`` their joint marginal (JPSRO's CCE oracle), for ``"psro"`` the

@@ -15,7 +15,7 @@ from metaeval.spiel.tree import game_tree
 def mutate(rating, fraction: float = 0.25, scale: float = 0.25):
     """An oracle that copies a policy drawn uniformly from the player's top-rated
     ``fraction`` (at least one) under ``rating`` (a rating of the evaluator's current
-    meta-game) and perturbs its table (:func:`metaeval.training.mutation.perturb_policy`)."""
+    meta-game) and perturbs its table ([`metaeval.training.mutation.perturb_policy`][metaeval.training.mutation.perturb_policy])."""
 
     def oracle(evaluator, player: int, sigma, rng: np.random.Generator):
         ratings = rating.ratings[player]
