@@ -42,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 import metaeval
-from metaeval.runs.progress import LoopProgress
+from metaeval.runs.progress import Progress
 from metaeval import games, spiel
 from metaeval.runs import checksums, rundir
 from metaeval.runs.memory import memory_usage
@@ -397,7 +397,7 @@ class PBT:
         """
         desc = f"pbt {self.config.game} {self.config.rater} seed {self.config.seed}"
         try:
-            with LoopProgress(self.step_index, self.config.steps, desc, "step", progress) as shown:
+            with Progress(self.config.steps, desc, "step", progress, done=self.step_index, each=True) as shown:
                 for _ in range(self.step_index, self.config.steps):
                     record = self.step()
                     shown.advance(gap=record["cce_gap"], approximate_gap_at_least=record.get("approximate_cce_gap"))

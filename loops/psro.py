@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import metaeval
-from metaeval.runs.progress import LoopProgress
+from metaeval.runs.progress import Progress
 from metaeval import games, spiel
 from metaeval.runs import rundir
 from metaeval.runs.memory import memory_usage
@@ -343,7 +343,7 @@ class PSRO:
         """
         desc = f"{self.config.game} {self.settings['oracle']} {self.config.solver} seed {self.config.seed}"
         try:
-            with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
+            with Progress(self.config.iterations, desc, "it", progress, done=self.iteration, each=True) as shown:
                 for _ in range(self.iteration, self.config.iterations):
                     record = self.step()
                     shown.advance(gap=record["cce_gap"], approximate_gap_at_least=record["approximate_cce_gap"],

@@ -397,6 +397,7 @@ def _rate_file(args) -> None:
     from metaeval.game import MetaGame
     from metaeval.runs.reports import table_text
 
+    _work_starts()
     path = args.file
     if not path.exists():
         raise MetaEvalError(f"no such file: {path}")
@@ -451,8 +452,21 @@ def _memory_budget(max_memory: int | None):
             os.environ[budget.VARIABLE] = previous
 
 
+#: Set in the environment, a command ends where its work would start (``bench.startup`` times its start).
+EXIT_BEFORE_WORK = "METAEVAL_EXIT_BEFORE_WORK"
+
+
+def _work_starts() -> None:
+    """Where a command's work starts: its arguments parsed and checked, its modules imported.
+    With ``$METAEVAL_EXIT_BEFORE_WORK`` set, the command ends here (exit status 0)."""
+    if os.environ.get(EXIT_BEFORE_WORK):
+        raise SystemExit(0)
+
+
 def run(args) -> int:
-    with _memory_budget(getattr(args, "max_memory", None)):
+    from metaeval.runs.progress import asked
+
+    with _memory_budget(getattr(args, "max_memory", None)), asked(not getattr(args, "quiet", False)):
         return _run(args)
 
 
@@ -463,6 +477,7 @@ def _run(args) -> int:
 
         config = _config(args, rater=args.rater, seed=args.seed)
         games.load(config.game)  # fail fast on an unknown game
+        _work_starts()
         records = evolve(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.iterations, "iterations", args.out)
         print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}")
@@ -481,6 +496,7 @@ def _run(args) -> int:
         check_population(base.population, games.load(base.game).num_players(), "each run")
         budget.check(budget.RUN_BYTES * len(raters) * args.seeds, f"{len(raters)} raters x {args.seeds} seeds",
                      "use fewer seeds")
+        _work_starts()
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs,
                                       progress=_progress(args))
         if base.mode == "sampled":
@@ -507,6 +523,7 @@ def _run(args) -> int:
             solver_options=dict(args.option),
         )
         games.load(config.game)  # fail fast on an unknown game
+        _work_starts()
         records = psro(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.iterations, "iterations", args.out)
         last = records[-1]
@@ -528,6 +545,7 @@ def _run(args) -> int:
             mode=args.mode, episodes=args.episodes, **_approximate_gap_settings(args),
         )
         games.load(config.game)
+        _work_starts()
         records = pbt(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.steps, "steps", args.out)
         print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}")
@@ -535,17 +553,19 @@ def _run(args) -> int:
     elif args.command == "rate":
         _rate_file(args)
     elif args.command == "battles":
+        _work_starts()  # all its work is Bradley-Terry's, pandas and the raters included
         _battles(args)
     elif args.command == "plot":
-        from metaeval.viz import plots
         from metaeval.runs import rundir
         from metaeval.loops import compare, evolve
 
+        _work_starts()
         config_path = args.run_dir / rundir.CONFIG
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
         kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
+        from metaeval.viz import plots  # matplotlib, once there is a run to draw
         if kind in ("psro", "pbt") and settings is not None:
             from metaeval.loops import pbt, psro
 

@@ -6,11 +6,15 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def product_distribution(marginals) -> np.ndarray:
@@ -136,6 +140,8 @@ class Rating:
         Returns:
             One row per strategy of every player.
         """
+        import pandas as pd  # a tenth of a second to import: only for tables
+
         columns = ["player", "strategy", "rating", "rank"]
         if self.intervals is not None:
             columns += ["low", "high", "p_top", "ci_rank"]
