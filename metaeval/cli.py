@@ -395,9 +395,9 @@ def _rate_file(args) -> None:
     """Rate a saved game (every player's ratings) or a score table (the agents, ranked, and a chart)."""
     import metaeval
     from metaeval.game import MetaGame
-    from metaeval.runs.reports import table_text
 
     _work_starts()
+    from metaeval.runs.reports import table_text  # pandas: part of the work
     path = args.file
     if not path.exists():
         raise MetaEvalError(f"no such file: {path}")
@@ -487,7 +487,6 @@ def _run(args) -> int:
         from metaeval.runs import budget
         from metaeval.loops.compare import compare
         from metaeval.loops.evolve import check_population
-        from metaeval.runs.reports import table_text
 
         raters = [r.strip() for r in args.raters.split(",") if r.strip()]
         base = _config(args)
@@ -497,6 +496,8 @@ def _run(args) -> int:
         budget.check(budget.RUN_BYTES * len(raters) * args.seeds, f"{len(raters)} raters x {args.seeds} seeds",
                      "use fewer seeds")
         _work_starts()
+        from metaeval.runs.reports import table_text  # pandas: part of the work
+
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs,
                                       progress=_progress(args))
         if base.mode == "sampled":
