@@ -2,8 +2,8 @@
 
     python -m bench.search_cost [--episodes 300000] [--out runs/search_cost]
 
-Each row: a game, a population of random tabular policies per player under the MECCE of
-their exact meta-game (uniform sigma where the meta-game is too large to build exactly),
+Each row: a game, a population of random tabular policies per player, every joint profile
+equally likely (so every opponent profile is in play: the beliefs are over all of them),
 and for player 0 the search's CPU seconds for ``--episodes`` simulated episodes, the
 information states it stored, and, where the tree can be walked, the exact best
 response's CPU seconds (:func:`metaeval.responses.search.exhaustive_statistics`) and the
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from metaeval import Evaluator, games, spiel
+from metaeval import games, spiel
 from metaeval.responses import Opponents, Search
 from metaeval.responses.search import ROOT, SearchStatistics, exhaustive_statistics
 
@@ -32,7 +32,7 @@ SETTINGS = [
     ("leduc, 2 players, 3 policies", "leduc_poker", 3, True),
     ("leduc, 3 players, 2 policies", "leduc_poker(players=3)", 2, True),
     ("leduc, 3 players, 3 policies", "leduc_poker(players=3)", 3, True),
-    ("leduc, 3 players, 6 policies", "leduc_poker(players=3)", 6, True),
+    ("leduc, 3 players, 5 policies", "leduc_poker(players=3)", 5, True),
     ("leduc, 4 players, 2 policies", "leduc_poker(players=4)", 2, False),
     ("goofspiel 4 cards, 2 players", "goofspiel(num_cards=4,imp_info=True)", 3, True),
     ("goofspiel 5 cards, 2 players", "goofspiel(num_cards=5,imp_info=True)", 3, True),
@@ -41,17 +41,11 @@ SETTINGS = [
 ]
 
 
-def opponents_of(game, size: int, seed: int, exact_meta_game: bool) -> Opponents:
+def opponents_of(game, size: int, seed: int) -> Opponents:
     population = spiel.Population.random(game, size=size, seed=seed)
-    if exact_meta_game:
-        evaluator = Evaluator(game)
-        for player, member in enumerate(population.policies):
-            for policy in member:
-                evaluator.add(player, policy)
-        sigma = evaluator.meta_distribution("mecce")
-    else:
-        sigma = np.full([size] * game.num_players(), float(size) ** -game.num_players())
-    return Opponents.from_distribution(population.policies, 0, sigma.sum(axis=0))
+    count = size ** (game.num_players() - 1)
+    distribution = np.full([size] * (game.num_players() - 1), 1.0 / count)
+    return Opponents.from_distribution(population.policies, 0, distribution)
 
 
 def value_of(statistics: SearchStatistics, choices: dict) -> float:
@@ -74,7 +68,7 @@ def value_of(statistics: SearchStatistics, choices: dict) -> float:
 
 def row(name: str, spec: str, size: int, walk: bool, episodes: int, seed: int) -> dict:
     game = games.load(spec)
-    opponents = opponents_of(game, size, seed, walk)
+    opponents = opponents_of(game, size, seed)
     start = time.process_time()
     searched = Search().train(game, 0, opponents, episodes, np.random.default_rng(seed))
     search_cpu = time.process_time() - start

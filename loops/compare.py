@@ -20,16 +20,16 @@ import threading
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from metaeval.runs.progress import LoopProgress
-from metaeval.viz import plots
-from metaeval.runs import reports
+from metaeval.runs.progress import Progress
 from metaeval.runs import rundir
 from metaeval.errors import MetaEvalError
 from metaeval.runs.fileio import atomic_write
 from metaeval.loops.evolve import RECORD_SCHEMA, Evolution, EvolveConfig, evolve
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 KIND = "compare"
 """The run-directory kind of a comparison."""
@@ -137,6 +137,8 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
 
 def _tabulate(out: Path, base: EvolveConfig, configs: list[EvolveConfig], outcomes: dict):
     """``failures.csv`` and the tables and figures of the finished runs; see [`compare`][metaeval.loops.compare.compare]."""
+    import pandas as pd  # tables (pandas, matplotlib) only once the runs are done
+
     runs: dict[str, dict[int, list[dict]]] = {}
     failed = []
     for config in configs:  # in the order asked for
@@ -156,7 +158,7 @@ def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | 
     """Run every config in ``run_directory(out, config)``, ``jobs`` at once, yielding
     ``(config, records or error text)`` as each run ends (so a slow run holds back no
     other's result); a failure is also said on stderr as soon as it happens."""
-    bar = LoopProgress(0, len(configs), desc, "run", progress)
+    bar = Progress(len(configs), desc, "run", progress, each=True)
     try:
         if jobs == 1:
             for config in configs:
@@ -219,11 +221,16 @@ def write_comparison(out: Path, runs, title: str = ""):
     Returns:
         The files written.
     """
+    from metaeval.runs import reports  # pandas: only once the runs are done
+
     return write_comparison_frame(out, reports.comparison_frame(runs), title)
 
 
 def write_comparison_frame(out: Path, comparison: pd.DataFrame, title: str = ""):
     """As [`write_comparison`][metaeval.loops.compare.write_comparison], from a ``reports.comparison_frame`` table."""
+    from metaeval.runs import reports
+    from metaeval.viz import plots  # matplotlib: only once the runs are done
+
     Path(out).mkdir(parents=True, exist_ok=True)
     final = reports.final_gaps(comparison)
     comparison.to_csv(Path(out) / "comparison.csv", index=False)

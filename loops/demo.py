@@ -13,23 +13,24 @@
    against opponents nobody plays any more.
 
 Everything is written to the run directory (the PSRO run, the meta-game, a ratings table
-and figures), and the paths are printed at the end.
+and figures), and the results and figures are named at the end, as every command does.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 from pathlib import Path
 
 import pandas as pd
 
+from metaeval.cli import guarded, run_figures, say_written
 from metaeval.loops.psro import PSRO, PSROConfig
 from metaeval.ratings import rate
+from metaeval.ratings.base import rounded
+from metaeval.runs.reports import table_text
 from metaeval.viz import plots
 
 RATERS = ("uniform", "alpharank", "deviation")
-TIE = 1e-9  # ratings this close count as tied
 
 
 def run(out: Path, iterations: int = 16, progress: bool | None = None) -> dict:
@@ -60,15 +61,15 @@ def run(out: Path, iterations: int = 16, progress: bool | None = None) -> dict:
     ratings = {name: rate(metagame, name) for name in RATERS}
     table = pd.DataFrame({"policy": metagame.strategy_names[0]})
     for name, rating in ratings.items():
-        table[name] = rating.ratings[0]
-        values = rating.ratings[0]
-        table[f"{name} rank"] = 1 + (values[None, :] > values[:, None] + TIE).sum(axis=1)  # ties share a rank
+        ranks = rating.ranks(0)  # ratings within the rater's accuracy share a rank
+        table[name] = rounded(rating.ratings[0], rating.tolerance, ranks)
+        table[f"{name} rank"] = ranks
     table_path = out / "ratings.csv"
     table.to_csv(table_path, index=False)
 
     print(f"2. Player 0's {metagame.shape[0]} policies, rated three ways (rank 1 = best):")
     shown = table.sort_values(["deviation rank", "uniform rank"])
-    print(shown.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print(table_text(shown, digits=3))
     newest = table.iloc[-1]
     tied = int((table["deviation rank"] == 1).sum())
     first = table.iloc[0]
@@ -79,13 +80,11 @@ def run(out: Path, iterations: int = 16, progress: bool | None = None) -> dict:
           + (f"; {first['policy']}, the uniform random start, is last by every rating." if first_last else ".")
           + "\n")
 
-    figures = plots.plot_psro(out / "psro", {config.solver: records}, title=PSRO.title_of(asdict(config)))
+    figures = run_figures(out / "psro")  # drawn by the loop
     figures += [plots.plot_rating_bars(out / f"ratings_{name}.png", ratings[name]) for name in ("uniform", "deviation")]
-    files = [out / "psro" / "summary.csv", table_path, metagame_path, *figures]
-    print("Files:")
-    for path in files:
-        print(f"   {path}")
-    return {"gaps": gaps, "table": table, "files": files}
+    results = [out / "psro" / "summary.csv", table_path, metagame_path]
+    say_written(out, figures)
+    return {"gaps": gaps, "table": table, "results": results, "figures": figures}
 
 
 def main(argv=None) -> int:
@@ -95,8 +94,12 @@ def main(argv=None) -> int:
     parser.add_argument("--iterations", type=int, default=16, help="JPSRO iterations")
     parser.add_argument("--quiet", action="store_true", help="no per-iteration progress on stderr")
     args = parser.parse_args(argv)
-    run(args.out, args.iterations, progress=False if args.quiet else None)
-    return 0
+
+    def demo() -> int:
+        run(args.out, args.iterations, progress=False if args.quiet else None)
+        return 0
+
+    return guarded(demo)  # errors and warnings in one line each, as every command says them
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 import metaeval
-from metaeval.runs.progress import LoopProgress
+from metaeval.runs.progress import Progress
 from metaeval import games, spiel
 from metaeval.runs import budget
 from metaeval.training import oracles
@@ -399,7 +399,7 @@ class Evolution:
         """
         desc = f"{self.config.game} {self.config.rater} seed {self.config.seed}"
         try:
-            with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
+            with Progress(self.config.iterations, desc, "it", progress, done=self.iteration, each=True) as shown:
                 for _ in range(self.iteration, self.config.iterations):
                     record = self.step()
                     shown.advance(gap=record["cce_gap"], approximate_gap_at_least=record.get("approximate_cce_gap"))

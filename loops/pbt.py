@@ -22,11 +22,12 @@ so results do not depend on ``workers``; tie-breaks and exploit/explore draw fro
 loop's generator, which is checkpointed. With ``workers > 1`` members train in parallel
 as Ray tasks, and the meta-game is built on as many Ray actors.
 
-``mode="sampled"`` estimates the meta-game from ``episodes`` per entry; the CCE gap is
-then not computed (null in the log), but ``approximate_gap`` estimates a lower bound on it
-every step ([`metaeval.loops.approximate`][metaeval.loops.approximate]). Q-learning keeps a table over the game's
-information states (the game must be enumerable); DQN and PPO never walk the tree, so with
-them PBT runs on any game that can be simulated.
+``mode="sampled"`` (what ``"auto"`` picks for a game exact mode refuses) estimates the
+meta-game from ``episodes`` per entry; the CCE gap is then not computed (null in the log),
+but ``approximate_gap`` estimates a lower bound on it every step
+([`metaeval.loops.approximate`][metaeval.loops.approximate]). Q-learning keeps a table over the game's information
+states (the game must be enumerable); DQN and PPO never walk the tree, so with them PBT
+runs on any game that can be simulated.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from pathlib import Path
 import numpy as np
 
 import metaeval
-from metaeval.runs.progress import LoopProgress
+from metaeval.runs.progress import Progress
 from metaeval import games, spiel
 from metaeval.runs import checksums, rundir
 from metaeval.runs.memory import memory_usage
@@ -99,7 +100,7 @@ class PBTConfig:
     max_retries: int = MAX_RETRIES
     rater_options: dict = field(default_factory=dict)
     learner_options: dict = field(default_factory=dict)
-    mode: str = "exact"
+    mode: str = "auto"
     episodes: int = 1000
     approximate_gap: int = 0
     approximate_gap_learner: str = "ppo"
@@ -396,7 +397,7 @@ class PBT:
         """
         desc = f"pbt {self.config.game} {self.config.rater} seed {self.config.seed}"
         try:
-            with LoopProgress(self.step_index, self.config.steps, desc, "step", progress) as shown:
+            with Progress(self.config.steps, desc, "step", progress, done=self.step_index, each=True) as shown:
                 for _ in range(self.step_index, self.config.steps):
                     record = self.step()
                     shown.advance(gap=record["cce_gap"], approximate_gap_at_least=record.get("approximate_cce_gap"))
@@ -423,7 +424,7 @@ def plot(out: Path, config: PBTConfig, records: list[dict]) -> list[Path]:
     from metaeval.viz import plots
 
     suffix = f", meta-game {config.metagame}" if config.mode == "sampled" else ""
-    return plots.plot_run(out, records, label=f"pbt, {config.rater}", seed=config.seed,
+    return plots.plot_run(out, records, label=f"pbt, {config.rater}", seed=config.seed, unit="step",
                           title=f"{config.game}, PBT ({config.learner}), {config.rater}, seed {config.seed}{suffix}")
 
 

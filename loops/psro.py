@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 import metaeval
-from metaeval.runs.progress import LoopProgress
+from metaeval.runs.progress import Progress
 from metaeval import games, spiel
 from metaeval.runs import rundir
 from metaeval.runs.memory import memory_usage
@@ -343,7 +343,7 @@ class PSRO:
         """
         desc = f"{self.config.game} {self.settings['oracle']} {self.config.solver} seed {self.config.seed}"
         try:
-            with LoopProgress(self.iteration, self.config.iterations, desc, "it", progress) as shown:
+            with Progress(self.config.iterations, desc, "it", progress, done=self.iteration, each=True) as shown:
                 for _ in range(self.iteration, self.config.iterations):
                     record = self.step()
                     shown.advance(gap=record["cce_gap"], approximate_gap_at_least=record["approximate_cce_gap"],
@@ -370,7 +370,8 @@ class PSRO:
 
     @staticmethod
     def title_of(settings: dict) -> str:
-        """The figures' title, from a run's settings (`run_settings`).
+        """The figures' title, from a run's settings (`run_settings`): what the run is, in
+        at most two lines (the approximate gap's learner and budget are in the legend).
 
         Args:
             settings: the run's settings.
@@ -382,15 +383,11 @@ class PSRO:
         ties = "" if settings["tie_break"] == "drawn" else f", {settings['tie_break']} ties"
         oracle = f"custom oracle {settings['oracle']}" if settings.get("custom_oracle") else settings["oracle"]
         if oracle in LEARNED_ORACLES:
-            oracle += f" ({settings['oracle_episodes']} episodes, to the {settings['oracle_target']} target)"
-        sampled = (f", meta-game sampled, {settings['episodes']} episodes per entry"
+            target = ", psro target" if settings["oracle_target"] == "psro" else ""
+            oracle += f" oracle ({settings['oracle_episodes']} episodes{target})"
+        sampled = (f", sampled ({settings['episodes']} episodes per entry)"
                    if settings.get("mode") == "sampled" else "")
-        approximate = (f", approximate gap: {settings['approximate_gap_learner']} deviations, "
-                       f"{settings['approximate_gap']} training and {settings['approximate_gap_episodes']} "
-                       "evaluation episodes"
-                       if settings.get("approximate_gap") else "")
-        return (f"{settings['game']}, {oracle}{ties}, {settings['solver']}, seed {settings['seed']}{cap}{sampled}"
-                f"{approximate}")
+        return f"{settings['game']}, {oracle}{ties}, {settings['solver']}, seed {settings['seed']}{cap}{sampled}"
 
 
 def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:

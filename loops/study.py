@@ -55,9 +55,11 @@ from metaeval.runs import budget
 from metaeval.viz import plots
 from metaeval.runs import reports
 from metaeval.runs import rundir
-from metaeval.cli import Parser, at_least, guarded
+from metaeval.cli import HelpFormatter, Parser, at_least, guarded, run_figures, say_written
 from metaeval.errors import MetaEvalError
 from metaeval.runs.fileio import check_writable
+from metaeval.ratings.base import rounded
+from metaeval.runs.reports import table_text
 from metaeval.loops.compare import FAILURE_COLUMNS, failure, run_all, run_directory, title_of, write_comparison_frame
 from metaeval.loops.evolve import REPLACEMENTS, EvolveConfig, evolve
 from metaeval.loops.pbt import PBTConfig, pbt
@@ -65,6 +67,8 @@ from metaeval.loops.study_records import RunRecords, check_records, session_buil
 
 RATERS = ["uniform", "nash", "alpharank", "deviation", "payoff"]
 TIE = 1e-9
+WELFARE_PRECISION = 1e-12
+"""Decimals of a run's welfare kept: a sum of payoffs is rounding error beyond them."""
 
 
 def paired_statistics(comparison: pd.DataFrame, every: int, baseline: str = "uniform") -> pd.DataFrame:
@@ -94,10 +98,11 @@ def paired_statistics(comparison: pd.DataFrame, every: int, baseline: str = "uni
 def summary(comparison: pd.DataFrame) -> pd.DataFrame:
     """Per rater, over seeds: final and mean (over iterations) CCE gap, the final welfare
     (the sum over players of the population's average payoff: 0 in a zero-sum game; each
-    player's average payoff is in ``comparison.csv`` and ``payoff.png``), and the final
-    population's mean age (``reports.population_age``)."""
+    player's average payoff is in ``comparison.csv`` and ``payoff.png``; each run's rounded
+    to 12 decimals, below which its sum is rounding error: zero-sum welfare is 0, not 1e-17),
+    and the final population's mean age (``reports.population_age``)."""
     payoff_columns = [c for c in comparison.columns if c.startswith("mean_payoff_p")]
-    comparison = comparison.assign(welfare=comparison[payoff_columns].sum(axis=1))
+    comparison = comparison.assign(welfare=rounded(comparison[payoff_columns].sum(axis=1), WELFARE_PRECISION))
     per_run = comparison.groupby(["rater", "seed"], sort=False).agg(
         final_gap=("cce_gap", "last"), mean_gap=("cce_gap", mean), final_welfare=("welfare", "last"),
         final_age=("population_age", "last"))
@@ -137,7 +142,7 @@ def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:
     for row in table.itertuples():
         cells = [row.game, row.replacement, row.rater, str(row.seeds),
                  f"{row.final_gap_mean:.3g} ± {row.final_gap_std:.2g}", f"{row.mean_gap_mean:.3g}",
-                 f"{_rounded(row.final_welfare_mean):.3g} ± {_rounded(row.final_welfare_std):.2g}",
+                 f"{row.final_welfare_mean:.3g} ± {row.final_welfare_std:.2g}",
                  f"{row.final_age_mean:.3g}"]
         key = (row.game, row.replacement, row.rater)
         if key in last.index:
@@ -148,11 +153,6 @@ def markdown_table(table: pd.DataFrame, paired: pd.DataFrame) -> str:
             cells += [""] * 4
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
-
-
-def _rounded(x: float) -> float:
-    """``x`` without the rounding error of sums of payoffs (zero-sum welfare is 0, not 1e-17)."""
-    return round(x, 12) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
 def raters_study(out: Path, games: list[str], replacements: list[str], seeds: int, iterations: int,
@@ -278,7 +278,8 @@ def pbt_versus_random(out: Path, seeds: int, steps: int, population: int, episod
                                                            out=out / "random" / f"seed{seed}", progress=False)
     comparison = reports.comparison_frame(runs)
     comparison.to_csv(out / "comparison.csv", index=False)
-    plots.plot_comparison(out, comparison, title=f"kuhn_3p, deviation rater, {population} per player")
+    plots.plot_comparison(out, comparison, title=f"kuhn_3p, deviation rater, {population} per player",
+                          unit="iteration (PBT: step)")
     final = reports.final_gaps(comparison)
     final.to_csv(out / "final.csv", index=False)
     return final
@@ -301,41 +302,48 @@ def publish(out: Path, docs: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = Parser(prog="python -m metaeval.loops.study", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m metaeval.loops.study", description=__doc__.splitlines()[0],
+                    formatter_class=HelpFormatter)
     commands = parser.add_subparsers(dest="study", required=True, parser_class=Parser)
-    raters = commands.add_parser("raters")
-    raters.add_argument("--out", type=Path, required=True)
-    raters.add_argument("--games", default="kuhn_3p,sheriff")
-    raters.add_argument("--replacements", default=",".join(REPLACEMENTS))
-    raters.add_argument("--seeds", type=at_least(1), default=30)
-    raters.add_argument("--iterations", type=at_least(1), default=300)
+
+    def command(name, description):
+        return commands.add_parser(name, help=description, description=description, formatter_class=HelpFormatter)
+
+    raters = command("raters", "evolve runs of every rater and seed, paired with uniform's, per game")
+    raters.add_argument("--out", type=Path, required=True, help="study directory (resumed if it exists)")
+    raters.add_argument("--games", default="kuhn_3p,sheriff", help="comma-separated games")
+    raters.add_argument("--replacements", default=",".join(REPLACEMENTS), help="comma-separated replacements")
+    raters.add_argument("--seeds", type=at_least(1), default=30, help="seeds 0..S-1 of every rater")
+    raters.add_argument("--iterations", type=at_least(1), default=300, help="iterations of every run")
     raters.add_argument("--every", type=at_least(1), default=25, help="iterations between paired statistics")
-    raters.add_argument("--jobs", type=at_least(1), default=2)
-    raters.add_argument("--learner-episodes", type=at_least(1), default=2000)
+    raters.add_argument("--jobs", type=at_least(1), default=2, help="runs in parallel processes")
+    raters.add_argument("--learner-episodes", type=at_least(1), default=2000,
+                        help="training episodes of each learned replacement")
     raters.add_argument("--publish", type=Path, help="copy the tables and figures into this directory")
     raters.add_argument("--finished-only", action="store_true",
                         help="run nothing: tabulate the comparisons whose runs are all recorded")
     raters.add_argument("--records", type=Path,
                         help="where each finished run's summary is kept (default OUT/records); recorded runs "
                              "are not run again")
-    check = commands.add_parser("check", help="rerun recorded runs and compare them with their records")
-    check.add_argument("--records", type=Path, required=True)
-    check.add_argument("--out", type=Path, required=True)
-    check.add_argument("--games", default="kuhn_3p,sheriff")
-    check.add_argument("--replacements", default=",".join(REPLACEMENTS))
-    check.add_argument("--raters", default=",".join(RATERS))
+    check = command("check", "rerun recorded runs and compare them with their records")
+    check.add_argument("--records", type=Path, required=True, help="the records of a raters study")
+    check.add_argument("--out", type=Path, required=True, help="directory of the reruns and check.csv")
+    check.add_argument("--games", default="kuhn_3p,sheriff", help="comma-separated games")
+    check.add_argument("--replacements", default=",".join(REPLACEMENTS), help="comma-separated replacements")
+    check.add_argument("--raters", default=",".join(RATERS), help="comma-separated raters")
     check.add_argument("--seeds", default="0", help="comma-separated seeds")
-    check.add_argument("--jobs", type=at_least(1), default=2)
+    check.add_argument("--jobs", type=at_least(1), default=2, help="runs in parallel processes")
     check.add_argument("--rewrite", action="store_true",
                        help="replace each differing record by the rerun's (after a deliberate change of results)")
-    versus = commands.add_parser("pbt-vs-random")
-    versus.add_argument("--out", type=Path, required=True)
-    versus.add_argument("--seeds", type=at_least(1), default=3)
-    versus.add_argument("--steps", type=at_least(1), default=20)
-    versus.add_argument("--population", type=at_least(1), default=8)
-    versus.add_argument("--episodes-per-step", type=at_least(1), default=500)
-    versus.add_argument("--matchmaking", default="mecce")
-    versus.add_argument("--workers", type=at_least(1), default=1)
+    versus = command("pbt-vs-random", "PBT with Q-learners against evolve with random replacements, seed by seed")
+    versus.add_argument("--out", type=Path, required=True, help="directory of the runs, tables and figures")
+    versus.add_argument("--seeds", type=at_least(1), default=3, help="seeds 0..S-1 of both")
+    versus.add_argument("--steps", type=at_least(1), default=20, help="PBT steps, and evolve iterations")
+    versus.add_argument("--population", type=at_least(1), default=8, help="policies per player")
+    versus.add_argument("--episodes-per-step", type=at_least(1), default=500,
+                        help="training episodes per PBT member and step")
+    versus.add_argument("--matchmaking", default="mecce", help="PBT's matchmaking")
+    versus.add_argument("--workers", type=at_least(1), default=1, help="Ray workers of PBT")
     return parser
 
 
@@ -373,8 +381,8 @@ def _run(args) -> int:
         if args.publish:
             publish(args.out, args.publish)
         failed = 0 if args.finished_only else len(pd.read_csv(args.out / "failures.csv"))
-        print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}") if len(table) else
-              "no comparison has a finished run to tabulate")
+        print(table_text(table, digits=4) if len(table) else "no comparison has a finished run to tabulate")
+        say_written(args.out, sorted(args.out.glob("*.png")) + sorted(args.out.glob("*/*/*.png")))
         if failed:
             print(f"metaeval: {failed} run(s) failed (listed in {args.out / 'failures.csv'}); the tables cover "
                   "the others; run the same command again to retry them", file=sys.stderr)
@@ -382,13 +390,13 @@ def _run(args) -> int:
     elif args.study == "check":
         table = check_study(args.records, args.out, args.games.split(","), args.replacements.split(","),
                             args.raters.split(","), _seeds(args.seeds), args.jobs, args.rewrite)
-        if not table.identical.all() and not args.rewrite:
-            print(table.to_string(index=False))
-            return 1
-    else:
-        table = pbt_versus_random(args.out, args.seeds, args.steps, args.population, args.episodes_per_step,
-                                  args.matchmaking, args.workers)
-    print(table.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
+        print(table_text(table, digits=4))
+        say_written(args.out)
+        return 1 if not table.identical.all() and not args.rewrite else 0
+    table = pbt_versus_random(args.out, args.seeds, args.steps, args.population, args.episodes_per_step,
+                              args.matchmaking, args.workers)
+    print(table_text(table, digits=4))
+    say_written(args.out, run_figures(args.out))
     return 0
 
 

@@ -10,7 +10,6 @@ import argparse
 import contextlib
 import dataclasses
 import errno
-import functools
 import json
 import math
 import os
@@ -75,6 +74,14 @@ def _option(text: str):
         return key, value
 
 
+def _anchor(text: str) -> tuple[str, float]:
+    """``MODEL=SCORE``: the model whose score is fixed, and that score."""
+    model, sep, score = text.rpartition("=")
+    if not sep or not model:
+        raise argparse.ArgumentTypeError(f"an anchor is MODEL=SCORE, e.g. gpt-4=1000, got {text!r}")
+    return model, _number(score)
+
+
 def _out_dir(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path names no directory; give the run directory")
@@ -90,9 +97,34 @@ def _memory_size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-class _Help(argparse.ArgumentDefaultsHelpFormatter):
-    """Every option's default after its help, except where there is none to show (unset,
-    off, empty): those say in their help what happens when the option is not given."""
+OWN_POLICIES = """\
+your own policies:
+  add them to an evaluator and save its meta-game, then rate the file:
+    evaluator = metaeval.Evaluator("kuhn_3p")
+    evaluator.add(0, my_policy, name="mine")      # for every player, every policy
+    evaluator.metagame().save("mine.npz")
+  metaeval rate mine.npz --rater deviation
+  (or any metaeval.MetaGame of payoffs measured elsewhere, saved the same way)"""
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed package's version (read only when asked for)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print metaeval's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import version
+
+        print(f"metaeval {version('metaeval')}")
+        parser.exit()
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's default after its help, written once, except where there is none to
+    show (unset, off, empty): those say in their help what happens when the option is not
+    given. Descriptions and epilogs keep their line breaks."""
 
     def _get_help_string(self, action):
         if action.default is None or action.default is False or action.default == [] \
@@ -139,7 +171,7 @@ def _run_arguments(parser):
     parser.add_argument("--population", type=int, default=8, help="policies per player (>= 4)")
     parser.add_argument("--discard-fraction", type=_number, default=0.25,
                         help="share of each player's population replaced every iteration (its lowest-rated)")
-    _mode_arguments(parser, "auto")
+    _mode_arguments(parser)
     _ray_arguments(parser, "Ray actors building meta-games")
     _approximate_gap_arguments(parser)
     parser.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
@@ -159,10 +191,10 @@ def _run_arguments(parser):
     _quiet_argument(parser)
 
 
-def _mode_arguments(parser, default: str):
-    parser.add_argument("--mode", choices=["auto", "exact", "sampled"], default=default,
+def _mode_arguments(parser):
+    parser.add_argument("--mode", choices=["auto", "exact", "sampled"], default="auto",
                         help="meta-game entries: exact (walks the game tree), sampled (episodes; no tree), "
-                             f"auto (exact if the game can be enumerated, else sampled; default {default})")
+                             "auto (exact if the game can be enumerated, else sampled)")
     parser.add_argument("--episodes", type=at_least(1), default=1000, help="per entry, sampled mode")
 
 
@@ -198,19 +230,32 @@ def _gap_text(record: dict) -> str:
     return text
 
 
-def _print_plots(out: Path) -> None:
-    """Name the run's figures (no gap figure when no gap was computed, as in sampled mode)."""
-    written = [out / name for name in ("cce_gap.png", "payoff.png") if (out / name).exists()]
-    print(f"plots: {', '.join(str(path) for path in written)}")
+def say_written(results: Path | None = None, figures=()) -> None:
+    """The last lines of every command that writes files: ``results in RESULTS`` and
+    ``plots: FIGURE, ...`` (each only when there is one)."""
+    if results is not None:
+        print(f"results in {results}")
+    if figures:
+        print(f"plots: {', '.join(str(path) for path in figures)}")
+
+
+def run_figures(out: Path) -> list[Path]:
+    """The figures a loop or comparison drew in ``out`` (no gap figure when no gap was
+    computed, as in sampled mode)."""
+    from metaeval.viz import plots
+
+    return [out / name for name in plots.RUN_FIGURES if (out / name).exists()]
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="metaeval", description="Game-theoretic evaluation of agent populations.",
-                     formatter_class=_Help)
+                     epilog=OWN_POLICIES, formatter_class=HelpFormatter)
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
 
-    def command(name, description):
-        return commands.add_parser(name, help=description, description=description, formatter_class=_Help)
+    def command(name, description, epilog=None):
+        return commands.add_parser(name, help=description, description=description, epilog=epilog,
+                                   formatter_class=HelpFormatter)
 
     evolve = command("evolve", "evolve populations: rate, replace the lowest-rated, repeat")
     evolve.add_argument("--rater", default="deviation", help="rater that picks whom to replace (a name in metaeval.RATERS)")
@@ -244,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
     psro.add_argument("--cap", type=at_least(1), default=None, help="at most this many policies per player (unset: no cap)")
     psro.add_argument("--prune-by", default="deviation", help="rater whose lowest-rated policies the cap removes")
     psro.add_argument("--initial", default="uniform", help="first policy per player: uniform, dirichlet, deterministic")
-    _mode_arguments(psro, "auto")
+    _mode_arguments(psro)
     _ray_arguments(psro, "Ray actors building meta-games")
     psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                       help="meta-solver option with a JSON value, repeatable")
@@ -269,7 +314,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="explore: noise added to a copied Q-table, relative to its largest value; for dqn and ppo, "
                           "a copied member's hyper-parameters are multiplied by 1 - scale or 1 + scale")
     pbt.add_argument("--seed", type=at_least(0), default=0, help="seed of every random choice of the run")
-    _mode_arguments(pbt, "exact")
+    _mode_arguments(pbt)
     _ray_arguments(pbt, "Ray tasks training members, and Ray actors building meta-games")
     _approximate_gap_arguments(pbt)
     pbt.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
@@ -281,7 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     _quiet_argument(pbt)
     _memory_argument(pbt)
 
-    rate = command("rate", "rate a saved meta-game (.npz, .npy) or score table (.csv)")
+    rate = command("rate", "rate a saved meta-game (.npz, .npy) or score table (.csv)", epilog=OWN_POLICIES)
     rate.add_argument("file", type=Path, help="the meta-game (MetaGame.save) or score table")
     rate.add_argument("--rater", default="deviation", help="a name in metaeval.RATERS")
     rate.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
@@ -304,6 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
     battles.add_argument("--bootstrap", type=at_least(0), default=1000, help="bootstrap rounds (0: no intervals)")
     battles.add_argument("--seed", type=at_least(0), default=0, help="seed of the bootstrap")
     battles.add_argument("--prior", type=_number, default=0.0, help="virtual games per pair (disconnected data)")
+    battles.add_argument("--anchor", type=_anchor, default=None, metavar="MODEL=SCORE",
+                         help="shift every score so that MODEL scores SCORE, e.g. a reference model at 1000 "
+                              "(unset: scores average 0)")
+    battles.add_argument("--out", type=Path, default=None, metavar="FILE",
+                         help="also write the leaderboard to this CSV file (unset: printed only)")
 
     plot = command("plot", "(re)draw the figures of a run or comparison directory")
     plot.add_argument("run_dir", type=Path, help="a directory written by evolve, compare, psro or pbt")
@@ -346,12 +396,14 @@ def _rate_file(args) -> None:
     import metaeval
     from metaeval.game import MetaGame
 
+    _work_starts()
+    from metaeval.runs.reports import table_text  # pandas: part of the work
     path = args.file
     if not path.exists():
         raise MetaEvalError(f"no such file: {path}")
     if path.suffix in (".npz", ".npy"):
         rating = metaeval.rate(MetaGame.load(path), args.rater, **dict(args.option))
-        print(rating.to_frame().to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+        print(table_text(rating.to_frame()))
         _report_failed_replicates(rating)
         print(rating.rank_note())
         return
@@ -368,10 +420,10 @@ def _rate_file(args) -> None:
     frame = rating.to_frame()
     agents = frame[frame.player == rating.game.player_names[0]].sort_values(["rank", "strategy"])
     agents = agents.rename(columns={"strategy": "agent"})[["rank", "agent", "rating"]]
-    print(agents.to_string(index=False, float_format=lambda x: f"{x:.6g}"))
+    print(table_text(agents))
     _report_failed_replicates(rating)
     print(rating.rank_note())
-    print(f"plot: {plots.plot_rating_bars(plot, rating)}")
+    say_written(figures=[plots.plot_rating_bars(plot, rating)])
 
 
 def _report_failed_replicates(rating) -> None:
@@ -400,8 +452,21 @@ def _memory_budget(max_memory: int | None):
             os.environ[budget.VARIABLE] = previous
 
 
+#: Set in the environment, a command ends where its work would start (``bench.startup`` times its start).
+EXIT_BEFORE_WORK = "METAEVAL_EXIT_BEFORE_WORK"
+
+
+def _work_starts() -> None:
+    """Where a command's work starts: its arguments parsed and checked, its modules imported.
+    With ``$METAEVAL_EXIT_BEFORE_WORK`` set, the command ends here (exit status 0)."""
+    if os.environ.get(EXIT_BEFORE_WORK):
+        raise SystemExit(0)
+
+
 def run(args) -> int:
-    with _memory_budget(getattr(args, "max_memory", None)):
+    from metaeval.runs.progress import asked
+
+    with _memory_budget(getattr(args, "max_memory", None)), asked(not getattr(args, "quiet", False)):
         return _run(args)
 
 
@@ -412,10 +477,11 @@ def _run(args) -> int:
 
         config = _config(args, rater=args.rater, seed=args.seed)
         games.load(config.game)  # fail fast on an unknown game
+        _work_starts()
         records = evolve(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.iterations, "iterations", args.out)
-        print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
-        _print_plots(args.out)
+        print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}")
+        say_written(args.out, run_figures(args.out))
     elif args.command == "compare":
         from metaeval import games
         from metaeval.runs import budget
@@ -429,13 +495,18 @@ def _run(args) -> int:
         check_population(base.population, games.load(base.game).num_players(), "each run")
         budget.check(budget.RUN_BYTES * len(raters) * args.seeds, f"{len(raters)} raters x {args.seeds} seeds",
                      "use fewer seeds")
+        _work_starts()
+        from metaeval.runs.reports import table_text  # pandas: part of the work
+
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs,
                                       progress=_progress(args))
-        print(final.to_string(index=False, float_format=lambda x: f"{x:.4g}"))
         if base.mode == "sampled":
             print(f"meta-game {base.metagame}: no CCE gap to compare (it needs the game tree); payoffs in "
                   f"{args.out / 'comparison.csv'}")
-        _print_plots(args.out)
+        else:
+            print(f"final CCE gap per rater after {base.iterations} iterations, over its finished seeds:")
+            print(table_text(final, digits=4))
+        say_written(args.out, run_figures(args.out))
         if not failures.empty:
             print(f"metaeval: {len(failures)} of {len(raters) * args.seeds} runs failed (listed in "
                   f"{args.out / 'failures.csv'}); the tables cover the others; run the same command "
@@ -453,13 +524,15 @@ def _run(args) -> int:
             solver_options=dict(args.option),
         )
         games.load(config.game)  # fail fast on an unknown game
+        _work_starts()
         records = psro(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.iterations, "iterations", args.out)
         last = records[-1]
         seconds = sum(r["seconds"]["total"] for r in records)
         exploitability = "" if last["exploitability"] is None else f"; exploitability {last['exploitability']:.6g}"
         print(f"{len(records)} iterations in {seconds:.3g} s; meta-game {config.metagame}; {_gap_text(last)}"
-              f"{exploitability}; population {last['sizes']}; results in {args.out}")
+              f"{exploitability}; population {last['sizes']}")
+        say_written(args.out, run_figures(args.out))
     elif args.command == "pbt":
         from metaeval import games
         from metaeval.loops.pbt import PBTConfig, pbt
@@ -473,29 +546,27 @@ def _run(args) -> int:
             mode=args.mode, episodes=args.episodes, **_approximate_gap_settings(args),
         )
         games.load(config.game)
+        _work_starts()
         records = pbt(config, out=args.out, progress=_progress(args))
         _say_if_longer(records, config.steps, "steps", args.out)
-        print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}; results in {args.out}")
-        _print_plots(args.out)
+        print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}")
+        say_written(args.out, run_figures(args.out))
     elif args.command == "rate":
         _rate_file(args)
     elif args.command == "battles":
-        from metaeval.pairwise import bradley_terry
-
-        if not args.file.exists():
-            raise MetaEvalError(f"no such file: {args.file}")
-        frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior)
-        print(frame.to_string(float_format=lambda x: f"{x:.1f}"))
+        _work_starts()  # all its work is Bradley-Terry's, pandas and the raters included
+        _battles(args)
     elif args.command == "plot":
-        from metaeval.viz import plots
         from metaeval.runs import rundir
         from metaeval.loops import compare, evolve
 
+        _work_starts()
         config_path = args.run_dir / rundir.CONFIG
         if not config_path.exists():
             raise MetaEvalError(f"{args.run_dir} is not a run directory (no {rundir.CONFIG})")
         stored = rundir.read_json(config_path)
         kind, settings = rundir.stored_kind(stored), rundir.stored_settings(stored)
+        from metaeval.viz import plots  # matplotlib, once there is a run to draw
         if kind in ("psro", "pbt") and settings is not None:
             from metaeval.loops import pbt, psro
 
@@ -516,7 +587,7 @@ def _run(args) -> int:
                 written += [path for path in [plots.plot_memory(args.run_dir, records, title=title)] if path]
             else:
                 written = pbt.plot(args.run_dir, config, records)
-            print(f"plots: {', '.join(str(path) for path in written)}")
+            say_written(args.run_dir, written)
             return 0
         if kind == compare.KIND and settings is not None:
             runs, base = compare.load_comparison(args.run_dir)
@@ -534,8 +605,29 @@ def _run(args) -> int:
             plots.plot_run(args.run_dir, records, label=settings["rater"], seed=settings["seed"], title=title)
         else:
             raise MetaEvalError(f"{config_path} is not a metaeval run or comparison configuration")
-        _print_plots(args.run_dir)
+        say_written(args.run_dir, run_figures(args.run_dir))
     return 0
+
+
+def _battles(args) -> None:
+    """The Bradley-Terry leaderboard of a battle CSV, printed (and written with ``--out``)."""
+    from metaeval.pairwise import bradley_terry
+    from metaeval.runs.fileio import atomic_write, check_writable
+    from metaeval.runs.reports import table_text
+
+    if not args.file.exists():
+        raise MetaEvalError(f"no such file: {args.file}")
+    if args.out is not None:
+        if not args.out.parent.is_dir() or args.out.is_dir():
+            raise MetaEvalError(f"cannot write the leaderboard {args.out}: "
+                                + ("it is a directory" if args.out.is_dir() else f"no directory {args.out.parent}"))
+        check_writable(args.out.parent, f"the leaderboard {args.out}")
+    frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior,
+                          anchor=args.anchor)
+    print(table_text(frame, decimals=1, index=True))
+    if args.out is not None:
+        atomic_write(args.out, lambda handle: frame.to_csv(handle), mode="w")
+        say_written(args.out)
 
 
 def _check_settings(config_class, settings: dict, config_path: Path, also=frozenset()) -> None:
@@ -573,14 +665,22 @@ def _terminate(signum, frame):
     raise Terminated()
 
 
-def _warning_line(show_others, message, category, *where):
-    """metaeval's own warnings as one line, ``metaeval: warning: ...``; others by ``show_others``."""
-    from metaeval.errors import IdenticalPoliciesWarning
+class _Warnings:
+    """A command's Python warnings, said when it ends, one line each and without the source
+    line Python would echo; the warnings of one place in the code (six identical-policy
+    warnings of one loop) in one line with their count."""
 
-    if issubclass(category, IdenticalPoliciesWarning):
-        print(f"metaeval: warning: {message}", file=sys.stderr)
-    else:
-        show_others(message, category, *where)
+    def __init__(self):
+        self.seen: dict[tuple, list] = {}  # (category, file, line) -> [first message, count]
+
+    def record(self, message, category, filename, lineno, file=None, line=None):
+        self.seen.setdefault((category, filename, lineno), [message, 0])[1] += 1
+
+    def say(self):
+        for (category, _, _), (message, count) in self.seen.items():
+            times = f" x{count}, the first" if count > 1 else ""
+            print(f"metaeval: warning: {category.__name__}{times}: {' '.join(str(message).split())}",
+                  file=sys.stderr)
 
 
 def interrupt_on_sigterm():
@@ -602,10 +702,14 @@ def guarded(command) -> int:
     """``command()``'s exit status, with every error a user can meet said in one line on stderr:
     bad input (exit 2), a full or read-only disk (exit 1), an interrupt (130, 143)."""
     handler = interrupt_on_sigterm()
+    said = _Warnings()
     try:
         with warnings.catch_warnings():
-            warnings.showwarning = functools.partial(_warning_line, warnings.showwarning)
-            return command()
+            warnings.showwarning = said.record
+            try:
+                return command()
+            finally:
+                said.say()  # before the error line, if any
     except MetaEvalError as exc:
         print(f"metaeval: error: {exc}", file=sys.stderr)
         return 2

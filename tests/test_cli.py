@@ -65,7 +65,7 @@ def test_rate_a_table_as_a_three_player_game(tmp_path, capsys):
     assert main(["rate", str(tmp_path / "scores.csv"), "--layout", "columns", "--game", "3p",
                  "--rater", "deviation", "--plot", str(plot)]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].split() == ["rank", "agent", "rating"] and out[-1] == f"plot: {plot}"
+    assert out[0].split() == ["rank", "agent", "rating"] and out[-1] == f"plots: {plot}"
     expected = metaeval.rate(data.agent_vs_agent_vs_task(data.read_scores(tmp_path / "scores.csv", agents="columns")),
                              "deviation").ratings[0]
     ranked = [line.split() for line in out[1:-2]]

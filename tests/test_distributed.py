@@ -116,9 +116,9 @@ def _counting(monkeypatch):
     seen = []
     original = ShardEvaluator.evaluate
 
-    def evaluate(self, task, timeout=None):
+    def evaluate(self, task, timeout=None, advance=None):
         seen.extend(tuple(int(i) for i in ids) for ids in task.ids)
-        return original(self, task, timeout)
+        return original(self, task, timeout, advance)
 
     monkeypatch.setattr(ShardEvaluator, "evaluate", evaluate)
     return seen
@@ -217,15 +217,13 @@ def test_unusable_previous_games_raise(kuhn):
         build_metagame(kuhn, population, previous=repeated)
 
 
-def test_progress_counts_entries(kuhn, capsys):
+def test_progress_counts_episodes(kuhn, capsys):
     population = spiel.Population.random(kuhn, 3, seed=0)
     calls = []
     build_metagame(kuhn, population, mode="sampled", episodes=2, progress=lambda *a: calls.append(a))
-    assert calls[-1] == (27, 27) and [d for d, _ in calls] == sorted(d for d, _ in calls)
-    build_metagame(kuhn, population)  # default: no bar when not on a terminal
+    assert calls[-1] == (54, 54) and [d for d, _ in calls] == sorted(d for d, _ in calls)
+    build_metagame(kuhn, population)  # default: nothing when not on a terminal
     assert capsys.readouterr().err == ""
-    build_metagame(kuhn, population, progress=True)
-    assert "meta-game:   0%|          | 0/27" in capsys.readouterr().err  # a bar over the entries
 
 
 # -- the Ray pool ----------------------------------------------------------------------

@@ -72,7 +72,7 @@ def test_alpharank_chain_is_refused_and_nash_contributions_stay_small(tmp_path):
     small = table(tmp_path / "small.csv", 120, 20)
     code, err, peak_kib, out = measured("rate", small, "--game", "3p", "--rater", "nash", "--max-memory", "1G")
     assert code == 0, err
-    assert out[-1] == f"plot: {tmp_path / 'small_3p_nash.png'}" and peak_kib < 1 << 20
+    assert out[-1] == f"plots: {tmp_path / 'small_3p_nash.png'}" and peak_kib < 1 << 20
 
 
 def test_contributions_match_the_deviation_tensor_for_every_pair_of_players():
@@ -211,7 +211,7 @@ def test_plot_draws_a_pbt_run_and_names_unknown_psro_settings(tmp_path, capsys):
         figure.unlink()
     capsys.readouterr()
     assert main(["plot", str(run)]) == 0
-    assert capsys.readouterr().out == f"plots: {run / 'cce_gap.png'}, {run / 'payoff.png'}\n"
+    assert capsys.readouterr().out == f"results in {run}\nplots: {run / 'cce_gap.png'}, {run / 'payoff.png'}\n"
     assert (run / "cce_gap.png").stat().st_size > 0 and (run / "payoff.png").stat().st_size > 0
     psro = tmp_path / "psro"
     assert main(["psro", "--iterations", "1", "--out", str(psro)]) == 0

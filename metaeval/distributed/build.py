@@ -28,11 +28,11 @@ from metaeval import games
 from metaeval.distributed.evaluator import MODES, ShardEvaluator
 from metaeval.distributed.plan import plan_build
 from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT, EvaluatorPool
-from metaeval.distributed.progress import Progress
 from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import resolve_address, stop_ray
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+from metaeval.runs.progress import Progress
 from metaeval.spiel.lockstep import BATCH_SIZE
 
 #: Sampled shards per actor: enough to balance the load and lose little work to a
@@ -85,11 +85,7 @@ class _LocalBackend:
         (nothing to retry: a policy that fails or times out fails the build)."""
         self.evaluator.forget(sync.dropped)
         self.evaluator.add(sync.new_policies)
-        results = []
-        for shard in shards:
-            results.append(self.evaluator.evaluate(shard.task, shard_timeout))
-            progress.advance(results[-1].evaluated)
-        return results, 0
+        return [self.evaluator.evaluate(shard.task, shard_timeout, progress.advance) for shard in shards], 0
 
 
 class _State:
@@ -135,7 +131,8 @@ def build_metagame(
             policies were these. Pass only a meta-game of this population's own
             lineage, as the population loop does with its last meta-game.
         log_dir: where Ray keeps its logs when this call starts it.
-        progress: None (bar on a terminal), True, False, or ``callable(done, total)``.
+        progress: True, None, False or ``callable(done, total)`` ([`metaeval.runs.progress`][metaeval.runs.progress]),
+            counting episodes (sampled mode) or entries (exact mode).
         max_retries: resubmissions allowed per shard whose actor was lost before the
             build fails (an exception of a policy or the game fails it at once; a shard
             that times out is tried on one more actor at most).
@@ -166,11 +163,9 @@ def build_metagame(
         count = workers * SAMPLED_SHARDS_PER_WORKER if use_pool else LOCAL_SAMPLED_SHARDS
     sync = backend.registry.sync(population)
     shards = plan.shards(population, count, mode, sync.tokens, episodes, seed, batch_size)
-    bar = Progress(progress, len(plan.joints))
-    try:
+    work, unit = (len(plan.joints), "entry") if mode == "exact" else (len(plan.joints) * episodes, "episode")
+    with Progress(work, "meta-game", unit, progress) as bar:
         results, retries = backend.run(shards, sync, bar, max_retries, shard_timeout)
-    finally:
-        bar.close()
     plan.assemble(shards, results)
     _State.last = BuildStats(
         mode=mode,

@@ -77,6 +77,11 @@ class ShardResult:
     def evaluated(self) -> int:
         return len(self.mean)
 
+    @property
+    def work(self) -> int:
+        """What the shard counts for in a build's progress: its episodes (sampled), else its entries."""
+        return self.evaluated if self.counts is None else int(self.counts.sum())
+
 
 @dataclass(frozen=True)
 class GapTask:
@@ -100,6 +105,11 @@ class GapResult:
     sequences: np.ndarray
     magnitude: np.ndarray
     evaluated: int  # terminals of the piece
+
+    @property
+    def work(self) -> int:
+        """What the piece counts for in a gap's progress: its terminals."""
+        return self.evaluated
 
 
 def contract(reaches, joints: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -142,20 +152,27 @@ class ShardEvaluator:
             self._reach.pop(token, None)
 
     # -- evaluation -------------------------------------------------------------
-    def evaluate(self, task: ShardTask | GapTask, timeout: float | None = None) -> ShardResult | GapResult:
+    def evaluate(self, task: ShardTask | GapTask, timeout: float | None = None,
+                 advance=None) -> ShardResult | GapResult:
         """The values of ``task``; each call of a policy may take ``timeout`` seconds (None: no
-        limit), past which it raises a one-line `PolicyTimeout` naming the policy."""
+        limit), past which it raises a one-line `PolicyTimeout` naming the policy.
+        ``advance(count)``, if given, is told of the work as it is done: episodes as they
+        end (sampled mode), else the task's entries or terminals when it is done."""
         missing = self.missing(task.tokens)
         if missing:
             raise MetaEvalError(f"shard {task.index}: no policy for tokens {missing}")
         with time_limit(timeout):
             if isinstance(task, GapTask):
-                return self._gap_piece(task)
-            if task.mode == "exact":
-                return ShardResult(task.index, self._exact_values(task))
-            if task.mode == "sampled":
-                return self._sampled(task)
-        raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {task.mode!r}")
+                result = self._gap_piece(task)
+            elif task.mode == "exact":
+                result = ShardResult(task.index, self._exact_values(task))
+            elif task.mode == "sampled":
+                return self._sampled(task, advance)
+            else:
+                raise MetaEvalError(f"mode must be one of {', '.join(MODES)}, got {task.mode!r}")
+        if advance is not None:
+            advance(result.work)
+        return result
 
     def _exact_values(self, task: ShardTask) -> np.ndarray:
         reaches = [np.stack(rows) for rows in self._reach_rows(task.columns, task)]
@@ -199,12 +216,12 @@ class ShardEvaluator:
             policy_id = task.ids[np.flatnonzero(task.joints[:, player] == column)[0], player]
             raise named(exc, f"policy id {policy_id}") from None
 
-    def _sampled(self, task: ShardTask) -> ShardResult:
+    def _sampled(self, task: ShardTask, advance=None) -> ShardResult:
         from metaeval.spiel.sampled import joint_seed, sample_joints
 
         policies = [[self._policies[t] for t in tokens] for tokens in task.columns]
         seeds = [joint_seed(task.seed, ids) for ids in task.ids]
         mean, stderr, counts = sample_joints(
-            self.game, policies, task.joints, task.episodes, seeds, task.batch_size, ids=task.ids
+            self.game, policies, task.joints, task.episodes, seeds, task.batch_size, ids=task.ids, advance=advance
         )
         return ShardResult(task.index, mean, stderr, np.asarray(counts, dtype=np.float64))

@@ -15,8 +15,8 @@ from metaeval import spiel
 from metaeval.distributed.build import actor_pool
 from metaeval.distributed.evaluator import GapTask
 from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT
-from metaeval.distributed.progress import Progress
 from metaeval.distributed.session import resolve_address
+from metaeval.runs.progress import Progress
 from metaeval.spiel.gap import cce_from_pieces, check_sigma, gap_pieces
 from metaeval.spiel.tree import game_tree
 
@@ -56,7 +56,7 @@ def cce_gap(game, population, sigma, workers: int = 1, address: str | None = Non
     """
     address = resolve_address(address)
     if workers <= 1 and address is None:
-        return spiel.cce_gap(game, population, sigma, evaluator=evaluator)
+        return spiel.cce_gap(game, population, sigma, evaluator=evaluator, progress=progress)
     game, sigma = check_sigma(game, population, sigma)
     tree = game_tree(game)
     pool = actor_pool(game, workers, address, log_dir)
@@ -64,9 +64,6 @@ def cce_gap(game, population, sigma, workers: int = 1, address: str | None = Non
     columns = tuple(tuple(tokens) for tokens in sync.tokens)
     pieces = gap_pieces(tree, per_recommendation=False)
     shards = [GapShard(GapTask(i, columns, sigma, piece)) for i, piece in enumerate(pieces)]
-    bar = Progress(progress, sum(piece.stop - piece.start for piece in pieces), desc="CCE gap", unit="terminal")
-    try:
+    with Progress(sum(piece.stop - piece.start for piece in pieces), "CCE gap", "terminal", progress) as bar:
         results, _ = pool.run(shards, sync, bar, max_retries, shard_timeout)
-    finally:
-        bar.close()
     return cce_from_pieces(tree, pieces, [(result.follow, result.sequences, result.magnitude) for result in results])

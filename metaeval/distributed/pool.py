@@ -31,7 +31,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from metaeval.distributed.evaluator import ShardEvaluator
-from metaeval.distributed.progress import Progress
+from metaeval.runs.progress import Progress
 from metaeval.distributed.registry import PolicyRegistry, Sync
 from metaeval.distributed.session import ensure_ray
 from metaeval.errors import MetaEvalError, first_line
@@ -255,7 +255,7 @@ class EvaluatorPool:
             except RayError as exc:  # the actor was lost
                 failed(slot, i, _cause(exc))
             else:
-                progress.advance(results[i].evaluated)
+                progress.advance(results[i].work)
         return results, sum(failures)
 
     @staticmethod

@@ -15,8 +15,6 @@ import atexit
 import os
 from contextlib import contextmanager
 
-from tqdm.auto import tqdm
-
 from metaeval.distributed.session import ensure_ray
 from metaeval.errors import MetaEvalError
 
@@ -81,11 +79,11 @@ def actor_scope(workers: int, address: str | None = None):
         _Actors.current = None
 
 
-def map_on_actors(task, chunks: list, workers: int, address: str | None = None, progress=None,
-                  max_retries: int = 3, desc: str = "bootstrap", unit: str = "replicate") -> list:
+def map_on_actors(task, chunks: list, workers: int, address: str | None = None, finished=None,
+                  max_retries: int = 3) -> list:
     """``[task(chunk) for chunk in chunks]``, computed by ``workers`` Ray actors (those of the
-    enclosing `actor_scope`, if any, else actors started for this map); the progress bar
-    counts ``len(chunk)`` ``unit``s per chunk for replicates, one per chunk otherwise."""
+    enclosing `actor_scope`, if any, else actors started for this map);
+    ``finished(i)``, if given, is called as the result of chunk ``i`` arrives (for progress)."""
     import ray
     from ray.exceptions import RayActorError, RayTaskError
 
@@ -95,9 +93,6 @@ def map_on_actors(task, chunks: list, workers: int, address: str | None = None, 
     pool = scoped or _Actors(workers, address)
     task_ref = ray.put(task)
     results, failures, pending, running = [None] * len(chunks), [0] * len(chunks), list(range(len(chunks))), {}
-    size = [len(c) if unit == "replicate" else 1 for c in chunks]
-    bar = tqdm(total=sum(size), unit=unit, desc=desc, leave=False,
-               disable=None if progress is None else not progress)
     try:
         while pending or running:
             for slot, actor in enumerate(pool.actors):
@@ -120,9 +115,9 @@ def map_on_actors(task, chunks: list, workers: int, address: str | None = None, 
                 pool.replace(slot)
                 pending.insert(0, i)
                 continue
-            bar.update(size[i])
+            if finished is not None:
+                finished(i)
     finally:
-        bar.close()
         if pool is not scoped:
             pool.close()
     return results

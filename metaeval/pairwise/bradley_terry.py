@@ -56,10 +56,12 @@ def bradley_terry(
         workers: threads fitting bootstrap chunks (default: the number of cores, at most 2).
 
     Returns:
-        A DataFrame indexed by model with columns ``score``, ``lower``, ``upper``, ``rank``
-        (1 + the number of models whose lower bound exceeds this one's upper bound; by
-        score alone without bootstrap, when ``lower``/``upper`` are NaN), ``battles`` and,
-        when the battles name owners, ``owner``.
+        A DataFrame indexed by model with columns ``score`` (0 where it lies within
+        ``elo.RANK_TOLERANCE`` of 0, as a model between two others in a cycle does: the
+        fit leaves rounding error such as -1e-15), ``lower``, ``upper``, ``rank`` (1 + the
+        number of models whose lower bound exceeds this one's upper bound; by score alone
+        without bootstrap, when ``lower``/``upper`` are NaN), ``battles`` (weighted;
+        integers when every count is whole) and, when the battles name owners, ``owner``.
     """
     counts = battles if isinstance(battles, BattleCounts) else count_battles(battles)
     if not (isinstance(bootstrap, (int, np.integer)) and bootstrap >= 0):
@@ -71,6 +73,7 @@ def bradley_terry(
     if bootstrap:
         check_replicates(bootstrap, confidence, len(counts.models))
     point, samples = fit(counts, bootstrap, seed, prior, workers)
+    point = np.where(np.abs(point) <= RANK_TOLERANCE, 0.0, point)  # tied with 0: it is 0
     frame = pd.DataFrame({"score": point}, index=pd.Index(counts.models, name="model"))
     if bootstrap:
         frame["lower"], frame["upper"] = percentile_interval(samples, confidence)
@@ -81,9 +84,11 @@ def bradley_terry(
         if model not in frame.index:
             raise MetaEvalError(f"anchor model {model!r} is not in the battles")
         frame[["score", "lower", "upper"]] += value - frame.at[model, "score"]
+        frame.at[model, "score"] = value  # exactly, not 1000.0000000000001
     frame["rank"] = ci_ranks(frame["score"], frame["lower"], frame["upper"])
     wins = counts.wins()
-    frame["battles"] = (wins + wins.T).sum(axis=1)
+    played = (wins + wins.T).sum(axis=1)
+    frame["battles"] = played.astype(np.int64) if np.all(played % 1 == 0) else played
     if counts.owners is not None:
         frame["owner"] = [counts.owners.get(m) for m in counts.models]
     frame.attrs.update(bootstrap=int(bootstrap), seed=seed, prior=prior, confidence=confidence)

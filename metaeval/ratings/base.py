@@ -6,11 +6,15 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def product_distribution(marginals) -> np.ndarray:
@@ -130,11 +134,14 @@ class Rating:
     def to_frame(self) -> pd.DataFrame:
         """Long table: player, strategy, rating, rank (1 = best; ratings within the rater's
         ``tolerance``, kept in ``frame.attrs["rank_tolerance"]``, share a rank); with a
-        bootstrap also low, high, p_top and ci_rank.
+        bootstrap also low, high, p_top and ci_rank. Ratings and bounds are rounded to the
+        rater's accuracy (`rounded`); ``ratings`` keeps them unrounded.
 
         Returns:
             One row per strategy of every player.
         """
+        import pandas as pd  # a tenth of a second to import: only for tables
+
         columns = ["player", "strategy", "rating", "rank"]
         if self.intervals is not None:
             columns += ["low", "high", "p_top", "ci_rank"]
@@ -142,10 +149,10 @@ class Rating:
         rows = []
         for p, values in enumerate(self.ratings):
             ranks = self.ranks(p)
-            for i, value in enumerate(values):
+            for i, value in enumerate(rounded(values, self.tolerance, ranks)):
                 row = [self.game.player_names[p], self.game.strategy_names[p][i], float(value), int(ranks[i])]
                 if self.intervals is not None:
-                    low, high = self.intervals[p][i]
+                    low, high = rounded(self.intervals[p][i], self.tolerance)
                     row += [float(low), float(high), float(self.p_top[p][i]), int(ci_ranks[p][i])]
                 rows.append(row)
         frame = pd.DataFrame(rows, columns=columns)
@@ -160,6 +167,34 @@ class Rating:
         """
         return (f"ranks: ratings within {self.tolerance:.3g} of each other ({self.method}'s accuracy) "
                 "share a rank")
+
+
+def rounded(values, tolerance: float, ranks=None) -> np.ndarray:
+    """``values`` rounded to the decimal digit of ``tolerance`` (a rater's accuracy: the
+    digits below it are solver noise), with ``-0.0`` made ``0.0``; unrounded when the
+    tolerance is 0 or below the floats' own precision. With ``ranks`` (`Rating.ranks`
+    of the values), values that share a rank all take the best of them, so ties read equal.
+
+    Args:
+        values: the numbers to round.
+        tolerance: the rater's accuracy.
+        ranks: the values' ranks, or None.
+
+    Returns:
+        The rounded values, a float array.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if 0 < tolerance < np.inf and values.size:
+        decimals = int(np.floor(-np.log10(tolerance)))
+        with np.errstate(over="ignore"):
+            if np.abs(values).max() * np.power(10.0, decimals) < 2.0**52:
+                values = np.round(values, decimals)
+    if ranks is not None:
+        _, group = np.unique(ranks, return_inverse=True)
+        best = np.full(group.max() + 1, -np.inf)
+        np.maximum.at(best, group, values)
+        values = best[group]
+    return values + 0.0
 
 
 def shared_ranks(low, high, tolerance: float) -> np.ndarray:

@@ -45,9 +45,9 @@ import math
 import time
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from metaeval.runs import budget
+from metaeval.runs.progress import Progress
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
@@ -210,7 +210,7 @@ def with_intervals(
         workers: Ray actors rating replicates; 1 rates them in-process unless an
             ``address`` is given.
         address: an existing Ray cluster (default ``$RAY_ADDRESS``, else embedded Ray).
-        progress: None (bar on a terminal), True or False.
+        progress: True, None or False ([`metaeval.runs.progress`][metaeval.runs.progress]).
 
     Returns:
         The Rating of ``game``, with ``intervals``, ``p_top`` and ``replicates``.
@@ -225,20 +225,18 @@ def with_intervals(
     from metaeval.distributed.session import resolve_address
 
     address = resolve_address(address)
-    if workers > 1 or address is not None:
-        from metaeval.distributed.replicates import map_on_actors
+    with Progress(replicates, "bootstrap", "replicate", progress) as shown:
+        if workers > 1 or address is not None:
+            from metaeval.distributed.replicates import map_on_actors
 
-        results = map_on_actors(task, chunks, workers, address, progress)
-        used = workers
-    else:
-        bar = tqdm(total=replicates, unit="replicate", desc="bootstrap", leave=False,
-                   disable=None if progress is None else not progress)
-        results = []
-        for chunk in chunks:
-            results.append(task(chunk))
-            bar.update(len(chunk))
-        bar.close()
-        used = 0
+            results = map_on_actors(task, chunks, workers, address, lambda i: shown.advance(len(chunks[i])))
+            used = workers
+        else:
+            results = []
+            for chunk in chunks:
+                results.append(task(chunk))
+                shown.advance(len(chunk))
+            used = 0
     values = np.concatenate([rows for rows, _ in results])
     failures = [failure for _, chunk_failures in results for failure in chunk_failures]
     if len(failures) == replicates:

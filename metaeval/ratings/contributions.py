@@ -18,11 +18,15 @@ opposite sign, x_q(c) [u_p(c, x_-q) - u_p(a'_p, c, x_-pq)], which sums to -r_p.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from metaeval.errors import MetaEvalError
 from metaeval.ratings.base import Rating
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EQUILIBRIUM_RATERS = ("deviation", "payoff", "nash")
 
@@ -90,6 +94,8 @@ def contribution_frame(rating: Rating, player: int = 0, opponent: int | None = N
     Returns:
         The table.
     """
+    import pandas as pd  # a tenth of a second to import: only for tables
+
     opponent = rating.game.num_players - 1 if opponent is None else opponent
     values = contributions(rating, player, opponent)
     names, opponent_names = rating.game.strategy_names[player], rating.game.strategy_names[opponent]

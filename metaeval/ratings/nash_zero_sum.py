@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import linprog
 
 from metaeval.errors import MetaEvalError
 from metaeval.runs import budget
@@ -46,6 +45,8 @@ VALUE_SLACK = 1e-12
 def maximin_value(row_payoffs: np.ndarray) -> float:
     """max_x min_j (x^T A)_j, the row player's value, by the simplex method: the payoff
     min_j (x^T A)_j that the LP's strategy x guarantees."""
+    from scipy.optimize import linprog  # a fifth of a second to import: only for this LP
+
     k_row, k_col = row_payoffs.shape
     objective = np.zeros(k_row + 1)
     objective[-1] = -1.0  # maximise v

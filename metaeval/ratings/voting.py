@@ -10,7 +10,6 @@ diagnostics (for ranked pairs the scores need not decrease along it).
 from __future__ import annotations
 
 from metaeval.solvers import social_choice
-from metaeval.data.profiles import Profile
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating, product_distribution
@@ -21,6 +20,8 @@ to far better than this): scores closer than this are tied."""
 
 
 def _elect_every_player(game: MetaGame, method: str, tie_seed: int, **options) -> Rating:
+    from metaeval.data.profiles import Profile  # the data package imports pandas: only when electing
+
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"{method} needs a MetaGame, got {type(game).__name__}")
     elections = []

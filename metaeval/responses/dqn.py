@@ -34,6 +34,7 @@ from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
 from metaeval.responses.episodes import TrainingEpisodes
 from metaeval.responses.hyperparameters import adam, check_hyperparameters
 from metaeval.responses.opponents import Opponents
+from metaeval.runs.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -107,13 +108,16 @@ class DQN:
         Returns:
             The weights.
         """
-        game = games.load(game)
+        with Progress(episodes, f"DQN, player {player}", "episode") as shown:
+            return self._train(games.load(game), player, opponents, episodes, rng, values, shown.advance)
+
+    def _train(self, game, player, opponents, episodes, rng, values, advance) -> dict:
         params = self.initial_values(game, player, rng) if values is None else values
         jitted = _jitted(self.hidden, game.num_distinct_actions(), self.discount)
         optimiser_state = adam(self.learning_rate).init(params)
         target = params
         replay = _Replay(self.replay_capacity, observation_size(game), game.num_distinct_actions())
-        env = TrainingEpisodes(game, player, opponents, episodes, self.num_envs, rng)
+        env = TrainingEpisodes(game, player, opponents, episodes, self.num_envs, rng, advance)
         observations, legal, live = env.observe()
         updates = owed = 0
         while env.running():

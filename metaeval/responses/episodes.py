@@ -63,7 +63,7 @@ class TrainingEpisodes:
     """``num_envs`` episodes of ``game`` in which ``player`` learns against ``opponents``."""
 
     def __init__(self, game, player: int, opponents: Opponents, budget: int, num_envs: int,
-                 rng: np.random.Generator):
+                 rng: np.random.Generator, advance=None):
         if not 0 <= player < game.num_players():
             raise MetaEvalError(f"player must be in 0..{game.num_players() - 1}, got {player}")
         for name, value in (("budget", budget), ("num_envs", num_envs)):
@@ -75,6 +75,7 @@ class TrainingEpisodes:
                     raise MetaEvalError("neural learners train against policy objects, not policy tables; "
                                         "pass OpenSpiel policies (e.g. spiel.tabular_policy(table))")
         self.game, self.player, self.opponents, self.rng = game, player, opponents, rng
+        self._tell = advance  # told how many episodes each step ended (progress)
         self.budget, self.started = int(budget), 0
         self.returns: list[float] = []  # the learner's return of every finished episode, in order
         self.finished_slots: list[int] = []  # the slot each of those episodes was played in
@@ -165,7 +166,7 @@ class TrainingEpisodes:
         """Play ``rows`` on to the learner's next decision; a finished episode is recorded,
         marked done and replaced. Returns ``done [B]``."""
         done = np.zeros(len(self._states), dtype=bool)
-        pending = list(rows)
+        pending, ended = list(rows), len(self.returns)
         with one_blas_thread():  # the opponents' many small matrix products: BLAS threads cost more than they give
             while pending:
                 turns: dict[int, list[int]] = {}
@@ -190,4 +191,6 @@ class TrainingEpisodes:
                         self._states[slot].apply_action(action)
                         self._collect(slot)
                     pending.extend(slots)
+        if self._tell is not None:
+            self._tell(len(self.returns) - ended)
         return done

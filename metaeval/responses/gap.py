@@ -27,12 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.episodes import TrainingEpisodes
 from metaeval.responses.opponents import Opponents
+from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
 from metaeval.solvers.equilibria import check_joint_distribution
 from metaeval.spiel.batched import as_batched
@@ -40,6 +40,13 @@ from metaeval.spiel.lockstep import decide, play_episodes
 
 EVALUATION_SHARDS = 8
 """Shards of every stream of evaluation episodes (fixed, so results do not depend on the workers)."""
+
+
+def _z(level: float) -> float:
+    """The normal quantile of a two-sided interval at ``level`` (1.96 at 0.95)."""
+    from scipy import stats  # a third of a second to import: only when a gap is reported
+
+    return stats.norm.ppf(0.5 + level / 2)
 
 
 def found(estimate: float, stderr: float, level: float = 0.95) -> bool:
@@ -53,7 +60,7 @@ def found(estimate: float, stderr: float, level: float = 0.95) -> bool:
     Returns:
         Whether a profitable deviation was found.
     """
-    return estimate - stats.norm.ppf(0.5 + level / 2) * stderr > 0
+    return estimate - _z(level) * stderr > 0
 
 
 def describe(estimate: float, stderr: float, responder: str = "", level: float = 0.95) -> str:
@@ -70,7 +77,7 @@ def describe(estimate: float, stderr: float, responder: str = "", level: float =
     Returns:
         The line.
     """
-    half = stats.norm.ppf(0.5 + level / 2) * stderr
+    half = _z(level) * stderr
     by = f"{responder} deviations" if responder else "deviations"
     if not found(estimate, stderr, level):
         return f"no profitable deviation found ({by}; estimate {estimate:.3g} +- {half:.2g})"
@@ -144,7 +151,7 @@ class ApproximateGap:
     def _interval(value: float, stderr: float, level: float) -> tuple[float, float]:
         if not 0 < level < 1:
             raise MetaEvalError(f"level must lie in (0, 1), got {level!r}")
-        half = stats.norm.ppf(0.5 + level / 2) * stderr
+        half = _z(level) * stderr
         return float(value - half), float(value + half)
 
     def __str__(self) -> str:
@@ -232,13 +239,19 @@ def shard_sizes(episodes: int, shards: int = EVALUATION_SHARDS) -> list[int]:
     return np.diff(np.linspace(0, episodes, shards + 1).round().astype(np.int64)).tolist()
 
 
-def run_shards(task, chunks: list, workers: int = 1, address: str | None = None, desc: str = "episodes") -> list:
-    """``[task(chunk) for chunk in chunks]``, on ``workers`` Ray actors when more than one (or an address)."""
+def run_shards(task, chunks: list, workers: int, address: str | None, advance) -> list:
+    """``[task(chunk) for chunk in chunks]`` for chunks ``(episodes, seed)``, on ``workers`` Ray
+    actors when more than one (or an address); ``advance(episodes)`` is told of each chunk's
+    episodes when it is done (`metaeval.runs.progress.Progress.advance`)."""
     if workers <= 1 and address is None:
-        return [task(chunk) for chunk in chunks]
+        results = []
+        for chunk in chunks:
+            results.append(task(chunk))
+            advance(chunk[0])
+        return results
     from metaeval.distributed.replicates import map_on_actors
 
-    return map_on_actors(task, chunks, workers, address, desc=desc, unit="shard")
+    return map_on_actors(task, chunks, workers, address, lambda i: advance(chunks[i][0]))
 
 
 @dataclass(frozen=True)
@@ -273,14 +286,16 @@ def on_policy_returns(game, policies, sigma, episodes: int, seed: np.random.Seed
                       address: str | None = None) -> np.ndarray:
     """``[episodes, N]`` returns of episodes whose joint policies are drawn from ``sigma``."""
     task = _OnPolicyShard(game, tuple(tuple(m) for m in policies), sigma)
-    return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, "on-policy episodes"))
+    with Progress(episodes, "on-policy episodes", "episode") as shown:
+        return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, shown.advance))
 
 
 def deviation_returns(game, player: int, policy, opponents: Opponents, episodes: int, seed: np.random.SeedSequence,
                       workers: int = 1, address: str | None = None) -> np.ndarray:
     """``[episodes]`` returns of ``player`` playing ``policy`` against ``opponents``."""
     task = _DeviationShard(game, player, policy, opponents)
-    return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, "deviation episodes"))
+    with Progress(episodes, f"deviation episodes, player {player}", "episode") as shown:
+        return np.concatenate(run_shards(task, _chunks(episodes, seed), workers, address, shown.advance))
 
 
 def _on_policy(game, policies, sigma, episodes: int, rng: np.random.Generator) -> np.ndarray:

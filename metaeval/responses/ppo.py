@@ -34,6 +34,7 @@ from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
 from metaeval.responses.episodes import TrainingEpisodes
 from metaeval.responses.hyperparameters import adam, check_hyperparameters
 from metaeval.responses.opponents import Opponents
+from metaeval.runs.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -108,11 +109,14 @@ class PPO:
         Returns:
             The weights.
         """
-        game = games.load(game)
+        with Progress(episodes, f"PPO, player {player}", "episode") as shown:
+            return self._train(games.load(game), player, opponents, episodes, rng, values, shown.advance)
+
+    def _train(self, game, player, opponents, episodes, rng, values, advance) -> dict:
         params = self.initial_values(game, player, rng) if values is None else values
         jitted = _jitted(self.hidden, game.num_distinct_actions(), self.clip, self.value_coef)
         optimiser_state = adam(self.learning_rate).init(params)
-        env = TrainingEpisodes(game, player, opponents, episodes, self.num_envs, rng)
+        env = TrainingEpisodes(game, player, opponents, episodes, self.num_envs, rng, advance)
         observations, legal, live = env.observe()
         while env.running():
             rollout = []

@@ -37,6 +37,7 @@ import pyspiel
 from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.responses.opponents import Opponents
+from metaeval.runs.progress import Progress
 from metaeval.spiel.policies import check_table, policy_table, tabular_policy
 from metaeval.spiel.tree import game_tree, infostate_key
 
@@ -170,8 +171,10 @@ class QLearning:
         lookups = [game_tree(game).players[q].template.state_lookup for q in range(game.num_players())]
         root = _root(str(game))
         profiles = _categorical(opponents.probabilities)
-        for _ in range(episodes):
-            _episode(root, player, agent, tables[uniforms.choice(profiles)], lookups, uniforms)
+        with Progress(episodes, f"Q-learning, player {player}", "episode") as shown:
+            for _ in range(episodes):
+                _episode(root, player, agent, tables[uniforms.choice(profiles)], lookups, uniforms)
+                shown.advance()
         return _read_values(agent.q_values, layout)
 
     def policy(self, game, player: int, values: np.ndarray):

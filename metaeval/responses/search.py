@@ -55,6 +55,7 @@ from metaeval import games
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.gap import run_shards, shard_sizes
+from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.lockstep import chance_step, draw_actions
 from metaeval.spiel.tree import infostate_key
@@ -433,18 +434,19 @@ class Search:
         statistics = SearchStatistics(game.num_distinct_actions()) if values is None else values
         seed = int(rng.integers(2**63))
         budgets = shard_sizes(int(episodes), self.rounds)
-        with actor_scope(self.workers, self.address):
-            self._rounds(game, player, opponents, statistics, budgets, seed)
+        with actor_scope(self.workers, self.address), \
+                Progress(int(episodes), f"search, player {player}", "episode") as shown:
+            self._rounds(game, player, opponents, statistics, budgets, seed, shown.advance)
         return statistics
 
-    def _rounds(self, game, player, opponents, statistics, budgets, seed) -> None:
+    def _rounds(self, game, player, opponents, statistics, budgets, seed, advance) -> None:
         for round_, budget in enumerate(budgets):
             choices = statistics.choices() if statistics.keys else None
             task = _SearchShard(str(game), player, opponents, choices, self.epsilon if choices else 1.0,
                                self.branching, self.num_envs)
             chunks = [(share, np.random.SeedSequence(seed, spawn_key=(round_, shard)))
                       for shard, share in enumerate(shard_sizes(int(budget), self.shards)) if share]
-            for shard in run_shards(task, chunks, self.workers, self.address, f"search, round {round_ + 1}"):
+            for shard in run_shards(task, chunks, self.workers, self.address, advance):
                 statistics.merge(shard)
 
     def policy(self, game, player: int, values: SearchStatistics) -> SearchPolicy:

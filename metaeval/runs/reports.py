@@ -1,4 +1,5 @@
-"""Tables from population runs: per-iteration summaries and rater comparisons."""
+"""Tables from population runs: per-iteration summaries and rater comparisons; and how
+every command prints a table."""
 
 from __future__ import annotations
 
@@ -119,3 +120,19 @@ def memory_columns(record: dict) -> dict:
     actors = [actor["peak_mib"] for actor in memory["actors"]]
     return {"rss_mib": memory["driver"]["rss_mib"], "peak_rss_mib": memory["driver"]["peak_mib"],
             "actors_peak_rss_mib": max(actors) if actors else None}
+
+
+def table_text(frame: pd.DataFrame, digits: int = 6, decimals: int | None = None, index: bool = False) -> str:
+    """``frame`` as the commands print it: numbers to ``digits`` significant digits (or to
+    ``decimals`` places) and never ``-0``, columns of whole numbers (counts, ranks) as
+    integers. Round noise away first (``Rating.to_frame`` does: its ratings are rounded to
+    the rater's accuracy)."""
+    shown = frame.copy()
+    for column in shown.columns:
+        values = shown[column]
+        whole = pd.api.types.is_float_dtype(values) and values.notna().all() and (values % 1 == 0).all()
+        if whole and (values.abs() < 2.0**53).all() and decimals is None:  # exact as integers
+            shown[column] = values.astype(np.int64)
+    if decimals is None:
+        return shown.to_string(index=index, float_format=lambda x: f"{x + 0.0:.{digits}g}")
+    return shown.to_string(index=index, float_format=lambda x: f"{round(x, decimals) + 0.0:.{decimals}f}")

@@ -14,7 +14,6 @@ CVXPY hands it to Clarabel, an interior-point solver that reports a checked stat
 
 from __future__ import annotations
 
-import cvxpy as cp
 import numpy as np
 
 from metaeval.solvers.equilibria import cce_constraints
@@ -34,6 +33,8 @@ def mgcce(game: MetaGame) -> np.ndarray:
     Returns:
         The MGCCE.
     """
+    import cvxpy as cp  # a second to import: only when this solver runs
+
     matrix = cce_constraints(game)
     sigma = cp.Variable(matrix.shape[1], nonneg=True)
     problem = cp.Problem(cp.Minimize(cp.sum_squares(sigma)), [matrix @ sigma <= 0, cp.sum(sigma) == 1])

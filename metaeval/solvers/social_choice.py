@@ -28,11 +28,14 @@ from __future__ import annotations
 import itertools
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from metaeval.data.profiles import Profile
 from metaeval.errors import MetaEvalError
+
+if TYPE_CHECKING:
+    from metaeval.data.profiles import Profile
 
 SUPPORT_THRESHOLD = 1e-6
 KEMENY_MAX_ALTERNATIVES = 60
@@ -402,6 +405,8 @@ def elect(profile: Profile, method: str, **options) -> Election:
     Returns:
         The election.
     """
+    from metaeval.data.profiles import Profile  # the data package imports pandas: only when electing
+
     if not isinstance(profile, Profile):
         raise MetaEvalError(f"elect() needs a Profile, got {type(profile).__name__}")
     if method in OWN:

@@ -36,6 +36,7 @@ from metaeval.spiel.best_response import (backward_pass, best_response, pure_tab
                                           sequence_weights)
 from metaeval.spiel.exact import CHUNK_ELEMENTS, ExactEvaluator
 from metaeval.spiel.policies import tabular_policy
+from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
 
 
@@ -90,7 +91,7 @@ class GapPiece:
     per_recommendation: bool = False
 
 
-def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) -> CCEGap:
+def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None, progress=None) -> CCEGap:
     """The full-game CCE gap of ``sigma [K_1..K_N]`` over ``population``'s joint policies.
 
     Args:
@@ -98,13 +99,19 @@ def cce_gap(game, population, sigma, evaluator: ExactEvaluator | None = None) ->
         population: a [`Population`][metaeval.spiel.Population] of ``game``.
         sigma: a joint distribution over the population ``[K_1, ..., K_N]``.
         evaluator: an [`ExactEvaluator`][metaeval.spiel.ExactEvaluator] of ``game`` to reuse (its cached reach columns).
+        progress: counts the terminals done ([`metaeval.runs.progress`][metaeval.runs.progress]).
 
     Returns:
         The gap, per player, with the best responses.
     """
     tree, reaches, sigma = _prepare(game, population, sigma, evaluator)
     pieces = gap_pieces(tree, per_recommendation=False)
-    return cce_from_pieces(tree, pieces, [piece_values(tree, _rows(reaches, p), sigma, p) for p in pieces])
+    results = []
+    with Progress(sum(piece.stop - piece.start for piece in pieces), "CCE gap", "terminal", progress) as shown:
+        for piece in pieces:
+            results.append(piece_values(tree, _rows(reaches, piece), sigma, piece))
+            shown.advance(piece.stop - piece.start)
+    return cce_from_pieces(tree, pieces, results)
 
 
 def cce_from_pieces(tree, pieces: list[GapPiece], results) -> CCEGap:

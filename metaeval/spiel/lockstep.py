@@ -168,9 +168,10 @@ def next_decisions(game, states, rows, uniforms: Uniforms, returns: list):
     return movers, simultaneous
 
 
-def play(game, answers, uniforms: Uniforms) -> np.ndarray:
+def play(game, answers, uniforms: Uniforms, advance=None) -> np.ndarray:
     """Returns ``[E, N]`` of the episodes of ``uniforms``, player p answered by ``answers[p]``
-    (from [`metaeval.spiel.batched.as_batched`][metaeval.spiel.as_batched]), all advancing in lock-step."""
+    (from [`metaeval.spiel.batched.as_batched`][metaeval.spiel.as_batched]), all advancing in lock-step;
+    ``advance(count)``, if given, is told after every step how many episodes it ended."""
     num_players = game.num_players()
     states = [game.new_initial_state() for _ in range(len(uniforms))]
     reader = TensorReader(game)
@@ -191,11 +192,14 @@ def play(game, answers, uniforms: Uniforms) -> np.ndarray:
                 joint_actions[row][player] = action
         for row, actions in joint_actions.items():
             states[row].apply_actions(actions)
+        ended = len(active) - len(simultaneous) - sum(map(len, movers))
         active = list(itertools.chain(simultaneous, *movers))
+        if advance is not None:
+            advance(ended)
     return np.array(returns, dtype=np.float64).reshape(len(states), num_players)
 
 
-def play_episodes(game, policies, seed, episodes, batch_size: int = BATCH_SIZE) -> np.ndarray:
+def play_episodes(game, policies, seed, episodes, batch_size: int = BATCH_SIZE, advance=None) -> np.ndarray:
     """Returns ``[E, N]`` of episodes ``episodes`` (a count, or episode numbers) of the joint
     profile ``policies`` (one policy of any kind per player) seeded by ``seed``, played
     ``batch_size`` at a time.
@@ -206,6 +210,7 @@ def play_episodes(game, policies, seed, episodes, batch_size: int = BATCH_SIZE) 
         seed: the joint profile's seed (a ``SeedSequence`` or a non-negative int).
         episodes: a count, or the episode numbers.
         batch_size: episodes played at once.
+        advance: as in `play`.
 
     Returns:
         The returns ``[E, N]``.
@@ -218,5 +223,5 @@ def play_episodes(game, policies, seed, episodes, batch_size: int = BATCH_SIZE) 
     with one_blas_thread():  # policies' many small matrix products: BLAS threads cost more than they give
         for start in range(0, len(numbers), batch_size):
             chunk = numbers[start : start + batch_size]
-            returns[start : start + len(chunk)] = play(game, answers, Uniforms(seed, chunk))
+            returns[start : start + len(chunk)] = play(game, answers, Uniforms(seed, chunk), advance)
     return returns

@@ -63,7 +63,8 @@ def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
 
 
 def sample_joints(
-    game, policies_per_player, joints, episodes: int, seeds, batch_size: int | None = BATCH_SIZE, ids=None
+    game, policies_per_player, joints, episodes: int, seeds, batch_size: int | None = BATCH_SIZE, ids=None,
+    advance=None,
 ):
     """Simulate ``episodes`` episodes of each joint profile.
 
@@ -80,6 +81,7 @@ def sample_joints(
             Every choice gives the same entries.
         ids: ``[M, N]`` policy ids of the joints, to name a joint whose policy fails
             (default: its indices).
+        advance: ``advance(count)``, told of the episodes as they end (for progress).
 
     Returns:
         ``(mean [M, N], stderr [M, N], counts [M])``: mean return per player, its
@@ -103,8 +105,10 @@ def sample_joints(
         try:
             if batch_size is None:
                 returns = play_one_by_one(game, policies, seed, episodes)
+                if advance is not None:
+                    advance(episodes)
             else:
-                returns = play_episodes(game, policies, seed, episodes, batch_size)
+                returns = play_episodes(game, policies, seed, episodes, batch_size, advance)
         except MetaEvalError as exc:  # a policy's failure (or time-out), named by policy_errors
             label = "policy ids" if ids is not None else "joint"
             raise named(exc, f"{label} {tuple(int(i) for i in names[m])}") from None

@@ -16,7 +16,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, MaxNLocator  # noqa: E402
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter, NullLocator  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
@@ -24,6 +24,35 @@ from metaeval.runs.reports import comparison_frame  # noqa: E402
 
 GAP_PLOT = "cce_gap.png"
 PAYOFF_PLOT = "payoff.png"
+EXPLOITABILITY_PLOT = "exploitability.png"
+MEMORY_PLOT = "memory.png"
+RUN_FIGURES = (GAP_PLOT, EXPLOITABILITY_PLOT, PAYOFF_PLOT, MEMORY_PLOT)
+"""The figures a loop or comparison draws in its directory (those that apply to it)."""
+TITLE_WIDTH = 80
+"""Characters per title line: a title fits a 6.4-inch figure in at most two lines."""
+
+
+def _title(ax, title: str) -> None:
+    ax.set_title("\n".join(textwrap.wrap(title, TITLE_WIDTH)), fontsize=9)
+
+
+def _steps_axis(ax, unit: str) -> None:
+    """The x axis of a loop's figure: its own unit (iteration, step), whole-number ticks."""
+    ax.set_xlabel(unit)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def _log_axis(ax) -> None:
+    """A log-scale y axis (set once the data are drawn) labelled in plain numbers (0.4,
+    1e-10); a range of less than a decade, which holds one power of ten or none, gets
+    evenly spaced ticks instead."""
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    if high < 10 * low:
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
+        ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:.3g}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _band(ax, frame: pd.DataFrame, column: str, label: str, color):
@@ -35,14 +64,16 @@ def _band(ax, frame: pd.DataFrame, column: str, label: str, color):
                         color=color, alpha=0.18, lw=0)
 
 
-def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> list[Path]:
+def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "", unit: str = "iteration") -> list[Path]:
     """Write the gap and payoff figures for a table from ``reports.comparison_frame`` (no gap
-    figure when no gap was computed, as in sampled mode); returns the files written.
+    figure when no gap was computed, as in sampled mode), against the loop's ``unit`` (its
+    ``iteration`` column counts them); returns the files written.
 
     Args:
         out: the directory written.
         comparison: the comparison's table.
         title: the figures' title.
+        unit: what the loop counts (its x axis).
 
     Returns:
         The files written.
@@ -51,27 +82,23 @@ def plot_comparison(out: Path, comparison: pd.DataFrame, title: str = "") -> lis
     raters = list(dict.fromkeys(comparison.rater))
     colors = dict(zip(raters, plt.cm.tab10.colors))
     seeds = comparison.seed.nunique()
-    band = f" (mean over {seeds} seeds, band: ± one standard error)" if seeds > 1 else ""
+    band = f" (mean over {seeds} seeds ± one standard error)" if seeds > 1 else ""
     written = []
     if pd.to_numeric(comparison.cce_gap, errors="coerce").notna().any():
-        written.append(_plot_gap(out, comparison, raters, colors, f"{title}{band}"))
-    written.append(_plot_payoffs(out, comparison, raters, colors, f"{title}{band}"))
+        written.append(_plot_gap(out, comparison, raters, colors, f"{title}{band}", unit))
+    written.append(_plot_payoffs(out, comparison, raters, colors, f"{title}{band}", unit))
     return written
 
 
-def _plot_gap(out: Path, comparison: pd.DataFrame, raters, colors, title: str) -> Path:
+def _plot_gap(out: Path, comparison: pd.DataFrame, raters, colors, title: str, unit: str) -> Path:
     fig, ax = plt.subplots(figsize=(6.4, 4.2))
     for rater in raters:
         _band(ax, comparison[comparison.rater == rater], "cce_gap", rater, colors[rater])
-    ax.set_yscale("log")
-    plain = FuncFormatter(lambda y, _: f"{y:.3g}")
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
-    ax.tick_params(axis="y", which="minor", labelsize=7)
-    ax.set_xlabel("iteration")
+    _log_axis(ax)
+    _steps_axis(ax, unit)
     ax.set_ylabel("full-game CCE gap of the meta-game's MECCE")
-    ax.set_title(title, fontsize=9)
-    ax.legend(frameon=False)
+    _title(ax, title)
+    ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
     fig.savefig(out / GAP_PLOT, dpi=130)
@@ -79,19 +106,27 @@ def _plot_gap(out: Path, comparison: pd.DataFrame, raters, colors, title: str) -
     return out / GAP_PLOT
 
 
-def _plot_payoffs(out: Path, comparison: pd.DataFrame, raters, colors, title: str) -> Path:
+def _plot_payoffs(out: Path, comparison: pd.DataFrame, raters, colors, title: str, unit: str) -> Path:
+    """One panel per player, at most three in a row, on a 6.4-inch-wide figure; the payoff
+    axis labelled and the legend drawn once for all panels (the legend below them, clear of
+    the data)."""
     players = sorted(int(c.rsplit("p", 1)[1]) for c in comparison.columns if c.startswith("mean_payoff_p"))
-    fig, axes = plt.subplots(1, len(players), figsize=(3.2 * len(players), 3.4), squeeze=False)
-    for ax, p in zip(axes[0], players):
+    columns = min(len(players), 3)
+    rows = -(-len(players) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(6.4, 1.2 + 2.6 * rows), squeeze=False, layout="constrained")
+    for ax, p in zip(axes.flat, players):
         for rater in raters:
             _band(ax, comparison[comparison.rater == rater], f"mean_payoff_p{p}", rater, colors[rater])
         ax.set_title(f"player {p}", fontsize=9)
-        ax.set_xlabel("iteration")
+        _steps_axis(ax, unit)
+        ax.tick_params(labelsize=8)
         ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("average payoff of the population")
-    axes[0][-1].legend(frameon=False, fontsize=8)
-    fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
+    for ax in axes.flat[len(players):]:
+        ax.set_visible(False)
+    fig.supylabel("average payoff of the population", fontsize=10)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(raters), 5), frameon=False, fontsize=8)
+    fig.suptitle("\n".join(textwrap.wrap(title, TITLE_WIDTH)), fontsize=9)
     fig.savefig(out / PAYOFF_PLOT, dpi=130)
     plt.close(fig)
     return out / PAYOFF_PLOT
@@ -127,19 +162,20 @@ def plot_paired(path: Path, paired: pd.DataFrame, title: str = "") -> Path:
     top.legend(frameon=False, fontsize=8)
     top.grid(alpha=0.3)
     bottom.axhline(0.05, color="black", lw=0.8, ls="--")
-    bottom.set_yscale("log")
+    _log_axis(bottom)
     bottom.set_ylabel("Wilcoxon p-value")
-    bottom.set_xlabel("iteration")
+    _steps_axis(bottom, "iteration")
     bottom.grid(alpha=0.3, which="both")
     pairs = int(paired.pairs.max())
-    top.set_title(f"{title} ({pairs} paired seeds; band: ± one standard error)", fontsize=9)
+    _title(top, f"{title} ({pairs} paired seeds; band: ± one standard error)")
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return Path(path)
 
 
-def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "") -> list[Path]:
+def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: str = "",
+             unit: str = "iteration") -> list[Path]:
     """The same figures for a single run; with an approximate gap in its records, the gap
     figure is [`plot_psro`][metaeval.viz.plots.plot_psro]'s (exact gap, if any, and the approximate one with its band).
 
@@ -149,28 +185,28 @@ def plot_run(out: Path, records: list[dict], label: str, seed: int = 0, title: s
         label: the run's label in the legend.
         seed: the run's seed.
         title: the figures' title.
+        unit: what the loop counts (its x axis).
 
     Returns:
         The files written.
     """
-    written = plot_comparison(out, comparison_frame({label: {seed: records}}), title=title)
+    written = plot_comparison(out, comparison_frame({label: {seed: records}}), title=title, unit=unit)
     if any(r.get("approximate_cce_gap") is not None for r in records):
-        written = sorted({*written, *plot_psro(out, {label: records}, title=title)})
+        written = sorted({*written, *plot_psro(out, {label: records}, title=title, unit=unit)})
     return written
 
 
-EXPLOITABILITY_PLOT = "exploitability.png"
-
-
-def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[Path]:
+def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "", unit: str = "iteration") -> list[Path]:
     """PSRO curves, one line per run label: the full-game CCE gap of the meta-distribution
     (and, when estimated, its approximate lower bound, dashed, with a band of two standard
-    errors), and (when the records have it) the exploitability of the meta-Nash mixture.
+    errors), and (when the records have it) the exploitability of the meta-Nash mixture;
+    against the loop's ``unit``, counted by the records' ``iteration``.
 
     Args:
         out: the directory written.
         runs: label -> the run's records.
         title: the figures' title.
+        unit: what the loop counts (its x axis).
 
     Returns:
         The files written.
@@ -184,7 +220,7 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
         curves = {key: points for key, points in curves.items() if points}
         approximate = {} if column != "cce_gap" else {
             key: [(r["iteration"], r.get("approximate_cce_gap_estimate", r["approximate_cce_gap"]),
-                   r["approximate_cce_gap_stderr"], r.get("approximate_cce_gap_responder") or "learned")
+                   r["approximate_cce_gap_stderr"], _deviations(r))
                   for r in records if r.get("approximate_cce_gap") is not None]
             for key, records in runs.items()}
         approximate = {key: points for key, points in approximate.items() if points}
@@ -199,15 +235,16 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
             x, y, se = (np.array(v, dtype=float) for v in (x, y, se))
             # a gap is never negative: the bound is max(0, estimate), its band clipped at 0 too
             line, = ax.plot(x, np.maximum(y, 0), ls="--", lw=1.4,
-                            label=f"{key}: approximate, a lower bound ({by[-1]} deviations)")
+                            label=f"{key}: approximate, a lower bound ({by[-1]})")
             ax.fill_between(x, np.maximum(y - 2 * se, 0), np.maximum(y + 2 * se, 0), color=line.get_color(),
                             alpha=0.15, lw=0)
-        if not approximate:
-            ax.set_yscale("log")  # a bound can be 0
-        ax.set_xlabel("iteration")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if approximate:
+            _from_zero(ax)  # a bound can be 0: a linear axis, with room for the legend
+        else:
+            _log_axis(ax)
+        _steps_axis(ax, unit)
         ax.set_ylabel(label if not approximate else "CCE gap (approximate: at least)")
-        ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=9)
+        _title(ax, title)
         ax.legend(frameon=False, fontsize=8)
         ax.grid(alpha=0.3, which="both")
         fig.tight_layout()
@@ -215,9 +252,6 @@ def plot_psro(out: Path, runs: dict[str, list[dict]], title: str = "") -> list[P
         plt.close(fig)
         written.append(out / name)
     return written
-
-
-MEMORY_PLOT = "memory.png"
 
 
 def plot_memory(out: Path, records: list[dict], title: str = "") -> Path | None:
@@ -244,22 +278,54 @@ def plot_memory(out: Path, records: list[dict], title: str = "") -> Path | None:
         points = [(t, r["memory"]["actors"][i]["peak_mib"]) for t, r in zip(x, records)
                   if len(r["memory"]["actors"]) > i]
         ax.plot(*zip(*points), lw=1.2, label=f"build actor {i}: peak")
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("iteration")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    _from_zero(ax)
+    _steps_axis(ax, "iteration")
     ax.set_ylabel("resident memory (MiB)")
     sizes = ax.twinx()
     sizes.plot(x, [max(r["sizes"]) for r in records], color="grey", lw=1, ls=":")
     sizes.set_ylabel("policies per player (dotted)", color="grey")
-    sizes.set_ylim(bottom=0)
-    ax.set_title("\n".join(textwrap.wrap(title, 80)), fontsize=9)
-    ax.legend(frameon=False, fontsize=8, loc="lower right")
+    sizes.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _from_zero(sizes)
+    _title(ax, title)
+    ax.legend(frameon=False, fontsize=8, loc="upper left", ncol=2)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     path = Path(out) / MEMORY_PLOT
     fig.savefig(path, dpi=130)
     plt.close(fig)
     return path
+
+
+def short_names(names: list[str]) -> list[str]:
+    """Names without the leading words they all share, each keeping at least two words
+    (``"kuhn_poker player 0"`` -> ``"player 0"``; ``"agent A"``, ``"task"`` unchanged).
+
+    Args:
+        names: the names.
+
+    Returns:
+        The shortened names, in order.
+    """
+    words = [name.split(" ") for name in names]
+    shared = 0
+    while all(len(w) > shared + 2 and w[shared] == words[0][shared] for w in words):
+        shared += 1
+    return [" ".join(w[shared:]) for w in words]
+
+
+def _deviations(record: dict) -> str:
+    """What the approximate gap of ``record`` searched: ``dqn deviations, 20000 episodes``."""
+    responder = record.get("approximate_cce_gap_responder") or "learned"
+    episodes = record.get("approximate_cce_gap_episodes")
+    return f"{responder} deviations" + (f", {episodes} episodes" if episodes else "")
+
+
+def _from_zero(ax) -> None:
+    """A y axis from 0 with room above the highest line (for the legend): set from the data,
+    as the limits autoscaled before ``bottom=0`` would leave a flat line on the top frame."""
+    values = [np.asarray(line.get_ydata(orig=False), dtype=np.float64) for line in ax.get_lines()]
+    highest = max((np.nanmax(v) for v in values if np.isfinite(v).any()), default=0.0)  # unmeasured: NaN
+    ax.set_ylim(0, 1.3 * highest if highest > 0 else 1.0)
 
 
 def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None = None,
@@ -280,14 +346,17 @@ def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None =
     Returns:
         ``path``.
     """
+    from metaeval.ratings.base import rounded
     from metaeval.ratings.contributions import EQUILIBRIUM_RATERS, contributions
     from metaeval.runs.fileio import atomic_write
 
     game = rating.game
     values = rating.ratings[player]
-    order = np.argsort(values, kind="stable")  # barh draws bottom-up: best on top
+    shown = rounded(values, rating.tolerance, rating.ranks(player))  # ties level, in the game's order
+    order = np.lexsort((-np.arange(len(values)), shown))  # barh draws bottom-up: best on top
     names = [game.strategy_names[player][i] for i in order]
-    fig, ax = plt.subplots(figsize=(7.5, 0.9 + 0.38 * len(names)))
+    players = short_names(game.player_names)
+    fig, ax = plt.subplots(figsize=(6.4, 0.9 + 0.32 * len(names)))
     if rating.method in EQUILIBRIUM_RATERS:
         opponent = game.num_players - 1 if opponent is None else opponent
         shares = contributions(rating, player, opponent)[order]
@@ -295,8 +364,8 @@ def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None =
         segments = [(game.strategy_names[opponent][j], shares[:, j]) for j in biggest]
         rest = np.delete(shares, biggest, axis=1).sum(axis=1)
         if shares.shape[1] > len(biggest):
-            segments.append((f"{shares.shape[1] - len(biggest)} other {game.player_names[opponent]}s", rest))
-        colors = list(plt.cm.tab10.colors) + [(0.75, 0.75, 0.75)]
+            segments.append((f"{shares.shape[1] - len(biggest)} others", rest))
+        colors = [c for i, c in enumerate(plt.cm.tab10.colors) if i != 7] + [(0.75, 0.75, 0.75)]  # grey: the others only
         negative, positive = np.zeros(len(names)), np.zeros(len(names))
         for k, (label, share) in enumerate(segments):
             color = colors[k] if k < len(biggest) else colors[-1]
@@ -304,13 +373,15 @@ def plot_rating_bars(path: Path, rating, player: int = 0, opponent: int | None =
             ax.barh(names, share, left=left, color=color, label=label, height=0.7)
             negative += np.minimum(share, 0.0)
             positive += np.maximum(share, 0.0)
-        ax.scatter(values[order], names, marker="|", s=250, color="black", zorder=3, label="rating")
-        ax.legend(fontsize=7, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5))
-        ax.set_title(f"{rating.method} ratings of {game.player_names[player]}, split by "
-                     f"{game.player_names[opponent]}", fontsize=9)
+        ax.scatter(shown[order], names, marker="|", s=250, color="black", zorder=3, label="rating")
+        ax.legend(fontsize=8, frameon=False, loc="center left", bbox_to_anchor=(1.0, 0.5),
+                  title=players[opponent], title_fontsize=8)
+        _title(ax, f"{rating.method} ratings of {players[player]}, split by {players[opponent]}")
     else:
-        ax.barh(names, values[order], color=plt.cm.tab10.colors[0], height=0.7)
-        ax.set_title(f"{rating.method} ratings of {game.player_names[player]}", fontsize=9)
+        ax.barh(names, shown[order], color=plt.cm.tab10.colors[0], height=0.7)
+        _title(ax, f"{rating.method} ratings of {players[player]}")
+    ax.use_sticky_edges = False  # a margin beyond the longest bar, not the frame at its end
+    ax.margins(x=0.05)
     ax.axvline(0.0, color="black", lw=0.6)
     ax.set_xlabel("rating")
     ax.grid(alpha=0.3, axis="x")

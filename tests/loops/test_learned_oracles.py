@@ -2,12 +2,14 @@
 for bit, and recorded by name with their budget."""
 
 import json
+import textwrap
 from dataclasses import asdict
 
 import pytest
 
 from metaeval import MetaEvalError
 from metaeval.loops.psro import PSRO, PSROConfig, psro
+from metaeval.viz import plots
 from tests.conftest import without_timings
 
 pytest.importorskip("jax")
@@ -62,12 +64,18 @@ def test_the_approximate_gap_is_recorded_below_the_exact_one_and_changes_nothing
         PSROConfig(**base, approximate_gap=-1)
 
 
-def test_the_figures_title_says_the_approximate_gaps_learner_and_budgets():
-    config = PSROConfig(game="kuhn_2p", oracle="ppo", approximate_gap=300, approximate_gap_learner="dqn",
-                        approximate_gap_episodes=50)
-    assert PSRO.title_of(asdict(config)).endswith(
-        "approximate gap: dqn deviations, 300 training and 50 evaluation episodes")
-    assert "approximate" not in PSRO.title_of(asdict(PSROConfig(game="kuhn_2p", oracle="ppo")))
+def test_the_figures_title_names_the_run_in_two_lines_at_most():
+    """The longest titles, a learned oracle on a sampled game with a searched gap, fit in two
+    lines; the approximate gap's learner and budget are in the figure's legend."""
+    config = PSROConfig(game=LARGE, oracle="dqn", oracle_episodes=5000, oracle_target="psro", episodes=100,
+                        approximate_gap=20000, approximate_gap_learner="dqn", approximate_gap_episodes=4000,
+                        cap=16)
+    title = PSRO.title_of(asdict(config))
+    assert title == (f"{LARGE}, dqn oracle (5000 episodes, psro target), mgcce, seed 0, cap 16 by deviation, "
+                     "sampled (100 episodes per entry)")
+    assert len(textwrap.wrap(title, plots.TITLE_WIDTH)) == 2
+    assert PSRO.title_of(asdict(PSROConfig(game="kuhn_2p", oracle="ppo"))) == (
+        "kuhn_2p, ppo oracle (2000 episodes), mgcce, seed 0")
 
 
 def test_a_search_oracle_and_a_searched_gap_resume_bit_for_bit_and_are_recorded_by_name(tmp_path):

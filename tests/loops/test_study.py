@@ -46,6 +46,12 @@ def test_summary_reports_final_and_mean_gaps_and_welfare():
     assert table.loc["a", "final_age_mean"] == 4 and table.loc["uniform", "final_age_mean"] == 2
 
 
+def test_zero_sum_welfare_is_zero_not_the_rounding_error_of_its_sum():
+    frame = comparison([0.5]).assign(mean_payoff_p0=0.1, mean_payoff_p1=0.2, mean_payoff_p2=-0.3)
+    assert 0.1 + 0.2 - 0.3 != 0
+    assert list(summary(frame).final_welfare_mean) == [0.0, 0.0]
+
+
 def test_pairs_count_only_seeds_both_runs_reached():
     frame = comparison([-0.1, -0.2, -0.3])
     frame = frame[~((frame.rater == "a") & (frame.seed == 2))]  # rater a's seed 2 failed
