@@ -2,7 +2,8 @@
 
     python -m bench.search_cost [--episodes 300000] [--out runs/search_cost]
 
-Each row: a game, a population of random tabular policies per player, every joint profile
+Each row: a game, a population of random policies per player (tabular where the tree can be
+walked, MLP networks where it cannot), every joint profile
 equally likely (so every opponent profile is in play: the beliefs are over all of them),
 and for player 0 the search's CPU seconds for ``--episodes`` simulated episodes, the
 information states it stored, and, where the tree can be walked, the exact best
@@ -41,11 +42,18 @@ SETTINGS = [
 ]
 
 
-def opponents_of(game, size: int, seed: int) -> Opponents:
-    population = spiel.Population.random(game, size=size, seed=seed)
+def opponents_of(game, size: int, seed: int, tabular: bool) -> Opponents:
+    """Random tabular policies where the tree can be walked, else random MLP policies."""
+    if tabular:
+        policies = spiel.Population.random(game, size=size, seed=seed).policies
+    else:
+        from metaeval.spiel.mlp import MLPPolicy
+
+        policies = [[MLPPolicy(game, p, seed=1_000 * seed + size * p + i) for i in range(size)]
+                    for p in range(game.num_players())]
     count = size ** (game.num_players() - 1)
     distribution = np.full([size] * (game.num_players() - 1), 1.0 / count)
-    return Opponents.from_distribution(population.policies, 0, distribution)
+    return Opponents.from_distribution(policies, 0, distribution)
 
 
 def value_of(statistics: SearchStatistics, choices: dict) -> float:
@@ -68,7 +76,7 @@ def value_of(statistics: SearchStatistics, choices: dict) -> float:
 
 def row(name: str, spec: str, size: int, walk: bool, episodes: int, seed: int) -> dict:
     game = games.load(spec)
-    opponents = opponents_of(game, size, seed)
+    opponents = opponents_of(game, size, seed, walk)
     start = time.process_time()
     searched = Search().train(game, 0, opponents, episodes, np.random.default_rng(seed))
     search_cpu = time.process_time() - start
