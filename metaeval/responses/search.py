@@ -279,7 +279,7 @@ def _decide(game_type, player, deciding, answers, rng, statistics, choices, epsi
     together = [h for h in deciding if h.state.is_simultaneous_node()]
     opponents = {}  # at simultaneous nodes the opponents' actions, drawn once for every fork
     if together:
-        num_players = len(together[0].state.returns())
+        num_players = answers.game.num_players()
         joint = np.zeros((len(together), num_players), dtype=np.int64)
         with one_blas_thread():
             for q in range(num_players):
