@@ -13,7 +13,7 @@ import numpy as np
 
 from metaeval.errors import MetaEvalError
 
-GAP_LEARNERS = ("dqn", "ppo", "search")
+GAP_LEARNERS = ("dqn", "ppo", "search", "rollout")
 """The responders of the deviations (none walks the tree)."""
 
 STREAM = 2

@@ -52,7 +52,7 @@ from metaeval.responses.gap import responder_named
 from metaeval.training.oracles import ORACLES, TIE_BREAKS, learned
 from metaeval.training.oracles.learned import TARGETS
 
-LEARNED_ORACLES = ("dqn", "ppo", "search")
+LEARNED_ORACLES = ("dqn", "ppo", "search", "rollout")
 """Oracles that learn the response (JAX networks, no tree walk): a learner of that name."""
 ORACLE_NAMES = (*ORACLES, *LEARNED_ORACLES)
 from metaeval.spiel.mode import MODES, describe, resolve_mode
@@ -78,7 +78,8 @@ class PSROConfig:
     CCE oracle), ``"psro"`` to the product of their marginals; in 2-player games they
     coincide. ``"search"`` searches the response against the known opponents
     ([`metaeval.responses.Search`][metaeval.responses.search.Search]; the policy added is the searched table itself, so
-    nothing is lost to distilling it into a network) and ``"dqn"`` and ``"ppo"`` learn it
+    nothing is lost to distilling it into a network), ``"rollout"`` fits a network to forked
+    rollouts against them ([`metaeval.responses.Rollout`][metaeval.responses.rollout.Rollout]) and ``"dqn"`` and ``"ppo"`` learn it
     (JAX networks), each with ``oracle_episodes`` episodes
     (`metaeval.training.oracles.learned`), to the
     opponents' joint marginal (``oracle_target="jpsro"``) or to the product of their
@@ -210,7 +211,7 @@ class PSRO:
         if oracle is None and config.mode == "sampled" and config.oracle in ("jpsro", "psro"):
             raise MetaEvalError(
                 f"oracle {config.oracle!r} computes exact best responses on the game tree, which sampled mode never "
-                "builds: use a search or learned oracle (search, dqn, ppo), 'random' or your own, or mode 'exact' for a game that can "
+                "builds: use a search or learned oracle (search, rollout, dqn, ppo), 'random' or your own, or mode 'exact' for a game that can "
                 "be enumerated"
             )
         self.rated: spiel.Population | None = None  # the population the last record rates

@@ -178,10 +178,10 @@ def _run_arguments(parser):
                         help="rater option with a JSON value (alpha=10), repeatable")
     parser.add_argument("--replace", default="random",
                         help="where replacements come from: random, mutate, best-response, learned")
-    parser.add_argument("--learner", choices=["qlearning", "dqn", "ppo", "search"], default="qlearning",
+    parser.add_argument("--learner", choices=["qlearning", "dqn", "ppo", "search", "rollout"], default="qlearning",
                         help="the responder of learned replacements (--replace learned): qlearning (tabular), "
                              "dqn or ppo (networks; any game that can be simulated), search (simulates the game "
-                             "against the known opponents)")
+                             "against the known opponents), rollout (a network fitted to rollouts against them)")
     parser.add_argument("--learner-episodes", type=at_least(1), default=2000,
                         help="training episodes of each learned replacement (--replace learned)")
     parser.add_argument("--mutation-scale", type=_number, default=0.25,
@@ -202,9 +202,10 @@ def _approximate_gap_arguments(parser):
     parser.add_argument("--approximate-gap", type=at_least(0), default=0, metavar="EPISODES",
                         help="estimate a lower bound on the CCE gap every iteration from deviations searched or "
                              "trained for EPISODES episodes each (0: off); for games too large to walk")
-    parser.add_argument("--approximate-gap-learner", choices=["search", "ppo", "dqn"], default="ppo",
+    parser.add_argument("--approximate-gap-learner", choices=["search", "rollout", "ppo", "dqn"], default="ppo",
                         help="the responder of the approximate gap's deviations: search (simulates the game "
-                             "against the known opponents), ppo or dqn (learned by trial)")
+                             "against the known opponents; a table), rollout (a network fitted to forked rollouts "
+                             "against them), ppo or dqn (learned by trial)")
     parser.add_argument("--approximate-gap-episodes", type=at_least(2), default=2000,
                         help="fresh episodes behind each value of the approximate gap")
 
@@ -275,9 +276,10 @@ def build_parser() -> argparse.ArgumentParser:
     psro.add_argument("--oracle", default="jpsro",
                       help="jpsro (best response to the opponents' joint marginal), psro (to the product of their "
                            "marginals), random, or a response for games too large to walk: search (simulates the game "
-                           "against the known opponents), dqn or ppo (learned by trial)")
+                           "against the known opponents), rollout (a network fitted to rollouts against them), dqn "
+                           "or ppo (learned by trial)")
     psro.add_argument("--oracle-episodes", type=at_least(1), default=2000,
-                      help="simulated episodes of each search or learned response (--oracle search, dqn or ppo)")
+                      help="simulated episodes of each search or learned response (--oracle search, rollout, dqn or ppo)")
     _approximate_gap_arguments(psro)
     psro.add_argument("--oracle-target", choices=["jpsro", "psro"], default="jpsro",
                       help="what a learned response answers: the opponents' joint marginal (jpsro) or the "

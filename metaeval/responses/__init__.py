@@ -25,12 +25,13 @@ from metaeval.responses.exact import Exact
 from metaeval.responses.opponents import Opponents
 from metaeval.responses.ppo import PPO
 from metaeval.responses.qlearning import QLearning
+from metaeval.responses.rollout import Rollout
 from metaeval.responses.search import Search
 
 LEARNED = {"qlearning": QLearning, "dqn": DQN, "ppo": PPO}
 """Responders learned by trial, with hyper-parameters (what population-based training trains)."""
 
-RESPONDERS = {**LEARNED, "search": Search, "exact": Exact}
+RESPONDERS = {**LEARNED, "search": Search, "rollout": Rollout, "exact": Exact}
 """Every responder by name."""
 
-__all__ = ["DQN", "Exact", "LEARNED", "Opponents", "PPO", "QLearning", "RESPONDERS", "Search"]
+__all__ = ["DQN", "Exact", "LEARNED", "Opponents", "PPO", "QLearning", "RESPONDERS", "Rollout", "Search"]

@@ -46,16 +46,19 @@ class OpponentPolicies:
             self._answers[key] = as_batched(self.opponents.profiles[profile][player], self.game, player)
         return self._answers[key]
 
-    def decide(self, player: int, states: list, profiles, rng: np.random.Generator) -> np.ndarray:
+    def decide(self, player: int, states: list, profiles, rng: np.random.Generator | None = None,
+               uniforms: np.ndarray | None = None) -> np.ndarray:
         """Actions of ``player`` at ``states`` (``profiles[i]``: the profile playing at
-        ``states[i]``), drawn with ``rng``'s uniforms one profile at a time."""
+        ``states[i]``), drawn with ``rng``'s uniforms one profile at a time, or with the
+        given ``uniforms[i]`` (one per state)."""
         chosen = np.zeros(len(states), dtype=np.int64)
         by_profile: dict[int, list[int]] = {}
         for row, profile in enumerate(profiles):
             by_profile.setdefault(int(profile), []).append(row)
         for profile, rows in by_profile.items():
             batch = DecisionBatch(self.game, player, [states[r] for r in rows], self.reader)
-            chosen[rows] = decide(self._answer(profile, player), batch, rng.random(len(rows)))
+            u = rng.random(len(rows)) if uniforms is None else np.asarray(uniforms)[rows]
+            chosen[rows] = decide(self._answer(profile, player), batch, u)
         return chosen
 
 
