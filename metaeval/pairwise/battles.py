@@ -200,6 +200,28 @@ def count_battles(battles, control=None, normalise: bool = True) -> BattleCounts
     )
 
 
+def inverse_propensity(battles, floor: float = 50.0) -> np.ndarray:
+    """Per battle, the inverse of how often its pair of models met (at least ``floor``),
+    scaled to mean 1: the arena's reweighting of unevenly sampled pairs, so that every
+    pair counts about as much as any other with at least ``floor`` battles.
+
+    Args:
+        battles: the battle table, or the path of its CSV.
+        floor: the smallest pair count divided by (pairs met fewer times are not inflated).
+
+    Returns:
+        The weights, one per battle, in the table's order.
+    """
+    if not (np.isfinite(floor) and floor > 0):
+        raise MetaEvalError(f"floor must be a finite number > 0, got {floor}")
+    table = read_battles(battles)
+    first = np.minimum(table["model_a"].astype(str), table["model_b"].astype(str))
+    second = np.maximum(table["model_a"].astype(str), table["model_b"].astype(str))
+    pair, _ = pd.factorize(pd.MultiIndex.from_arrays([first, second]))
+    weight = 1.0 / np.maximum(np.bincount(pair)[pair], floor)
+    return weight / weight.mean()
+
+
 def covariates(table: pd.DataFrame, control, normalise: bool = True) -> np.ndarray:
     """The covariates of every battle, ``[battles, len(control)]``.
 

@@ -72,6 +72,8 @@ def fit(counts: BattleCounts, ties: str = "half", ridge: float = 0.0, sandwich: 
     if not (np.isfinite(ridge) and ridge >= 0) or not (np.isfinite(hessian_ridge) and hessian_ridge >= 0):
         raise MetaEvalError(f"ridge and hessian_ridge must be finite numbers >= 0, got {ridge}, {hessian_ridge}")
     cells = Cells(counts, counts.count if count is None else count, ties)
+    if cells.t and not (cells.tie * cells.mass).any():
+        raise MetaEvalError("Davidson ties need battles with ties (their probability would be 0)")
     params = np.zeros(cells.size) if start is None else np.array(start, dtype=np.float64)
     battles = float((counts.count if count is None else count).sum())
     penalty = np.r_[np.zeros(cells.k), np.full(cells.m, ridge * battles), np.zeros(cells.t)]
