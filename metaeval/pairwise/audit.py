@@ -8,10 +8,10 @@ Two corrections give each owner a score its choice did not select on:
 
 - a held-out split: the battles are split in two at random; the owner picks its best on
   one half (its private testing) and that model is scored on the other;
-- You-Rank-We-Rank: the owner's own ranking of its models (declared, or by default its
-  models ordered by their scores on the first half) caps each model's full-data score
-  by those ranked above it, so the owner's best is its first-listed model: a model
-  picked before the board's own noise, not after.
+- You-Rank-We-Rank: the owner's own ranking of its models caps each model's score by
+  those ranked above it, so the owner's best is its first-listed model, picked without
+  the board's noise.  Declared rankings correct the full-data board; without them each
+  owner ranks its models by the first half and the second half's board is corrected.
 
 The audit reports, per owner, the published best's score and rank and what each
 correction takes from them.
@@ -45,8 +45,9 @@ def audit(battles, owner_rankings=None, seed: int = 0, **options) -> Audit:
 
     Args:
         battles: a battle table (DataFrame or CSV path) with ``owner_a`` and ``owner_b``.
-        owner_rankings: owner -> its models, best first (default: by their scores on the
-            first half of the held-out split).
+        owner_rankings: owner -> its models, best first, declared before the battles
+            (default: by their scores on the first half of the held-out split, and YRWR
+            then corrects the second half's scores).
         seed: the seed of the held-out split.
         **options: passed to [`bradley_terry`][metaeval.pairwise.bradley_terry] for every
             fit (``control``, ``ties``, ``anchor`` ...; no intervals are drawn).
@@ -66,11 +67,13 @@ def audit(battles, owner_rankings=None, seed: int = 0, **options) -> Audit:
     half = np.random.default_rng(seed).random(len(table)) < 0.5
     picked_on, scored_on = (_scores(table[rows], full.index, options) for rows in (half, ~half))
     held_ranks = scored_on.rank(ascending=False, method="min")
+    board = full["score"]
     if owner_rankings is None:
         by_half = picked_on.sort_values(ascending=False, kind="stable").index
         owner_rankings = {o: [m for m in by_half if owners[m] == o] for o in owners.unique()}
+        board = scored_on
     rankings = dict(owner_rankings)
-    corrected = yrwr(full["score"], rankings)
+    corrected = yrwr(board, rankings)
     corrected_ranks = owner_order_ranks(corrected, rankings)
     raw_ranks = full["score"].rank(ascending=False, method="min").astype(int)
     appearances = pd.concat([table["model_a"].astype(str), table["model_b"].astype(str)]).value_counts()
