@@ -92,7 +92,7 @@ STYLE = ("len", "headers", "lists", "bold")
 
 def simulated_arena(models: int = 130, battles: int = 100_000, owners: int = 20,
                     effects=(0.6, 0.1, 0.1, 0.05), spread: float = 0.6, tie_rate: float = 0.0,
-                    variants: tuple[int, int] = (0, 0), seed: int = 0):
+                    variants: tuple[int, int] = (0, 0), seed: int = 0, models_seed: int | None = None):
     """Arena battles with known scores and known style effects (an LLM arena in miniature).
 
     Each model has a quality ``theta`` (natural-log odds, N(0, ``spread``)) and a style:
@@ -119,7 +119,9 @@ def simulated_arena(models: int = 130, battles: int = 100_000, owners: int = 20,
         spread: the standard deviation of the qualities.
         tie_rate: the probability of a tie.
         variants: ``(owner, n)``: the owner testing ``n`` private variants.
-        seed: the seed of every draw.
+        seed: the seed of the battles' draws.
+        models_seed: the seed of the models' qualities, styles and rates (default: ``seed``);
+            fixed while ``seed`` varies, it gives replicate arenas of the same models.
 
     Returns:
         ``(battles, truth)``: the battle table (``model_a``, ``model_b``, ``winner``,
@@ -132,7 +134,7 @@ def simulated_arena(models: int = 130, battles: int = 100_000, owners: int = 20,
         raise MetaEvalError("simulated_arena needs at least 2 models, 1 battle and 1 owner")
     if len(effects) != len(STYLE):
         raise MetaEvalError(f"effects needs one coefficient per style feature ({', '.join(STYLE)})")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(seed if models_seed is None else models_seed)
     theta = rng.normal(0.0, spread, models)
     owner = np.arange(models) % owners
     owner_of, count = variants
@@ -146,6 +148,8 @@ def simulated_arena(models: int = 130, battles: int = 100_000, owners: int = 20,
         rate[models:] = rate[best]
     quality = (theta - theta.mean()) / theta.std()
     style_mean = 0.6 * quality[:, None] + 0.8 * rng.normal(size=(k, len(STYLE)))
+    if models_seed is not None:
+        rng = np.random.default_rng(seed)
     p = rate / rate.sum()
     a = rng.choice(k, battles, p=p)
     b = rng.choice(k, battles, p=p)

@@ -138,8 +138,10 @@ def bradley_terry(
     if sandwich:
         frame["stderr"] = stderr
     if control:
-        uncontrolled = contextual.fit(replace(counts, covariates=None, control=()), ties)
-        frame["uncontrolled"] = SCALE * uncontrolled.theta
+        if ties == "half":  # the win matrix holds all plain Bradley-Terry needs
+            frame["uncontrolled"] = SCALE * fit_batch(counts.wins()[None])[0]
+        else:
+            frame["uncontrolled"] = SCALE * contextual.fit(replace(counts, covariates=None, control=()), ties).theta
         shifted.append("uncontrolled")
     if anchor is not None:
         model, value = anchor

@@ -22,10 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit
 
 from metaeval.errors import MetaEvalError
-from metaeval.pairwise.battles import BattleCounts
+from metaeval.pairwise.battles import BattleCounts, components
+from metaeval.ratings.elo import fit_batch
+from metaeval.runs.threads import one_blas_thread
 
 TIES = ("half", "davidson")
 NEWTON_TOLERANCE = 1e-12
@@ -71,13 +73,23 @@ def fit(counts: BattleCounts, ties: str = "half", ridge: float = 0.0, sandwich: 
         raise MetaEvalError(f"unknown ties {ties!r}; choose {' or '.join(TIES)}")
     if not (np.isfinite(ridge) and ridge >= 0) or not (np.isfinite(hessian_ridge) and hessian_ridge >= 0):
         raise MetaEvalError(f"ridge and hessian_ridge must be finite numbers >= 0, got {ridge}, {hessian_ridge}")
+    with one_blas_thread():  # many small solves: BLAS threads cost more than they give
+        return _fit(counts, ties, ridge, sandwich, hessian_ridge, count, start, iterations)
+
+
+def _fit(counts, ties, ridge, sandwich, hessian_ridge, count, start, iterations) -> Fit:
     cells = Cells(counts, counts.count if count is None else count, ties)
     if cells.t and not (cells.tie * cells.mass).any():
         raise MetaEvalError("Davidson ties need battles with ties (their probability would be 0)")
-    params = np.zeros(cells.size) if start is None else np.array(start, dtype=np.float64)
+    params = _start(counts, cells) if start is None else np.array(start, dtype=np.float64)
     battles = float((counts.count if count is None else count).sum())
     penalty = np.r_[np.zeros(cells.k), np.full(cells.m, ridge * battles), np.zeros(cells.t)]
     scale = max(float(cells.mass.sum()), 1e-300)
+
+    def objective(p):
+        return cells.value(p) + 0.5 * (penalty * p * p).sum() + 0.5 * scale * cells.k * p[: cells.k].mean() ** 2
+
+    value = objective(params)
     for _ in range(iterations):
         gradient, hessian = cells.derivatives(params)
         gradient += penalty * params
@@ -87,7 +99,10 @@ def fit(counts: BattleCounts, ties: str = "half", ridge: float = 0.0, sandwich: 
         hessian[np.diag_indices(cells.size)] += penalty
         hessian[: cells.k, : cells.k] += scale / cells.k
         step = np.linalg.solve(hessian, -gradient)
-        params = _line_search(cells, params, step, penalty, scale)
+        length = 1.0  # halved until the objective does not get worse (rounding allowed)
+        while (trial := objective(params + length * step)) > value + 1e-12 * abs(value) and length > 1e-10:
+            length /= 2
+        params, value = params + length * step, trial
     else:
         raise MetaEvalError(f"Bradley-Terry fit did not converge: gradient {np.abs(gradient).max():.3g} "
                             f"after {iterations} Newton steps")
@@ -120,6 +135,8 @@ class Cells:
         self.count = np.asarray(count, dtype=np.float64)
         self.won = np.select([counts.outcome == 0, counts.outcome == 1], [1.0, 0.0], 0.5)
         self.tie = (counts.outcome == 2).astype(np.float64)
+        self.ya = (counts.outcome == 0).astype(np.float64)  # a won
+        self.yb = (counts.outcome == 1).astype(np.float64)  # b won
 
     def logits(self, params):
         d = params[self.a] - params[self.b]
@@ -127,42 +144,49 @@ class Cells:
             d = d + self.x @ params[self.k: self.k + self.m]
         return d
 
+    def log_likelihood(self, params):
+        """Per cell: the log-likelihood of one battle."""
+        d = self.logits(params)
+        if not self.t:
+            return self.won * d - np.logaddexp(0.0, d)
+        return (self.ya - self.yb) * d / 2 + self.tie * params[-1] - self.log_denominator(d, params[-1])
+
+    @staticmethod
+    def log_denominator(d, tau):
+        """log(e^{d/2} + e^{-d/2} + e^tau), computed stably."""
+        top = np.maximum(np.abs(d) / 2, tau)
+        return top + np.log(np.exp(d / 2 - top) + np.exp(-d / 2 - top) + np.exp(tau - top))
+
     def terms(self, params):
-        """Per cell: log-likelihood of one battle, its first derivatives in d and tau, and
-        minus its second derivatives (dd, dtau, tautau)."""
+        """Per cell: the first derivatives of one battle's log-likelihood in d and tau, and
+        minus its second derivatives (dd, dtau, tautau); None for tau without Davidson ties."""
         d = self.logits(params)
         if not self.t:
             p = expit(d)
-            value = self.won * log_expit(d) + (1 - self.won) * log_expit(-d)
-            return value, self.won - p, None, p * (1 - p), None, None
+            return self.won - p, None, p * (1 - p), None, None
         tau = params[-1]
-        # log D = log(e^{d/2} + e^{-d/2} + e^tau), computed stably
-        top = np.maximum(np.abs(d) / 2, tau)
-        log_d = top + np.log(np.exp(d / 2 - top) + np.exp(-d / 2 - top) + np.exp(tau - top))
+        log_d = self.log_denominator(d, tau)
         pa, pb, pt = np.exp(d / 2 - log_d), np.exp(-d / 2 - log_d), np.exp(tau - log_d)
-        decisive = 1 - self.tie
-        ya = decisive * self.won  # 1 where a won, 0 where b won or tied
-        yb = decisive - ya
-        value = (ya - yb) * d / 2 + self.tie * tau - log_d
         diff = pa - pb
-        return (value, (ya - yb - diff) / 2, self.tie - pt,
+        return ((self.ya - self.yb - diff) / 2, self.tie - pt,
                 ((pa + pb) - diff**2) / 4, -pt * diff / 2, pt * (1 - pt))
 
     def derivatives(self, params):
         """Gradient and Hessian of the weighted negative log-likelihood."""
-        _, gd, gt, hdd, hdt, htt = self.terms(params)
+        gd, gt, hdd, hdt, htt = self.terms(params)
         gradient = -self.vector(self.mass * gd, None if gt is None else self.mass * gt)
         hessian = self.matrix(self.mass * hdd, None if hdt is None else self.mass * hdt,
                               None if htt is None else self.mass * htt)
         return gradient, hessian
 
     def value(self, params):
-        return -(self.mass * self.terms(params)[0]).sum()
+        """The weighted negative log-likelihood."""
+        return -(self.mass * self.log_likelihood(params)).sum()
 
     def outer(self, params, shift):
         """B: the sum over battles of g g^T, g a battle's gradient of the (penalised)
         objective; a cell of c battles of weight w contributes c w^2 (per-battle gradient)^2."""
-        _, gd, gt, *_ = self.terms(params)
+        gd, gt, *_ = self.terms(params)
         per_battle = self.count * self.weight**2
         total = self.count.sum()
         meat = self.matrix(per_battle * gd**2, None if gt is None else per_battle * gd * gt,
@@ -201,16 +225,9 @@ class Cells:
         return out
 
 
-def _line_search(cells: Cells, params, step, penalty, scale):
-    """The Newton step, halved until the penalised likelihood does not get worse."""
-    def objective(p):
-        return cells.value(p) + 0.5 * (penalty * p * p).sum() + 0.5 * scale * p[: cells.k].mean() ** 2 * cells.k
 
-    before = objective(params)
-    length = 1.0
-    while length > 1e-10:
-        trial = params + length * step
-        if objective(trial) <= before + 1e-12 * abs(before):
-            return trial
-        length /= 2
-    return params + length * step
+def _start(counts: BattleCounts, cells: Cells) -> np.ndarray:
+    """Plain Bradley-Terry scores (coefficients 0, nu 1): a few Newton steps from the answer."""
+    wins = counts.wins()
+    theta = fit_batch(wins[None])[0] if len(components(wins, counts.models)) == 1 else np.zeros(cells.k)
+    return np.r_[theta, np.zeros(cells.m + cells.t)]
