@@ -1,7 +1,8 @@
 """Coverage of Bradley-Terry's sandwich and bootstrap intervals, per model, by simulation.
 
     python -m bench.pairwise_coverage [--replicates 500] [--models 20] [--battles 20000]
-                                      [--rounds 200] [--contextual-bootstrap 100]
+                                      [--rounds 200] [--contextual-bootstrap 50]
+                                      [--contextual-rounds 100]
 
 Fixed models (``simulated_arena`` with a fixed ``models_seed``: known qualities, uneven
 sampling, style correlated with quality) and ``--replicates`` replicate arenas, each with
@@ -12,8 +13,9 @@ its own battles.  Per replicate and model: does the 95% interval contain the tru
   (``--rounds`` rounds) intervals;
 - contextual Bradley-Terry on arenas with style effects (0.6, 0.1, 0.1, 0.05 on the raw
   normalised differences; fitted without standardising, so the coefficients are the
-  simulated ones): sandwich intervals on every replicate, bootstrap intervals (the same
-  rounds) on the first ``--contextual-bootstrap`` replicates (each round is a Newton fit).
+  simulated ones): sandwich intervals on every replicate, bootstrap intervals
+  (``--contextual-rounds`` rounds) on the first ``--contextual-bootstrap`` replicates
+  (each round is a Newton fit over every distinct battle, where plain rounds are batched).
 
 Writes ``docs/pairwise/coverage.csv`` and ``coverage.png`` and prints the summary.
 """
@@ -51,7 +53,8 @@ def main(argv=None):
     parser.add_argument("--models", type=int, default=20)
     parser.add_argument("--battles", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--contextual-bootstrap", type=int, default=100)
+    parser.add_argument("--contextual-bootstrap", type=int, default=50)
+    parser.add_argument("--contextual-rounds", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0, help="models' seed; replicate r draws battles with seed 1000 + r")
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
@@ -66,7 +69,7 @@ def main(argv=None):
         columns.setdefault("plain, sandwich", []).append(sand)
         columns.setdefault("plain, bootstrap", []).append(boot)
         table, truth = simulated_arena(effects=EFFECTS, **options)
-        rounds = args.rounds if r < args.contextual_bootstrap else 0
+        rounds = args.contextual_rounds if r < args.contextual_bootstrap else 0
         board = pairwise.bradley_terry(table, control=list(STYLE), normalise=False, sandwich=True,
                                        bootstrap=rounds, seed=r)
         if rounds:
@@ -80,7 +83,7 @@ def main(argv=None):
         columns.setdefault("contextual, sandwich", []).append(sand)
         coefficient_hits["sandwich"].append([c["lower"] <= e <= c["upper"] for c, e in
                                              zip(refit.attrs["coefficients"].values(), EFFECTS)])
-        if (r + 1) % 50 == 0:
+        if (r + 1) % 25 == 0:
             print(f"  {r + 1} replicates, {time.perf_counter() - start:.0f} s", flush=True)
     _, truth = simulated_arena(effects=EFFECTS, **options)
     per_model = pd.DataFrame({name: pd.concat(hits, axis=1).mean(axis=1) for name, hits in columns.items()})
@@ -91,7 +94,8 @@ def main(argv=None):
     per_model.to_csv(args.out / "coverage.csv", float_format="%.4f")
     counts = {name: len(hits) for name, hits in columns.items()}
     print(f"\n{args.replicates} replicates, {args.models} models, {args.battles:,} battles each, "
-          f"{args.rounds} bootstrap rounds ({time.perf_counter() - start:.0f} s)")
+          f"{args.rounds} bootstrap rounds ({args.contextual_rounds} contextual; "
+          f"{time.perf_counter() - start:.0f} s)")
     print("\ncoverage of the 95% intervals (mean over models, lowest model, highest model; replicates):")
     for name in columns:
         print(f"  {name:24s} {per_model[name].mean():.3f}  {per_model[name].min():.3f}  "
