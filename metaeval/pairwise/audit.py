@@ -49,7 +49,7 @@ def audit(battles, owner_rankings=None, seed: int = 0, **options) -> Audit:
             (default: by their scores on the first half of the held-out split, and YRWR
             then corrects the second half's scores).
         seed: the seed of the held-out split.
-        **options: passed to [`bradley_terry`][metaeval.pairwise.bradley_terry] for every
+        **options: passed to `pairwise.bradley_terry` for every
             fit (``control``, ``ties``, ``anchor`` ...; no intervals are drawn).
 
     Returns:
