@@ -109,7 +109,7 @@ def bradley_terry(
     if prior and (sandwich or not plain):
         raise MetaEvalError("prior applies to plain Bradley-Terry only (no control, half-win ties, no sandwich)")
     if bootstrap:
-        check_replicates(bootstrap, confidence, len(counts.models) + len(control) + 1)
+        check_replicates(bootstrap, confidence, len(counts.models) + len(control) + (ties == "davidson"))
     if plain:
         point, samples = fit(counts, bootstrap, seed, prior, workers)
         samples = samples / SCALE
