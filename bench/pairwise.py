@@ -2,6 +2,10 @@
 
     python -m bench.pairwise [--battles 1000000] [--models 100] [--rounds 1000]
                              [--reference-rounds 1] [--lbfgs-rounds 50]
+    python -m bench.pairwise --arena [--battles 10000000] [--models 130]
+
+``--arena`` runs the arena-scale comparison with evalica and arena-rank instead (its
+defaults: 10M battles, 130 models; see ``bench.arena_scale``).
 
 Simulated battles (uniform pairs, Elo scores N(0, 150), 10% ties).  metaeval counts them
 per (pair, outcome) cell, draws every bootstrap round's counts from a multinomial and
@@ -64,13 +68,24 @@ def aggregated(counts):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--battles", type=int, default=1_000_000)
-    parser.add_argument("--models", type=int, default=100)
+    parser.add_argument("--arena", action="store_true", help="the arena-scale comparison (bench.arena_scale)")
+    parser.add_argument("--battles", type=int, default=None, help="default 1M (10M with --arena)")
+    parser.add_argument("--models", type=int, default=None, help="default 100 (130 with --arena)")
+    parser.add_argument("--contextual-battles", type=int, default=2_000_000,
+                        help="with --arena: battles of the contextual comparison")
+    parser.add_argument("--agreement-battles", type=int, default=200_000,
+                        help="with --arena: battles of the converged agreement check")
     parser.add_argument("--rounds", type=int, default=1000)
     parser.add_argument("--reference-rounds", type=int, default=1)
     parser.add_argument("--lbfgs-rounds", type=int, default=50)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.arena:
+        from bench import arena_scale
+
+        args.battles, args.models = args.battles or 10_000_000, args.models or 130
+        return arena_scale.main(args)
+    args.battles, args.models = args.battles or 1_000_000, args.models or 100
     print(f"cores: {os.cpu_count()}, load average before: {os.getloadavg()[0]:.2f}")
     truth = np.random.default_rng(args.seed).normal(0, 150, args.models)
     battles = simulated_battles(truth, args.battles, args.seed)

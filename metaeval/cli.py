@@ -82,6 +82,14 @@ def _anchor(text: str) -> tuple[str, float]:
     return model, _number(score)
 
 
+def _names(text: str) -> list[str]:
+    """A comma-separated list of column names."""
+    names = [name.strip() for name in text.split(",")]
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated column names, got {text!r}")
+    return names
+
+
 def _out_dir(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty path names no directory; give the run directory")
@@ -354,6 +362,19 @@ def build_parser() -> argparse.ArgumentParser:
     battles.add_argument("--anchor", type=_anchor, default=None, metavar="MODEL=SCORE",
                          help="shift every score so that MODEL scores SCORE, e.g. a reference model at 1000 "
                               "(unset: scores average 0)")
+    battles.add_argument("--control", type=_names, default=None, metavar="COLUMNS",
+                         help="style control: covariates fitted with the scores, comma-separated numeric "
+                              "columns (or NAME for columns NAME_a, NAME_b), e.g. len,headers,lists,bold")
+    battles.add_argument("--ties", choices=["half", "davidson"], default="half",
+                         help="a tie is half a win for each side, or a third outcome (Davidson)")
+    battles.add_argument("--sandwich", action="store_true",
+                         help="closed-form sandwich intervals (the only intervals with --bootstrap 0)")
+    battles.add_argument("--inverse-propensity", action="store_true",
+                         help="weight each battle by 1 / (battles of its pair, at least 50), mean 1 "
+                              "(replaces a weight column)")
+    battles.add_argument("--audit", action="store_true",
+                         help="bias audit per owner (needs owner_a, owner_b): sampling share, variants, "
+                              "and the score and rank each owner's best loses under YRWR and a held-out split")
     battles.add_argument("--out", type=Path, default=None, metavar="FILE",
                          help="also write the leaderboard to this CSV file (unset: printed only)")
 
@@ -612,8 +633,11 @@ def _run(args) -> int:
 
 
 def _battles(args) -> None:
-    """The Bradley-Terry leaderboard of a battle CSV, printed (and written with ``--out``)."""
-    from metaeval.pairwise import bradley_terry
+    """The Bradley-Terry leaderboard of a battle CSV, printed (and written with ``--out``);
+    its covariates' coefficients with ``--control``, the owners' audit with ``--audit``."""
+    import pandas as pd
+
+    from metaeval.pairwise import audit, bradley_terry, inverse_propensity, read_battles
     from metaeval.runs.fileio import atomic_write, check_writable
     from metaeval.runs.reports import table_text
 
@@ -624,9 +648,22 @@ def _battles(args) -> None:
             raise MetaEvalError(f"cannot write the leaderboard {args.out}: "
                                 + ("it is a directory" if args.out.is_dir() else f"no directory {args.out.parent}"))
         check_writable(args.out.parent, f"the leaderboard {args.out}")
-    frame = bradley_terry(args.file, bootstrap=args.bootstrap, seed=args.seed, prior=args.prior,
-                          anchor=args.anchor)
+    table = read_battles(args.file)
+    if args.inverse_propensity:
+        table["weight"] = inverse_propensity(table)
+    options = dict(prior=args.prior, anchor=args.anchor, control=args.control, ties=args.ties)
+    frame = bradley_terry(table, bootstrap=args.bootstrap, seed=args.seed, sandwich=args.sandwich, **options)
     print(table_text(frame, decimals=1, index=True))
+    if args.control:
+        coefficients = pd.DataFrame(frame.attrs["coefficients"]).T.rename_axis("covariate")
+        print("\ncovariate coefficients (log-odds per standard deviation of the covariate):")
+        print(table_text(coefficients, decimals=4, index=True))
+    if args.ties == "davidson":
+        print(f"\ntie parameter nu: {frame.attrs['tie_parameter']:.4f}")
+    if args.audit:
+        result = audit(table, seed=args.seed, **options)
+        print("\naudit per owner (loss: the best model's score or rank minus the corrected one):")
+        print(table_text(result.owners, decimals=3, index=True))
     if args.out is not None:
         atomic_write(args.out, lambda handle: frame.to_csv(handle), mode="w")
         say_written(args.out)

@@ -84,3 +84,101 @@ def copy_prompts(game: MetaGame, model: int, copies: int, sharpness: float = 10.
     names[2] += [f"{names[2][i]} (copy {c})" for c, i in enumerate(picks)]
     payoffs = np.concatenate([game.payoffs, game.payoffs[..., picks]], axis=-1)
     return MetaGame(payoffs, strategy_names=names, player_names=game.player_names)
+
+
+STYLE = ("len", "headers", "lists", "bold")
+"""The style features of `simulated_arena`, each a column ``f"{name}_a"``, ``f"{name}_b"``."""
+
+
+def simulated_arena(models: int = 130, battles: int = 100_000, owners: int = 20,
+                    effects=(0.6, 0.1, 0.1, 0.05), spread: float = 0.6, tie_rate: float = 0.0,
+                    variants: tuple[int, int] = (0, 0), seed: int = 0, models_seed: int | None = None):
+    """Arena battles with known scores and known style effects (an LLM arena in miniature).
+
+    Each model has a quality ``theta`` (natural-log odds, N(0, ``spread``)) and a style:
+    its mean log response length and its rates of headers, lists and bold text all rise
+    with its quality (correlation about 0.6), so that style and quality are confounded as
+    in a real arena. A battle's two responses draw their style around their model's, and
+    the log-odds that a beats b is
+    ``theta_a - theta_b + sum_f effects[f] * (f_a - f_b) / (f_a + f_b)`` (0 when both are 0),
+    the arena's normalised style difference. With ``tie_rate`` > 0 a battle is a tie with
+    that probability, independently of the models. Models belong to ``owners`` (round
+    robin) and are sampled unevenly: each model's sampling rate is log-normal and a pair
+    is drawn with probability proportional to the product of its rates.
+
+    ``variants = (owner, n)`` gives owner number ``owner`` ``n`` private variants of its
+    best model, each as good as it up to N(0, 0.02) and sampled at the same rate: the
+    private testing that lets an owner publish the luckiest of many copies.
+
+    Args:
+        models: the number of public models.
+        battles: the number of battles.
+        owners: the number of owners.
+        effects: the style coefficients of len, headers, lists, bold (log-odds per unit
+            of normalised difference).
+        spread: the standard deviation of the qualities.
+        tie_rate: the probability of a tie.
+        variants: ``(owner, n)``: the owner testing ``n`` private variants.
+        seed: the seed of the battles' draws.
+        models_seed: the seed of the models' qualities, styles and rates (default: ``seed``);
+            fixed while ``seed`` varies, it gives replicate arenas of the same models.
+
+    Returns:
+        ``(battles, truth)``: the battle table (``model_a``, ``model_b``, ``winner``,
+        ``owner_a``, ``owner_b``, and ``len_a`` ... ``bold_b``) and a DataFrame indexed by
+        model with the true ``theta`` (mean 0), ``owner`` and ``rate``.
+    """
+    import pandas as pd
+
+    if models < 2 or battles < 1 or owners < 1:
+        raise MetaEvalError("simulated_arena needs at least 2 models, 1 battle and 1 owner")
+    if len(effects) != len(STYLE):
+        raise MetaEvalError(f"effects needs one coefficient per style feature ({', '.join(STYLE)})")
+    rng = np.random.default_rng(seed if models_seed is None else models_seed)
+    theta = rng.normal(0.0, spread, models)
+    owner = np.arange(models) % owners
+    owner_of, count = variants
+    if count:
+        best = np.flatnonzero(owner == owner_of)[np.argmax(theta[owner == owner_of])]
+        theta = np.r_[theta, theta[best] + rng.normal(0.0, 0.02, count)]
+        owner = np.r_[owner, np.full(count, owner_of)]
+    k = len(theta)
+    rate = np.exp(rng.normal(0.0, 0.5, k))
+    if count:
+        rate[models:] = rate[best]
+    quality = (theta - theta.mean()) / theta.std()
+    style_mean = 0.6 * quality[:, None] + 0.8 * rng.normal(size=(k, len(STYLE)))
+    if models_seed is not None:
+        rng = np.random.default_rng(seed)
+    p = rate / rate.sum()
+    a = rng.choice(k, battles, p=p)
+    b = rng.choice(k, battles, p=p)
+    while (same := np.flatnonzero(a == b)).size:
+        b[same] = rng.choice(k, same.size, p=p)
+    features = {}
+    logit = theta[a] - theta[b]
+    for f, (name, effect) in enumerate(zip(STYLE, effects)):
+        if name == "len":
+            draw = lambda m: np.round(400 * np.exp(0.4 * style_mean[m, f] + 0.5 * rng.normal(size=battles)))
+        else:
+            draw = lambda m: rng.poisson(np.exp(0.5 * style_mean[m, f]))
+        x_a, x_b = draw(a).astype(np.int64), draw(b).astype(np.int64)
+        total = x_a + x_b
+        logit = logit + effect * np.divide(x_a - x_b, total, out=np.zeros(battles), where=total > 0)
+        features[f"{name}_a"], features[f"{name}_b"] = x_a, x_b
+    u = rng.random(battles)
+    tie = rng.random(battles) < tie_rate
+    winner = np.where(tie, 2, np.where(u < 1 / (1 + np.exp(-logit)), 0, 1))
+    names = [f"m{i:03d}" for i in range(models)] + [f"lab{owner_of:02d}-variant{j + 1:02d}" for j in range(count)]
+    owner_names = np.array([f"lab{o:02d}" for o in range(owners)])
+    table = pd.DataFrame({
+        "model_a": pd.Categorical.from_codes(a, names), "model_b": pd.Categorical.from_codes(b, names),
+        "winner": pd.Categorical.from_codes(winner, ["model_a", "model_b", "tie"]),
+        "owner_a": pd.Categorical.from_codes(owner[a], owner_names),
+        "owner_b": pd.Categorical.from_codes(owner[b], owner_names),
+        **features,
+    })
+    truth = pd.DataFrame({"theta": theta - theta.mean(), "owner": owner_names[owner], "rate": rate},
+                         index=pd.Index(names, name="model"))
+    return table, truth
+
