@@ -13,6 +13,9 @@ Every responder has the same two calls:
 - ``search`` ([`Search`][metaeval.responses.search.Search]): simulates the game against the known opponent policies and
   estimates the value of every visited information state of the responder; no tree walk,
   exact in the limit of many episodes.
+- ``rollout`` ([`Rollout`][metaeval.responses.rollout.Rollout]): simulates the game against the known opponent
+  policies too, and fits a network's action values to forked rollouts: for games whose
+  information states are too many for the search's table.
 - ``qlearning`` (a value table on the tree), ``dqn`` and ``ppo`` (networks; no tree walk):
   learn by trial against opponents they only meet through episodes.
 

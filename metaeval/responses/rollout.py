@@ -79,6 +79,14 @@ class RolloutSamples:
 
     @classmethod
     def concatenate(cls, parts: list[RolloutSamples]) -> RolloutSamples:
+        """The samples of ``parts`` one after another.
+
+        Args:
+            parts: samples of one game and player.
+
+        Returns:
+            The samples.
+        """
         return cls(*(np.concatenate([getattr(part, name) for part in parts])
                      for name in ("x", "observed", "returns")))
 
