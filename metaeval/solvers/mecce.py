@@ -423,6 +423,25 @@ def max_entropy_implicit(system, dense) -> MaxEntropy:
     return solution
 
 
+def max_entropy_from(system, start: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The maximum-entropy sigma of ``system`` (a `GameColumns`, or `scaled_matrix`'s) and
+    its multipliers, by Newton from the multipliers ``start`` of a nearby problem (a
+    bootstrap replicate starts from the rated game's); None unless Newton reaches
+    GRADIENT_TOLERANCE with every joint's mass at least _FULL_SUPPORT_MASS / joints. Such a
+    KKT point is the maximum itself (the entropy is strictly concave), the one
+    `max_entropy` and `max_entropy_implicit` find."""
+    with one_blas_thread():
+        point, _ = _newton(system, start)
+    if point.residual > GRADIENT_TOLERANCE or point.sigma.min() * len(point.sigma) < _FULL_SUPPORT_MASS:
+        return None
+    return point.sigma, point.lam
+
+
+def scaled_matrix(matrix: np.ndarray) -> _Dense:
+    """A stored constraint matrix as Newton uses it: rescaled to unit max |entry|."""
+    return _Dense(matrix / (float(np.abs(matrix).max(initial=0.0)) or 1.0))
+
+
 def _max_entropy(matrix: np.ndarray) -> MaxEntropy:
     """[`max_entropy`][metaeval.solvers.mecce.max_entropy]."""
     matrix = np.asarray(matrix, dtype=np.float64)
