@@ -35,6 +35,11 @@ in ``["failed"]``; only if every replicate fails does the bootstrap fail.
 
 Replicate b is drawn from ``SeedSequence(seed).spawn(B)[b]``, so results do not
 depend on how replicates are split among Ray actors.
+
+Where the rater allows, a replicate is rated from the point rating (payoff ratings from
+its dual multipliers, deviation ratings from its support; `metaeval.ratings.warm`):
+the same ratings to the solver's precision, at a fraction of the cost, and rated from
+scratch wherever the warm start cannot certify its result.
 """
 
 from __future__ import annotations

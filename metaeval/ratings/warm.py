@@ -16,8 +16,7 @@ scratch, as without a warm start):
   support instead of one joint; pricing over every joint makes the LPs' optima those over
   every joint, whatever the start.
 
-Every accepted replicate is the cold rating to the solver's precision
-(tests/ratings/test_warm.py).
+Every accepted replicate is the cold rating to the solver's precision.
 
 nash has none: Newton's method on the point equilibrium's support, started from it,
 reaches an exact equilibrium of most replicates whose support has not changed, but not
@@ -40,10 +39,17 @@ from metaeval.solvers.mecce import NEWTON_FIRST_JOINTS, max_entropy_from, scaled
 
 
 def warm_replicates(rater, rating: Rating, options: dict):
-    """A function rating a replicate's payoffs ``[N, K_1..K_N]`` warm from ``rating``
-    (the point rating by ``rater`` with ``options``), returning the ratings of every
-    player concatenated, or None to rate it from scratch; None if the rater has no warm
-    start there (module docstring)."""
+    """A function rating a replicate's payoffs ``[N, K_1..K_N]`` warm from ``rating``,
+    returning the ratings of every player concatenated, or None to rate it from scratch.
+
+    Args:
+        rater: the rater function.
+        rating: its point rating of the game.
+        options: the rater's options.
+
+    Returns:
+        The function, or None if the rater has no warm start there (module docstring).
+    """
     from metaeval.ratings.deviation import deviation
     from metaeval.ratings.payoff import payoff
     from metaeval.ratings.uniform import uniform
