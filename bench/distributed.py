@@ -24,17 +24,10 @@ import time
 import numpy as np
 import ray
 
-from bench.timing import median_time
+from bench.timing import cpu_seconds, median_time
 from metaeval import games, spiel
 from metaeval.distributed import build_metagame, current_pool, last_build, shutdown
 from metaeval.distributed.session import start_embedded, stop_embedded
-
-
-def cpu_seconds(pid: int) -> float:
-    """User plus system CPU time of a process (Linux /proc)."""
-    with open(f"/proc/{pid}/stat") as handle:
-        fields = handle.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def warm_seconds(build, repeats: int) -> float:

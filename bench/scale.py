@@ -2,11 +2,12 @@
 
     python -m bench.scale [--shapes 3x64 4x32 5x16 4x64 3x128] [--raters ...]
                           [--game random|dominated|tied] [--polarix] [--full]
-                          [--limit 120] [--memory-limit 8] [--json FILE]
+                          [--limit 120] [--cpu-limit S] [--memory-limit 8] [--json FILE]
 
 Each (rater, size) runs in its own subprocess, so the peak resident memory reported
 (``VmHWM`` of that process; its ``ru_maxrss`` would also count the parent's memory at the
-fork) belongs to one rater; the process is killed when it exceeds ``--limit`` seconds or ``--memory-limit`` GiB (resident, polled), so one slow or
+fork) belongs to one rater; the process is killed when it exceeds ``--limit`` seconds,
+``--cpu-limit`` CPU seconds or ``--memory-limit`` GiB (resident, polled), so one slow or
 greedy rater cannot hang the bench or the machine. Payoffs are uniform on [-1, 1],
 seeded; ``--game dominated`` and ``--game tied`` change them so that the largest CCE
 support is a small part of the joints (see :func:`dominated_game`, :func:`tied_game`).
@@ -43,6 +44,7 @@ import time
 
 import numpy as np
 
+from bench.timing import cpu_seconds
 from metaeval.runs.memory import resident_memory
 
 RATERS = ("uniform", "elo", "nash", "alpharank", "deviation", "payoff")
@@ -185,14 +187,17 @@ def polarix_ce(game) -> tuple[list, dict]:
     return result.ratings, {"ce_violation": ce_violation(game, joint) / spread, "cce_violation": cce}
 
 
-def run_limited(command: list[str], limit: float, memory_limit_gib: float) -> dict:
-    """Run ``command`` (a child printing one JSON line last) under the time and memory limits."""
+def run_limited(command: list[str], limit: float, memory_limit_gib: float, cpu_limit: float | None = None) -> dict:
+    """Run ``command`` (a child printing one JSON line last) under the time and memory limits
+    (``cpu_limit``: CPU seconds of the child, if given)."""
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     start = time.monotonic()
     reason = None
     while process.poll() is None:
         if time.monotonic() - start > limit:
             reason = f"over {limit:g} s"
+        elif cpu_limit is not None and _cpu_seconds(process.pid) > cpu_limit:
+            reason = f"over {cpu_limit:g} CPU s"
         elif (resident_memory(process.pid)["rss_mib"] or 0.0) > memory_limit_gib * 1024:
             reason = f"over {memory_limit_gib:g} GiB"
         if reason:
@@ -208,11 +213,19 @@ def run_limited(command: list[str], limit: float, memory_limit_gib: float) -> di
     return json.loads(lines[-1])
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The CPU seconds of a running process, 0 once it has gone."""
+    try:
+        return cpu_seconds(pid)
+    except OSError:
+        return 0.0
+
+
 def measure(rater: str, players: int, size: int, seed: int, limit: float, memory_limit_gib: float,
-            family: str = "random") -> dict:
+            family: str = "random", cpu_limit: float | None = None) -> dict:
     """Run :func:`child` in a subprocess under the time and memory limits."""
     command = [sys.executable, "-m", "bench.scale", "--child", rater, str(players), str(size), str(seed), family]
-    return run_limited(command, limit, memory_limit_gib)
+    return run_limited(command, limit, memory_limit_gib, cpu_limit)
 
 
 def _figures(result: dict) -> str:
@@ -255,6 +268,8 @@ def main(argv=None) -> None:
     parser.add_argument("--full", action="store_true", help="also run deviation's and payoff's full solvers")
     parser.add_argument("--limit", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--memory-limit", type=float, default=8.0, help="GiB resident per run")
+    parser.add_argument("--cpu-limit", type=float, help="CPU seconds per run (on a shared machine the wall "
+                        "limit kills runs that took little CPU; set --limit high then)")
     parser.add_argument("--json", help="append every result as a JSON line to this file")
     parser.add_argument("--child", nargs=5, metavar=("RATER", "PLAYERS", "SIZE", "SEED", "GAME"),
                         help=argparse.SUPPRESS)
@@ -264,8 +279,9 @@ def main(argv=None) -> None:
         child(rater, int(players), int(size), int(seed), family)
         return
     shapes = [(3, k) for k in args.sizes] if args.sizes else args.shapes
+    cpu = f", {args.cpu_limit:g} CPU s" if args.cpu_limit else ""
     print(f"{args.game} games, uniform payoffs on [-1, 1], seed {args.seed}; "
-          f"limits {args.limit:g} s and {args.memory_limit:g} GiB per run")
+          f"limits {args.limit:g} s{cpu} and {args.memory_limit:g} GiB per run")
     if args.polarix:
         print("polarix: its first call on the game (JIT compile included); polarix warm: its second call. "
               "Ratio columns: this row's CPU s / polarix's CPU s (first call, warm call), same game, same run")
@@ -279,7 +295,8 @@ def main(argv=None) -> None:
                 runs.append((f"{rater}:full", rater))
         results: dict = {}
         for rater, default in runs:
-            result = measure(rater, players, size, args.seed, args.limit, args.memory_limit, args.game)
+            result = measure(rater, players, size, args.seed, args.limit, args.memory_limit, args.game,
+                             args.cpu_limit)
             results[rater] = result
             if rater == "polarix":
                 results["polarix warm"] = warm(result)

@@ -23,3 +23,11 @@ def test_polarix_is_timed_twice_and_the_ratios_are_cpu_over_polarix_cpu(tmp_path
     ratios = rows["payoff"].split("  ok;")[0].split()[-2:]
     expected = [payoff["cpu_seconds"] / max(polarix[key], 1e-9) for key in ("cpu_seconds", "warm_cpu_seconds")]
     assert [float(r) for r in ratios] == pytest.approx(expected, rel=5e-3)
+
+
+def test_a_run_over_its_cpu_limit_is_killed(capsys):
+    """A child that spends more CPU seconds than ``--cpu-limit`` (its imports alone do) is
+    killed whatever its wall time."""
+    scale.main(["--shapes", "3x4", "--raters", "payoff", "--cpu-limit", "0.01", "--limit", "600"])
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("payoff"))
+    assert "killed (over 0.01 CPU s)" in row

@@ -35,6 +35,11 @@ in ``["failed"]``; only if every replicate fails does the bootstrap fail.
 
 Replicate b is drawn from ``SeedSequence(seed).spawn(B)[b]``, so results do not
 depend on how replicates are split among Ray actors.
+
+Where the rater allows, a replicate is rated from the point rating (payoff ratings from
+its dual multipliers, deviation ratings from its support; `metaeval.ratings.warm`):
+the same ratings to the solver's precision, at a fraction of the cost, and rated from
+scratch wherever the warm start cannot certify its result.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from metaeval.runs.progress import Progress
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
+from metaeval.ratings.warm import warm_replicates
 
 #: Replicates per task sent to an actor (and per progress-bar step in-process).
 CHUNK = 8
@@ -149,19 +155,33 @@ def _check_samples(game: MetaGame, samples) -> tuple[np.ndarray, np.ndarray]:
     return samples, episodes
 
 
-def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds) -> tuple[np.ndarray, list[tuple[int, str]]]:
-    """Ratings of the replicates drawn from ``seeds``, ``[len(seeds), sum_p K_p]``, and the
-    replicates the rater refused, as (replicate index, its message); their rows are NaN."""
+def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds,
+                      warm=None) -> tuple[np.ndarray, list[tuple[int, str]], int]:
+    """Ratings of the replicates drawn from ``seeds``, ``[len(seeds), sum_p K_p]``, the
+    replicates the rater refused, as (replicate index, its message; their rows are NaN),
+    and how many replicates were rated from scratch. ``warm``: a function rating a
+    replicate's payoffs from the point rating, or returning None to rate it from scratch
+    (`metaeval.ratings.warm.warm_replicates`)."""
     resampler = Resampler(game, samples)
     rows = np.full((len(seeds), sum(game.shape)), np.nan)
-    failures = []
+    failures, cold = [], 0
     for row, seed in enumerate(seeds):
-        drawn = MetaGame(resampler.draw(np.random.default_rng(seed)), game.strategy_names, game.player_names)
+        payoffs = resampler.draw(np.random.default_rng(seed))
+        if warm is not None:
+            try:
+                ratings = warm(payoffs)
+            except MetaEvalError:
+                ratings = None
+            if ratings is not None and np.all(np.isfinite(ratings)):
+                rows[row] = ratings
+                continue
+        cold += 1
+        drawn = MetaGame(payoffs, game.strategy_names, game.player_names)
         try:
             rows[row] = np.concatenate(rater(drawn, **options).ratings)
         except MetaEvalError as exc:
             failures.append((int(seed.spawn_key[-1]), str(exc)))
-    return rows, failures
+    return rows, failures, cold
 
 
 def percentile_interval(values: np.ndarray, level: float) -> np.ndarray:
@@ -195,6 +215,7 @@ def with_intervals(
     workers: int = 1,
     address: str | None = None,
     progress=None,
+    warm_start: bool = True,
 ) -> Rating:
     """``rater(game, **options)`` with ``intervals``, ``p_top`` and ``replicates`` from a
     bootstrap of ``game``.
@@ -211,6 +232,8 @@ def with_intervals(
             ``address`` is given.
         address: an existing Ray cluster (default ``$RAY_ADDRESS``, else embedded Ray).
         progress: True, None or False ([`metaeval.runs.progress`][metaeval.runs.progress]).
+        warm_start: rate replicates from the point rating where the rater can
+            ([`metaeval.ratings.warm`][metaeval.ratings.warm]); False: every one from scratch.
 
     Returns:
         The Rating of ``game``, with ``intervals``, ``p_top`` and ``replicates``.
@@ -221,7 +244,8 @@ def with_intervals(
     start = time.perf_counter()
     children = np.random.SeedSequence(seed).spawn(replicates)
     chunks = [children[i : i + CHUNK] for i in range(0, replicates, CHUNK)]
-    task = functools.partial(replicate_ratings, game, rater, dict(options), resampler.samples)
+    warm = warm_replicates(rater, rating, options) if warm_start else None
+    task = functools.partial(replicate_ratings, game, rater, dict(options), resampler.samples, warm=warm)
     from metaeval.distributed.session import resolve_address
 
     address = resolve_address(address)
@@ -237,8 +261,8 @@ def with_intervals(
                 results.append(task(chunk))
                 shown.advance(len(chunk))
             used = 0
-    values = np.concatenate([rows for rows, _ in results])
-    failures = [failure for _, chunk_failures in results for failure in chunk_failures]
+    values = np.concatenate([rows for rows, _, _ in results])
+    failures = [failure for _, chunk_failures, _ in results for failure in chunk_failures]
     if len(failures) == replicates:
         raise MetaEvalError(f"every bootstrap replicate failed; replicate {failures[0][0]}: {failures[0][1]}")
     values = np.delete(values, [index for index, _ in failures], axis=0)  # row b is replicate b
@@ -254,6 +278,7 @@ def with_intervals(
         "resampling": resampler.kind,
         "interval": "percentile",
         "workers": used,
+        "cold_replicates": sum(cold for _, _, cold in results) if warm is not None else replicates,
         "seconds": time.perf_counter() - start,
     }
     return dataclasses.replace(

@@ -356,13 +356,14 @@ def _solve(matrix: _MMatrix, rhs: np.ndarray) -> np.ndarray:
     scale = np.abs(columns).max(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
     columns = columns / scale
-    if matrix.shape[0] <= DENSE_MAX:
-        solution = np.linalg.solve(matrix.toarray(), columns)
-        _check_backward_error(matrix, solution, columns)
-    else:
-        # Krylov methods make many BLAS-1 calls on long vectors; threaded, each took
-        # milliseconds on a busy 2-core machine.
-        with one_blas_thread():
+    # Threaded BLAS costs more than it saves here on a busy 2-core machine: a dense 511 x 511
+    # solve took 64 CPU ms on two threads and 3.4 on one; Krylov methods make many BLAS-1
+    # calls on long vectors, each taking milliseconds threaded.
+    with one_blas_thread():
+        if matrix.shape[0] <= DENSE_MAX:
+            solution = np.linalg.solve(matrix.toarray(), columns)
+            _check_backward_error(matrix, solution, columns)
+        else:
             solution = np.column_stack([_krylov(matrix, b) for b in columns.T])
     return (solution * scale).reshape(rhs.shape)
 

@@ -423,6 +423,40 @@ def max_entropy_implicit(system, dense) -> MaxEntropy:
     return solution
 
 
+def max_entropy_from(system, start: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """The maximum-entropy sigma of ``system`` and its multipliers, by Newton from the
+    multipliers of a nearby problem (a bootstrap replicate starts from the rated game's).
+
+    A KKT point at which every joint keeps mass is the maximum itself (the entropy is
+    strictly concave), the one `max_entropy` and `max_entropy_implicit` find.
+
+    Args:
+        system: `metaeval.solvers.cce_columns.GameColumns`, or a `scaled_matrix`.
+        start: the multipliers Newton starts from, one per row.
+
+    Returns:
+        ``(sigma, multipliers)``, or None unless Newton reaches GRADIENT_TOLERANCE with
+        every joint's mass at least _FULL_SUPPORT_MASS / joints.
+    """
+    with one_blas_thread():
+        point, _ = _newton(system, start)
+    if point.residual > GRADIENT_TOLERANCE or point.sigma.min() * len(point.sigma) < _FULL_SUPPORT_MASS:
+        return None
+    return point.sigma, point.lam
+
+
+def scaled_matrix(matrix: np.ndarray) -> _Dense:
+    """A stored constraint matrix as Newton uses it: rescaled to unit max |entry|.
+
+    Args:
+        matrix: the constraint matrix ``[rows, joints]``.
+
+    Returns:
+        The system `max_entropy_from` takes.
+    """
+    return _Dense(matrix / (float(np.abs(matrix).max(initial=0.0)) or 1.0))
+
+
 def _max_entropy(matrix: np.ndarray) -> MaxEntropy:
     """[`max_entropy`][metaeval.solvers.mecce.max_entropy]."""
     matrix = np.asarray(matrix, dtype=np.float64)

@@ -102,6 +102,7 @@ def test_ray_actors_give_the_in_process_result(ray_session):
     local = metaeval.rate(game, "payoff", bootstrap=20, seed=3, level=0.8)
     remote = metaeval.rate(game, "payoff", bootstrap=20, seed=3, level=0.8, workers=2)
     assert remote.diagnostics["bootstrap"]["workers"] == 2
+    assert remote.diagnostics["bootstrap"]["cold_replicates"] == 0  # warm-started on the actors too
     for a, b in zip(local.replicates, remote.replicates):
         np.testing.assert_array_equal(a, b)
 

@@ -1,0 +1,101 @@
+"""What a bootstrap costs against one point rating, with and without warm starts.
+
+    python -m bench.bootstrap_cost [--games goofspiel 3x64] [--raters ...] [--replicates 100]
+
+Games: ``goofspiel``, the sampled meta-game of 3-player goofspiel (5 cards) between 8
+random policies per player (drawn state by state, seed 0), 50 episodes per joint, with
+its standard errors; ``3xK`` (any PxK), a random game with payoffs uniform on [-1, 1]
+(seed 0) and a standard error of 0.05 on every entry.
+
+For each rater, in this process and one after another: CPU seconds of one point rating,
+of B replicates warm-started from it (`rate(..., bootstrap=B)`'s default; the point
+rating itself not counted) and of the same B replicates each rated from scratch
+(``warm_start=False``), both as multiples of the point rating's seconds measured in the
+same run; how many replicates the warm run rated from scratch; and the largest
+difference between a warm and a cold replicate rating. A rater without a warm start
+(metaeval.ratings.warm) is run once: both runs would be the same code. Every solver
+first rates the game and a 3-replicate bootstrap out of the timing (imports, BLAS
+start-up). 95% intervals, seed 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+from bench.scale import parse_shape
+from metaeval.game import MetaGame
+from metaeval.ratings import RATERS
+from metaeval.ratings.bootstrap import with_intervals
+from metaeval.ratings.warm import warm_replicates
+
+DEFAULT_RATERS = ("uniform", "payoff", "deviation", "nash", "alpharank")
+STDERR = 0.05
+
+
+def goofspiel_game() -> MetaGame:
+    """The sampled 8 x 8 x 8 meta-game of 3-player goofspiel (module docstring)."""
+    from metaeval import spiel
+    from metaeval.spiel.sampled import sampled_metagame
+
+    game = "goofspiel(num_cards=5,players=3)"
+    population = spiel.Population.random(game, size=8, seed=0, lazy=True)
+    return sampled_metagame(game, population, episodes=50, seed=0)
+
+
+def random_game(players: int, size: int) -> MetaGame:
+    payoffs = np.random.default_rng(0).uniform(-1.0, 1.0, (players, *[size] * players))
+    return MetaGame(payoffs, stderr=np.full(payoffs.shape, STDERR))
+
+
+def cpu_seconds(function, *args, **kwargs):
+    """``(function(*args, **kwargs), CPU seconds of this process)``."""
+    start = time.process_time()
+    result = function(*args, **kwargs)
+    return result, time.process_time() - start
+
+
+def measure(game: MetaGame, name: str, replicates: int) -> dict:
+    rater = RATERS[name]
+    rater(game)
+    with_intervals(game, rater, {}, 3, level=0.5, progress=False)
+    point, point_seconds = cpu_seconds(rater, game)
+    runs = {}
+    for warm in (True, False) if warm_replicates(rater, point, {}) is not None else (False,):
+        # The point rating inside with_intervals is timed too; its own seconds are taken off.
+        result, seconds = cpu_seconds(with_intervals, game, rater, {}, replicates, progress=False, warm_start=warm)
+        runs[warm] = (result, max(seconds - point_seconds, 0.0))
+    cold, cold_seconds = runs[False]
+    figures = {"point": point_seconds, "cold": cold_seconds, "warm": None, "from_scratch": None, "difference": None}
+    if True in runs:
+        warm, warm_seconds = runs[True]
+        figures.update(warm=warm_seconds, from_scratch=warm.diagnostics["bootstrap"]["cold_replicates"],
+                       difference=max(float(np.abs(a - b).max()) for a, b in zip(warm.replicates, cold.replicates)))
+    return figures
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--games", nargs="+", default=["goofspiel", "3x64"])
+    parser.add_argument("--raters", nargs="+", default=list(DEFAULT_RATERS), choices=sorted(RATERS))
+    parser.add_argument("--replicates", type=int, default=100)
+    args = parser.parse_args(argv)
+    print(f"{args.replicates} replicates, 95% intervals; CPU seconds; x: multiple of one point rating's CPU s")
+    print(f"{'game':<10} {'rater':<10} {'point s':>9} {'warm s':>9} {'warm x':>8} {'cold s':>9} {'cold x':>8} "
+          f"{'rated cold':>10} {'|warm - cold|':>13}")
+    for name in args.games:
+        game = goofspiel_game() if name == "goofspiel" else random_game(*parse_shape(name))
+        for rater in args.raters:
+            f = measure(game, rater, args.replicates)
+            warm = (f"{f['warm']:9.3f} {f['warm'] / f['point']:8.1f}" if f["warm"] is not None
+                    else f"{'-':>9} {'-':>8}")
+            extra = (f"{f['from_scratch']:>10} {f['difference']:13.2g}" if f["warm"] is not None
+                     else f"{'no warm start':>24}")
+            print(f"{name:<10} {rater:<10} {f['point']:9.4f} {warm} {f['cold']:9.3f} {f['cold'] / f['point']:8.1f} "
+                  f"{extra}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

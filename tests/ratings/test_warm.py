@@ -1,0 +1,76 @@
+"""Bootstrap replicates warm-started from the point rating (metaeval.ratings.warm)."""
+
+import numpy as np
+import pytest
+
+from metaeval import MetaGame
+from metaeval.ratings import RATERS
+from metaeval.ratings.bootstrap import Resampler, replicate_ratings, with_intervals
+from metaeval.ratings.deviation import COLUMN_GENERATION_JOINTS
+from metaeval.ratings.warm import warm_replicates
+from metaeval.solvers.mecce import NEWTON_FIRST_JOINTS
+
+REPLICATES = 8
+
+
+def noisy_random_game(shape, seed=0, stderr=0.05):
+    payoffs = np.random.default_rng(seed).uniform(-1, 1, (len(shape), *shape))
+    return MetaGame(payoffs, stderr=np.full(payoffs.shape, stderr))
+
+
+def both_ways(game, method):
+    """The replicates' ratings warm-started and from scratch, and the warm run's count of
+    replicates rated from scratch."""
+    runs = {warm: with_intervals(game, RATERS[method], {}, REPLICATES, seed=3, level=0.5, progress=False,
+                                 warm_start=warm) for warm in (True, False)}
+    warm, cold = (np.concatenate(runs[w].replicates, axis=1) for w in (True, False))
+    return warm, cold, runs[True].diagnostics["bootstrap"]["cold_replicates"]
+
+
+@pytest.mark.parametrize("method, shape, tolerance", [
+    ("uniform", (3, 4, 5), 0.0),
+    ("payoff", (4, 4, 4), 1e-11),  # stored CCE matrix
+    ("payoff", (13, 13, 13), 1e-11),  # implicit: 2,197 joints
+    ("deviation", (4, 4, 4), 1e-9),
+    ("deviation", (13, 13, 13), 1e-9),  # column generation in the point rating too
+])
+def test_warm_replicates_equal_cold_ones(method, shape, tolerance):
+    warm, cold, from_scratch = both_ways(noisy_random_game(shape), method)
+    assert from_scratch == 0  # every replicate took the warm path
+    np.testing.assert_allclose(warm, cold, rtol=0, atol=tolerance)
+
+
+def test_the_sizes_cover_both_paths():
+    assert 4 * 4 * 4 <= NEWTON_FIRST_JOINTS < 13**3 and 4 * 4 * 4 <= COLUMN_GENERATION_JOINTS < 13**3
+
+
+def test_payoff_has_no_warm_start_where_the_mecce_leaves_joints_out():
+    """Strategy 1 of each player is strictly dominated: no CCE plays it, so the dual's
+    multipliers diverge and Newton on every joint certifies nothing."""
+    payoffs = np.random.default_rng(1).uniform(-1, 1, (2, 3, 3))
+    payoffs[0, 1] = payoffs[0, 0] - 1.0
+    payoffs[1, :, 1] = payoffs[1, :, 0] - 1.0
+    game = MetaGame(payoffs, stderr=np.full(payoffs.shape, 0.01))
+    assert warm_replicates(RATERS["payoff"], RATERS["payoff"](game), {}) is None
+    warm, cold, from_scratch = both_ways(game, "payoff")
+    assert from_scratch == REPLICATES
+    np.testing.assert_array_equal(warm, cold)
+
+
+def test_a_replicate_the_warm_start_declines_is_rated_from_scratch():
+    game = noisy_random_game((3, 3, 3))
+    seeds = np.random.SeedSequence(0).spawn(4)
+    cold = replicate_ratings(game, RATERS["payoff"], {}, None, seeds)
+    declined = replicate_ratings(game, RATERS["payoff"], {}, None, seeds, warm=lambda payoffs: None)
+    np.testing.assert_array_equal(declined[0], cold[0])
+    assert cold[2] == declined[2] == 4
+
+
+def test_warm_deviation_replicates_start_from_the_point_support():
+    game = noisy_random_game((4, 4, 4))
+    rating = RATERS["deviation"](game)
+    warm = warm_replicates(RATERS["deviation"], rating, {})
+    np.testing.assert_array_equal(warm.support, np.flatnonzero(rating.distribution.ravel() > 0))
+    payoffs = Resampler(game).draw(np.random.default_rng(0))
+    np.testing.assert_allclose(warm(payoffs), np.concatenate(RATERS["deviation"](MetaGame(payoffs)).ratings),
+                               rtol=0, atol=1e-9)
