@@ -6,8 +6,7 @@
 A league's meta-game is sampled uniformly as it grows: each new joint gets the same pilot
 episodes. `refine` then spends ``budget`` more episodes in ``rounds``, each round on the
 joints of the response-graph edges whose sign is not yet resolved
-([`metaeval.spiel.adaptive.uncertain_edges`][metaeval.spiel.adaptive.uncertain_edges],
-ResponseGraphUCB's test), with ``UNIFORM_SHARE`` of it spread evenly, as the
+(`metaeval.spiel.adaptive.uncertain_edges`, ResponseGraphUCB's test), with ``UNIFORM_SHARE`` of it spread evenly, as the
 ``"response_graph"`` rule of ``adaptive_metagame`` does; it targets alpha-Rank at infinite
 alpha, whose ranking is read off that graph. Unlike ``adaptive_metagame`` the episodes
 are played in lock-step on Ray actors (or in-process), a round's joints cut into shards as
@@ -47,7 +46,9 @@ def refine(game, population, metagame: MetaGame, budget: int, rounds: int = 4, c
         rounds: allocation rounds.
         confidence: z of the normal interval deciding an edge.
         seed: the seed ``metagame`` was built with (each joint's stream continues from it).
-        workers, address, log_dir: where the episodes are played, as in ``build_metagame``.
+        workers: Ray actors playing the episodes (1: in-process), as in ``build_metagame``.
+        address: the Ray cluster they run on (None: an embedded Ray, or ``$RAY_ADDRESS``).
+        log_dir: where an embedded Ray started here writes its logs.
         progress: as in ``build_metagame``, counting episodes.
 
     Returns:

@@ -31,7 +31,14 @@ from metaeval.spiel.mlp import MLPPolicy
 
 
 def weight_bytes(policy: MLPPolicy) -> int:
-    """Bytes a policy's weights hold in memory once asked: host and device copies."""
+    """Bytes a policy's weights hold in memory once asked: host and device copies.
+
+    Args:
+        policy: an MLP policy.
+
+    Returns:
+        The bytes.
+    """
     return 2 * sum(leaf.nbytes for layer in policy.params.values() for leaf in layer.values())
 
 
@@ -45,6 +52,7 @@ class WeightCache:
         self.reads = 0
 
     def get(self, path: str) -> MLPPolicy:
+        """The policy saved at ``path``, from memory or read from its file (then kept)."""
         policy = self.loaded.pop(path, None)
         if policy is None:
             policy = MLPPolicy.load(path)
@@ -55,6 +63,7 @@ class WeightCache:
         return policy
 
     def put(self, path: str, policy: MLPPolicy) -> None:
+        """Keep ``policy``, just saved at ``path``."""
         self.loaded[path] = policy
         self.held += weight_bytes(policy)
         self._trim()
@@ -95,6 +104,7 @@ class WeightStore:
 
     @property
     def cache(self) -> WeightCache:
+        """This process's cache of the store's policies (what it holds, what it read back)."""
         return _cache(str(self.directory), self.budget)
 
     def spill(self, policy: MLPPolicy) -> SpilledPolicy:
@@ -118,7 +128,15 @@ class WeightStore:
 
 
 class SpilledPolicy(policy_lib.Policy):
-    """An MLP policy read from ``path`` when asked (through its process's cache of ``budget`` bytes)."""
+    """An MLP policy read from ``path`` when asked (through its process's cache of ``budget`` bytes);
+    made by [`WeightStore.spill`][metaeval.spiel.spill.WeightStore.spill].
+
+    Args:
+        path: the file its weights were saved to.
+        budget: bytes of weights the cache it is read through keeps.
+        game: the game's name.
+        player: the player it acts for.
+    """
 
     def __init__(self, path: str, budget: int, game: str, player: int):
         super().__init__(games.load(game), [player])
@@ -130,9 +148,27 @@ class SpilledPolicy(policy_lib.Policy):
         return _cache(str(Path(self.path).parent), self.budget).get(self.path)
 
     def batch_probabilities(self, observations, legal):
+        """As [`MLPPolicy.batch_probabilities`][metaeval.spiel.mlp.MLPPolicy.batch_probabilities].
+
+        Args:
+            observations: the acting player's tensors ``[B, D]``.
+            legal: the legal-action masks ``[B, A]``.
+
+        Returns:
+            The probabilities ``[B, A]``.
+        """
         return self.weights.batch_probabilities(observations, legal)
 
     def action_probabilities(self, state, player_id=None):
+        """As OpenSpiel's ``Policy.action_probabilities``.
+
+        Args:
+            state: the state.
+            player_id: the acting player (default: the policy's).
+
+        Returns:
+            Action -> probability, over the legal actions.
+        """
         return self.weights.action_probabilities(state, player_id)
 
     def __deepcopy__(self, memo):
