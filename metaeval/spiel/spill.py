@@ -5,13 +5,13 @@
     evaluator.add(0, policy)
 
 A `SpilledPolicy` answers exactly as the `MLPPolicy` it was made from: its weights are
-written to ``directory`` (``.npz``, the policy's own `save` format, float32 as held, so
-they come back bit for bit) and read back, through the store's cache, when the policy is
-asked. The cache keeps the most recently asked policies, up to ``budget`` bytes of weights
+written to a file of ``directory`` (their raw bytes, in the dtype they are held in, so they
+come back bit for bit; the spilled policy keeps their layout) and read back, through the
+store's cache, when the policy is asked: one read of a few tens of KiB, no archive to parse. The cache keeps the most recently asked policies, up to ``budget`` bytes of weights
 (their host and device copies); the least recently asked beyond it are dropped. A
 spilled policy never changes (its file is written once), so a snapshot of it is itself.
 
-Pickled (for a Ray actor) a spilled policy is its file's path and the budget: the actor
+Pickled (for a Ray actor) a spilled policy is its file's path, the weights' layout and the budget: the actor
 reads the weights from the same directory through a cache of its own, so an actor that
 holds a thousand opponents holds no more weights than the budget either. Actors on other
 machines need the directory on storage they share.
@@ -23,10 +23,12 @@ import itertools
 from collections import OrderedDict
 from pathlib import Path
 
+import numpy as np
 from open_spiel.python import policy as policy_lib
 
 from metaeval import games
-from metaeval.errors import MetaEvalError
+from metaeval.errors import DamagedFileError, MetaEvalError
+from metaeval.runs.fileio import atomic_write
 from metaeval.spiel.mlp import MLPPolicy
 
 
@@ -51,14 +53,14 @@ class WeightCache:
         self.held = 0
         self.reads = 0
 
-    def get(self, path: str) -> MLPPolicy:
-        """The policy saved at ``path``, from memory or read from its file (then kept)."""
-        policy = self.loaded.pop(path, None)
+    def get(self, spilled: SpilledPolicy) -> MLPPolicy:
+        """The MLP policy of ``spilled``, from memory or read from its file (then kept)."""
+        policy = self.loaded.pop(spilled.path, None)
         if policy is None:
-            policy = MLPPolicy.load(path)
+            policy = spilled.read()
             self.reads += 1
             self.held += weight_bytes(policy)
-        self.loaded[path] = policy
+        self.loaded[spilled.path] = policy
         self._trim()
         return policy
 
@@ -100,7 +102,7 @@ class WeightStore:
         except OSError as exc:
             raise MetaEvalError(f"cannot write spilled weights to {self.directory}: {exc.strerror or exc}") from None
         self.budget = budget
-        self._numbers = itertools.count(len(list(self.directory.glob("policy-*.npz"))))
+        self._numbers = itertools.count(len(list(self.directory.glob("policy-*.bin"))))
 
     @property
     def cache(self) -> WeightCache:
@@ -118,11 +120,15 @@ class WeightStore:
         """
         if not isinstance(policy, MLPPolicy):
             raise MetaEvalError(f"only MLP policies can be spilled, got {type(policy).__name__}")
-        path = self.directory / f"policy-{next(self._numbers):06d}.npz"
+        path = self.directory / f"policy-{next(self._numbers):06d}.bin"
         while path.exists():
-            path = self.directory / f"policy-{next(self._numbers):06d}.npz"
-        policy.save(path)
-        spilled = SpilledPolicy(str(path), self.budget, str(policy.game), policy.player)
+            path = self.directory / f"policy-{next(self._numbers):06d}.bin"
+        leaves = [(layer, name, np.ascontiguousarray(leaf)) for layer in sorted(policy.params)
+                  for name, leaf in sorted(policy.params[layer].items())]
+        atomic_write(path, lambda handle: [handle.write(leaf.tobytes()) for *_, leaf in leaves])
+        layout = tuple((layer, name, leaf.shape, leaf.dtype.str) for layer, name, leaf in leaves)
+        spilled = SpilledPolicy(str(path), self.budget, str(policy.game), policy.player, policy.hidden,
+                                policy.output, layout)
         self.cache.put(spilled.path, policy)
         return spilled
 
@@ -136,16 +142,38 @@ class SpilledPolicy(policy_lib.Policy):
         budget: bytes of weights the cache it is read through keeps.
         game: the game's name.
         player: the player it acts for.
+        hidden: the MLP's hidden widths.
+        output: the MLP's output (``"softmax"`` or ``"greedy"``).
+        layout: per weight, in file order, ``(layer, name, shape, dtype)``.
     """
 
-    def __init__(self, path: str, budget: int, game: str, player: int):
+    def __init__(self, path: str, budget: int, game: str, player: int, hidden, output: str, layout):
         super().__init__(games.load(game), [player])
         self.path, self.budget, self.player = path, budget, player
+        self.hidden, self.output, self.layout = tuple(hidden), output, tuple(layout)
 
     @property
     def weights(self) -> MLPPolicy:
         """The MLP policy, from memory or from its file."""
-        return _cache(str(Path(self.path).parent), self.budget).get(self.path)
+        return _cache(str(Path(self.path).parent), self.budget).get(self)
+
+    def read(self) -> MLPPolicy:
+        """The MLP policy rebuilt from the file (a file cut short or missing: one line naming it).
+
+        Returns:
+            The policy.
+        """
+        try:
+            raw = np.fromfile(self.path, dtype=np.uint8)
+        except OSError as exc:
+            raise DamagedFileError(f"spilled weights {self.path} cannot be read: {exc.strerror or exc}") from None
+        sizes = [int(np.prod(shape)) * np.dtype(dtype).itemsize for _, _, shape, dtype in self.layout]
+        if raw.size != sum(sizes):
+            raise DamagedFileError(f"spilled weights {self.path} hold {raw.size} bytes, not {sum(sizes)}")
+        params, offsets = {}, np.cumsum([0, *sizes])
+        for (layer, name, shape, dtype), start, stop in zip(self.layout, offsets, offsets[1:]):
+            params.setdefault(layer, {})[name] = raw[start:stop].view(dtype).reshape(shape)
+        return MLPPolicy(self.game, self.player, hidden=self.hidden, params=params, output=self.output)
 
     def batch_probabilities(self, observations, legal):
         """As [`MLPPolicy.batch_probabilities`][metaeval.spiel.mlp.MLPPolicy.batch_probabilities].
@@ -175,4 +203,5 @@ class SpilledPolicy(policy_lib.Policy):
         return self  # its file is written once: nothing can change it
 
     def __reduce__(self):
-        return SpilledPolicy, (self.path, self.budget, str(self.game), self.player)
+        return SpilledPolicy, (self.path, self.budget, str(self.game), self.player, self.hidden, self.output,
+                               self.layout)

@@ -1,12 +1,13 @@
 """Spilled MLP weights: written once, read back bit for bit, held within the budget."""
 
 import copy
+import os
 import pickle
 
 import numpy as np
 import pytest
 
-from metaeval.errors import MetaEvalError
+from metaeval.errors import DamagedFileError, MetaEvalError
 from metaeval.spiel.mlp import MLPPolicy
 from metaeval.spiel.spill import WeightStore, weight_bytes
 
@@ -61,3 +62,16 @@ def test_bad_input_is_refused_in_one_line(tmp_path):
         WeightStore(tmp_path, budget=-1)
     with pytest.raises(MetaEvalError, match="only MLP policies"):
         WeightStore(tmp_path, budget=0).spill(object())
+
+
+def test_a_file_cut_short_or_missing_is_named_in_one_line(tmp_path):
+    store = WeightStore(tmp_path, budget=0)
+    cut, gone = store.spill(MLPPolicy(GAME, 0, seed=1)), store.spill(MLPPolicy(GAME, 0, seed=2))
+    store.spill(MLPPolicy(GAME, 0, seed=3))  # evicts both
+    with open(cut.path, "r+b") as handle:
+        handle.truncate(100)
+    with pytest.raises(DamagedFileError, match=r"policy-000000\.bin hold 100 bytes"):
+        cut.weights
+    os.remove(gone.path)
+    with pytest.raises(DamagedFileError, match=r"policy-000001\.bin cannot be read"):
+        gone.weights
