@@ -3,7 +3,7 @@ the weights take with and without spilling, and how long every rater takes on th
 
     python -m bench.league_scale [--size 300] [--players 2] [--episodes 8] [--workers 2]
                                  [--budget-mib 1] [--exact-size 1000] [--adaptive-size 48]
-                                 [--limit 3600] [--rate-limit 900] [--json FILE]
+                                 [--limit 3600] [--rate-limit 300] [--json FILE]
 
 The policies are random-initialised 64 x 64 MLPs (`metaeval.spiel.mlp.MLPPolicy`, seeded by
 player and index): evaluation cost and memory are what is measured, not training. The
@@ -243,8 +243,15 @@ PARTS = ("sampled", "exact", "adaptive", "refine")
 
 
 def run_child(part: str, args: list, limit: float, memory_limit: float) -> dict:
-    command = [sys.executable, "-m", "bench.league_scale", "--child", part, json.dumps(args)]
-    return run_limited(command, limit, memory_limit)
+    """Run ``CHILDREN[part](*args)`` in a subprocess under the limits; its result, or its status."""
+    with tempfile.TemporaryDirectory() as directory:
+        output = f"{directory}/result.json"
+        command = [sys.executable, "-m", "bench.league_scale", "--child", part, json.dumps(args), output]
+        status = run_limited(command, limit, memory_limit)
+        if status.get("status") != "ok":
+            return status
+        with open(output) as handle:
+            return {"status": "ok", **json.load(handle)}
 
 
 def cost_line(records) -> tuple[float, float]:
@@ -302,7 +309,9 @@ def rating_lines(rating: dict) -> str:
 
 def main(argv=None) -> None:
     if argv is None and len(sys.argv) > 1 and sys.argv[1] == "--child":
-        print(json.dumps(CHILDREN[sys.argv[2]](*json.loads(sys.argv[3]))))
+        with open(sys.argv[4], "w") as handle:  # not stdout: a pipe the parent reads only at the end
+            json.dump(CHILDREN[sys.argv[2]](*json.loads(sys.argv[3])), handle)
+        print(json.dumps({"status": "ok"}))
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--players", type=int, choices=sorted(GAME), default=2)
@@ -317,7 +326,7 @@ def main(argv=None) -> None:
                         "of the fully sampled league (the estimates get half)")
     parser.add_argument("--refine-size", type=int, default=100, help="refinement on Ray: policies per player (0: skip)")
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
-    parser.add_argument("--rate-limit", type=float, default=900.0, help="seconds each rater may take")
+    parser.add_argument("--rate-limit", type=float, default=300.0, help="seconds each rater may take (0: rate nothing)")
     parser.add_argument("--limit", type=float, default=3600.0)
     parser.add_argument("--memory-limit", type=float, default=5.0)
     parser.add_argument("--json", help="write every result to this file")
@@ -347,8 +356,9 @@ def main(argv=None) -> None:
                   f"{max(a['peak_mib'] for a in spilled['actors']) / max(a['peak_mib'] for a in held['actors']):.2f}x; "
                   f"{spilled['reads']} reads from disk in the driver; same meta-game: "
                   f"{held['digest'] == spilled['digest']}")
-            held["rating"] = rate_all(held_path, args.rate_limit, args.memory_limit)
-            print(f"every rater on the meta-game of {args.size} per player:\n{rating_lines(held['rating'])}")
+            if args.rate_limit > 0:
+                held["rating"] = rate_all(held_path, args.rate_limit, args.memory_limit)
+                print(f"every rater on the meta-game of {args.size} per player:\n{rating_lines(held['rating'])}")
         else:
             print(f"  held: {held.get('status')}; spilled: {spilled.get('status')}")
     if "exact" in args.parts and args.exact_size:
@@ -359,8 +369,10 @@ def main(argv=None) -> None:
             print(growth_table(result["records"], 0, args.players))
             print(f"  the whole league: {sum(r['seconds'] for r in result['records']):.0f} s of additions and "
                   f"builds; driver peak {result['driver']['peak_mib']:.0f} MiB")
-            result["rating"] = rate_all(exact_path, args.rate_limit, args.memory_limit)
-            print(f"every rater on the meta-game of {args.exact_size} per player:\n{rating_lines(result['rating'])}")
+            if args.rate_limit > 0:
+                result["rating"] = rate_all(exact_path, args.rate_limit, args.memory_limit)
+                print(f"every rater on the meta-game of {args.exact_size} per player:\n"
+                      f"{rating_lines(result['rating'])}")
         else:
             print(f"  {result.get('status')}")
     if "adaptive" in args.parts and args.adaptive_size:

@@ -68,9 +68,9 @@ def refine(game, population, metagame: MetaGame, budget: int, rounds: int = 4, c
             pairs = remaining // (rounds - r)
             remaining -= pairs
             current = _metagame(metagame, sums, squares, counts)
+            players = np.arange(len(sums))
             covariance = np.zeros((*counts.shape, len(sums), len(sums)))
-            for n in range(len(sums)):
-                covariance[..., n, n] = np.moveaxis(current.stderr, 0, -1)[..., n] ** 2
+            covariance[..., players, players] = np.moveaxis(current.stderr, 0, -1) ** 2
             weight = uncertain_edges(current.payoffs, covariance, counts, confidence)
             share = weight / weight.sum() if weight.sum() > 0 else 1.0 / counts.size
             targets = (counts.sum() + 2 * pairs) * ((1 - UNIFORM_SHARE) * share + UNIFORM_SHARE / counts.size)
