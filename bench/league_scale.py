@@ -20,7 +20,8 @@ of its own, killed past ``--rate-limit`` seconds:
   (the reference) and spilled beyond ``--budget-mib`` per process
   (`metaeval.spiel.spill.WeightStore`). Reported: the seconds of an addition against the
   joints it evaluates (a least-squares line a + b x joints over all additions, and
-  the line extrapolated to a league of 1,000, labelled as such), the peak resident memory
+  the line extrapolated to a league of 1,000 per player with 2 players, 100 with 3,
+  labelled as such), the peak resident memory
   of the driver and of each actor, the weights each holds, and the seconds of every rater
   on the final meta-game. Both runs must build the same meta-game (checked by digest).
 - ``exact``: the league to ``--exact-size`` per player in exact mode (in-process; each
@@ -57,8 +58,8 @@ from bench.scale import RATERS, run_limited, timed
 GAME = {2: "leduc_poker", 3: "leduc_poker(players=3)"}
 #: League sizes (per player) at which the growth is reported.
 REPORTED_SIZES = 4
-#: The size the cost of one addition is extrapolated to.
-TARGET = 1000
+#: The league size (per player) the cost of one addition is extrapolated to, by number of players.
+TARGET = {2: 1000, 3: 100}
 #: Adaptive estimates: pilot episodes per joint, then rounds of allocation.
 INITIAL, ROUNDS = 4, 4
 #: The ratings adaptive estimates are compared on: rater, options, the adaptive rule for it.
@@ -281,11 +282,12 @@ def growth_table(records, episodes: int, players: int) -> str:
 
 def extrapolate(records, episodes: int, players: int) -> str:
     a, b = cost_line(records)
-    joints = TARGET ** (players - 1)
+    target = TARGET[players]
+    joints = target ** (players - 1)
     per_add = a + b * joints
-    sizes = np.arange(1, TARGET + 1)
+    sizes = np.arange(1, target + 1)
     total = players * float(np.sum(a + b * sizes.astype(float) ** (players - 1)))
-    return (f"  EXTRAPOLATED to {TARGET} per player (line a + b x joints, a = {a * 1e3:.1f} ms, "
+    return (f"  EXTRAPOLATED to {target} per player (line a + b x joints, a = {a * 1e3:.1f} ms, "
             f"b = {b * 1e3:.3f} ms per joint): one addition {joints:,} joints, {joints * episodes:,} "
             f"episodes, {per_add:.1f} s; the whole league {total / 3600:.1f} h")
 
