@@ -156,7 +156,7 @@ def build_metagame(
     address = resolve_address(address)
     plan = plan_build(population, previous, mode, episodes)
     use_pool = workers > 1 or address is not None
-    backend = actor_pool(game, workers, address, log_dir) if use_pool else _local(game)
+    backend = evaluation_backend(game, workers, address, log_dir)
     if mode == "exact":
         count = workers if use_pool else 1
     else:
@@ -212,6 +212,14 @@ def _check_arguments(game, population, mode, episodes, workers, seed, batch_size
         raise MetaEvalError(f"episodes must be an int of at least 2 (for a standard error), got {episodes!r}")
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise MetaEvalError(f"batch_size must be a positive int or None, got {batch_size!r}")
+
+
+def evaluation_backend(game, workers: int, address: str | None, log_dir=None):
+    """Where shards are evaluated: the process's actor pool (``workers > 1`` or a cluster
+    ``address``), else the in-process evaluator of ``game``; either has ``registry`` and ``run``."""
+    if workers > 1 or address is not None:
+        return actor_pool(game, workers, address, log_dir)
+    return _local(game)
 
 
 def _local(game) -> _LocalBackend:

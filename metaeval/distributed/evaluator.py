@@ -44,10 +44,12 @@ class ShardTask:
         columns: per player, the tokens of the policies the shard uses.
         joints: ``[M, N]`` indices into ``columns``.
         ids: ``[M, N]`` policy ids of the joints (they seed sampled episodes).
-        episodes: episodes per joint (sampled mode).
+        episodes: episodes per joint (sampled mode): one count, or ``[M]`` counts.
         seed: the run seed (sampled mode).
         batch_size: episodes of a joint played in lock-step (sampled mode; None: one
             by one), see [`metaeval.spiel.sample_joints`][metaeval.spiel.sample_joints].
+        first: ``[M]`` numbers of the joints' first episodes (sampled mode; None: 0), for
+            episodes that continue the ones a joint has played.
     """
 
     index: int
@@ -55,9 +57,10 @@ class ShardTask:
     columns: tuple[tuple[int, ...], ...]
     joints: np.ndarray
     ids: np.ndarray
-    episodes: int = 0
+    episodes: int | np.ndarray = 0
     seed: int = 0
     batch_size: int | None = BATCH_SIZE
+    first: np.ndarray | None = None
 
     @property
     def tokens(self) -> set[int]:
@@ -222,6 +225,7 @@ class ShardEvaluator:
         policies = [[self._policies[t] for t in tokens] for tokens in task.columns]
         seeds = [joint_seed(task.seed, ids) for ids in task.ids]
         mean, stderr, counts = sample_joints(
-            self.game, policies, task.joints, task.episodes, seeds, task.batch_size, ids=task.ids, advance=advance
+            self.game, policies, task.joints, task.episodes, seeds, task.batch_size, ids=task.ids, advance=advance,
+            first=task.first,
         )
         return ShardResult(task.index, mean, stderr, np.asarray(counts, dtype=np.float64))

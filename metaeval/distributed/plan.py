@@ -37,21 +37,7 @@ class BuildPlan:
 
     def shards(self, population, count: int, mode: str, tokens, episodes: int, seed: int, batch_size=BATCH_SIZE):
         """The joints to evaluate cut into at most ``count`` contiguous shards of near-equal size."""
-        ids = [np.asarray(player, dtype=np.int64) for player in population.ids]
-        shards = []
-        if len(self.joints) == 0:
-            return shards
-        count = min(count, len(self.joints))
-        for index, rows in enumerate(np.array_split(np.arange(len(self.joints)), count)):
-            joints = self.joints[rows]
-            columns, local = [], np.empty_like(joints)
-            for p in range(joints.shape[1]):
-                used, local[:, p] = np.unique(joints[:, p], return_inverse=True)
-                columns.append(tuple(tokens[p][i] for i in used))
-            joint_ids = np.stack([ids[p][joints[:, p]] for p in range(joints.shape[1])], axis=1)
-            task = ShardTask(index, mode, tuple(columns), local, joint_ids, episodes, seed, batch_size)
-            shards.append(Shard(rows, task))
-        return shards
+        return cut_shards(self.joints, population, count, mode, tokens, episodes, seed, batch_size)
 
     def assemble(self, shards, results: list[ShardResult]) -> None:
         """Write each shard's values at its joints' positions (results in shard order)."""
@@ -67,6 +53,30 @@ class BuildPlan:
             if self.stderr is not None:
                 self.stderr.reshape(len(self.stderr), -1)[:, flat] = result.stderr.T
                 self.counts.reshape(-1)[flat] = result.counts
+
+
+def cut_shards(all_joints: np.ndarray, population, count: int, mode: str, tokens, episodes, seed: int,
+               batch_size=BATCH_SIZE, first=None) -> list[Shard]:
+    """``all_joints [M, N]`` (population indices) cut into at most ``count`` contiguous shards
+    of near-equal size; ``episodes`` per joint (one count, or one per joint) and, per joint,
+    its ``first`` episode (sampled mode; default 0)."""
+    ids = [np.asarray(player, dtype=np.int64) for player in population.ids]
+    shards = []
+    if len(all_joints) == 0:
+        return shards
+    per_joint = np.ndim(episodes) > 0
+    for index, rows in enumerate(np.array_split(np.arange(len(all_joints)), min(count, len(all_joints)))):
+        joints = all_joints[rows]
+        columns, local = [], np.empty_like(joints)
+        for p in range(joints.shape[1]):
+            used, local[:, p] = np.unique(joints[:, p], return_inverse=True)
+            columns.append(tuple(tokens[p][i] for i in used))
+        joint_ids = np.stack([ids[p][joints[:, p]] for p in range(joints.shape[1])], axis=1)
+        task = ShardTask(index, mode, tuple(columns), local, joint_ids,
+                         np.asarray(episodes)[rows] if per_joint else episodes, seed, batch_size,
+                         None if first is None else np.asarray(first)[rows])
+        shards.append(Shard(rows, task))
+    return shards
 
 
 @dataclass(frozen=True)

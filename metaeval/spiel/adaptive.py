@@ -45,6 +45,8 @@ from metaeval.spiel.population import check_seed
 RULES = ("uniform", "variance", "response_graph")
 #: Share of each round's target spread evenly, so that no joint is starved on a noisy estimate.
 UNIFORM_SHARE = 0.1
+#: Edges compared at once by `uncertain_edges` (each holds a few float64 temporaries).
+EDGE_CHUNK = 1 << 22
 
 
 class EpisodeStreams:
@@ -147,18 +149,34 @@ def uncertain_edges(payoffs: np.ndarray, covariance: np.ndarray, counts: np.ndar
     al. 2019, with a normal interval). Each uncertain edge weighs 1, split between its
     joints as Neyman's rule for a difference of means splits the episodes, in proportion
     to the per-episode standard deviations ``sigma_p(a) = sqrt(n_a S_p(a))``.
+
+    The edges of player p are compared ``EDGE_CHUNK`` pairs at a time (a few opponent
+    profiles, all pairs of p's strategies), so memory stays bounded on a league of a thousand.
     """
     variance = np.moveaxis(np.diagonal(covariance, axis1=-2, axis2=-1), -1, 0)  # [N, K_1, ..., K_N]
     sigma = np.sqrt(np.maximum(variance, 0.0) * counts)
     weight = np.zeros(counts.shape)
     for p in range(payoffs.shape[0]):
         g, v, s = (np.moveaxis(x[p], p, -1) for x in (payoffs, variance, sigma))
-        uncertain = np.abs(g[..., None, :] - g[..., :, None]) < z * np.sqrt(v[..., None, :] + v[..., :, None])
-        uncertain &= ~np.eye(g.shape[-1], dtype=bool)
-        pair = s[..., :, None] + s[..., None, :]
-        split = np.divide(s[..., :, None], pair, out=np.full(pair.shape, 0.5), where=pair > 0)
-        weight += np.moveaxis((uncertain * split).sum(axis=-1), -1, p)
+        shape = g.shape
+        g, v, s = (x.reshape(-1, shape[-1]) for x in (g, v, s))
+        shares = np.empty(g.shape)
+        step = max(1, EDGE_CHUNK // shape[-1] ** 2)
+        for start in range(0, len(g), step):
+            rows = slice(start, start + step)
+            shares[rows] = _edge_shares(g[rows], v[rows], s[rows], z)
+        weight += np.moveaxis(shares.reshape(shape), -1, p)
     return weight
+
+
+def _edge_shares(g: np.ndarray, v: np.ndarray, s: np.ndarray, z: float) -> np.ndarray:
+    """For payoffs ``g [R, K]`` of one player's K strategies against R opponent profiles (variances
+    ``v``, per-episode deviations ``s``), each entry's share of its row's uncertain edges."""
+    uncertain = np.abs(g[..., None, :] - g[..., :, None]) < z * np.sqrt(v[..., None, :] + v[..., :, None])
+    uncertain &= ~np.eye(g.shape[-1], dtype=bool)
+    pair = s[..., :, None] + s[..., None, :]
+    split = np.divide(s[..., :, None], pair, out=np.full(pair.shape, 0.5), where=pair > 0)
+    return (uncertain * split).sum(axis=-1)
 
 
 def allocate(targets: np.ndarray, counts: np.ndarray, episodes: int) -> np.ndarray:

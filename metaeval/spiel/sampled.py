@@ -63,8 +63,8 @@ def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
 
 
 def sample_joints(
-    game, policies_per_player, joints, episodes: int, seeds, batch_size: int | None = BATCH_SIZE, ids=None,
-    advance=None,
+    game, policies_per_player, joints, episodes, seeds, batch_size: int | None = BATCH_SIZE, ids=None,
+    advance=None, first=None,
 ):
     """Simulate ``episodes`` episodes of each joint profile.
 
@@ -73,7 +73,7 @@ def sample_joints(
         policies_per_player: one sequence of policies per player, of any kind
             [`metaeval.spiel.batched.as_batched`][metaeval.spiel.as_batched] takes.
         joints: int array ``[M, N]`` of policy indices.
-        episodes: episodes per joint (at least 2, for a standard error).
+        episodes: episodes per joint (at least 2, for a standard error), or one count per joint.
         seeds: M seeds (ints or ``SeedSequence``), e.g. from [`joint_seeds`][metaeval.spiel.joint_seeds].
         batch_size: episodes of a joint played in lock-step at once
             ([`metaeval.spiel.lockstep`][metaeval.spiel.lockstep]); ``None`` plays them one after another,
@@ -82,6 +82,9 @@ def sample_joints(
         ids: ``[M, N]`` policy ids of the joints, to name a joint whose policy fails
             (default: its indices).
         advance: ``advance(count)``, told of the episodes as they end (for progress).
+        first: per joint, the number of its first episode (default 0): a joint's episodes
+            ``first .. first + episodes - 1`` continue the ones it has played, the same
+            episodes whichever call plays them.
 
     Returns:
         ``(mean [M, N], stderr [M, N], counts [M])``: mean return per player, its
@@ -91,24 +94,30 @@ def sample_joints(
     if len(policies_per_player) != game.num_players():
         raise MetaEvalError(f"{game} has {game.num_players()} players; got {len(policies_per_player)} policy lists")
     joints = check_joints(joints, [len(p) for p in policies_per_player])
-    episodes = int(episodes)
-    if episodes < 2:
-        raise MetaEvalError(f"episodes must be at least 2 to estimate a standard error, got {episodes}")
+    if np.ndim(episodes) and np.shape(episodes) != (len(joints),):
+        raise MetaEvalError(f"need one episode count per joint: {len(joints)} joints, {np.shape(episodes)} counts")
+    counts = np.broadcast_to(np.asarray(episodes, dtype=np.int64), len(joints))
+    starts = np.zeros(len(joints), dtype=np.int64) if first is None else np.asarray(first, dtype=np.int64)
+    if len(counts) and counts.min() < 2:
+        raise MetaEvalError(f"episodes must be at least 2 to estimate a standard error, got {counts.min()}")
     seeds = list(seeds)
     if len(seeds) != len(joints):
         raise MetaEvalError(f"need one seed per joint: {len(joints)} joints, {len(seeds)} seeds")
+    if starts.shape != (len(joints),) or (len(starts) and starts.min() < 0):
+        raise MetaEvalError(f"need one non-negative first episode per joint: {len(joints)} joints, got {starts}")
     mean = np.empty((len(joints), game.num_players()))
     stderr = np.empty_like(mean)
     names = joints if ids is None else np.asarray(ids)
     for m, (joint, seed) in enumerate(zip(joints, seeds)):
         policies = [policies_per_player[p][i] for p, i in enumerate(joint)]
+        numbers = np.arange(starts[m], starts[m] + counts[m])
         try:
             if batch_size is None:
-                returns = play_one_by_one(game, policies, seed, episodes)
+                returns = play_one_by_one(game, policies, seed, numbers)
                 if advance is not None:
-                    advance(episodes)
+                    advance(len(numbers))
             else:
-                returns = play_episodes(game, policies, seed, episodes, batch_size, advance)
+                returns = play_episodes(game, policies, seed, numbers, batch_size, advance)
         except MetaEvalError as exc:  # a policy's failure (or time-out), named by policy_errors
             label = "policy ids" if ids is not None else "joint"
             raise named(exc, f"{label} {tuple(int(i) for i in names[m])}") from None
@@ -116,22 +125,24 @@ def sample_joints(
             raise MetaEvalError(f"{game} raised {type(exc).__name__}: {first_line(exc)} playing joint "
                                 f"{tuple(int(i) for i in names[m])}") from None
         mean[m] = returns.mean(axis=0)
-        stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(episodes)
-    return mean, stderr, np.full(len(joints), episodes)
+        stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(counts[m])
+    return mean, stderr, counts.copy()
 
 
-def play_one_by_one(game, policies, seed, episodes: int) -> np.ndarray:
-    """Returns ``[episodes, N]`` of the joint profile ``policies``, one episode and one
-    state at a time, drawing the same uniforms as `metaeval.spiel.lockstep.play`.
+def play_one_by_one(game, policies, seed, episodes) -> np.ndarray:
+    """Returns ``[E, N]`` of episodes ``episodes`` (a count, or episode numbers) of the joint
+    profile ``policies``, one episode and one state at a time, drawing the same uniforms as
+    `metaeval.spiel.lockstep.play`.
 
     OpenSpiel policies are asked ``action_probabilities`` and their answers checked
     only for unknown actions, as before lock-step episodes existed; other policies
     answer a batch of one state.
     """
-    uniforms = Uniforms(seed, np.arange(episodes))
+    numbers = np.arange(episodes) if np.ndim(episodes) == 0 else np.asarray(episodes, dtype=np.int64)
+    uniforms = Uniforms(seed, numbers)
     answers = [_one_state_answer(policy, game, player) for player, policy in enumerate(policies)]
     with one_blas_thread():  # as in lock-step episodes
-        return np.array([play_episode(game, answers, uniforms, row) for row in range(episodes)])
+        return np.array([play_episode(game, answers, uniforms, row) for row in range(len(numbers))])
 
 
 def _one_state_answer(policy, game, player: int):
