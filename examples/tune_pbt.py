@@ -57,7 +57,6 @@ def run_experiment(out, seed: int = 0, metric: str = metaeval_tune.METRIC, game:
     """
     import ray
     from ray import tune
-    from ray.tune.schedulers import PopulationBasedTraining
 
     out = Path(out).resolve()
     random.seed(seed)  # PBT's explore draws from Python's generator
@@ -65,9 +64,9 @@ def run_experiment(out, seed: int = 0, metric: str = metaeval_tune.METRIC, game:
     fitness = metaeval_tune.Fitness(game=game, trials=TRIALS, seed=seed, rank=True, exploitability=exploitability)
     actor = metaeval_tune.shared_evaluator(fitness, out / name / "metaeval", name=actor_name, num_cpus=num_cpus)
     trainable = tune.with_resources(metaeval_tune.ppo_trainable, {"cpu": num_cpus / TRIALS})
-    scheduler = PopulationBasedTraining(time_attr="training_iteration", metric=metric, mode="max",
-                                        perturbation_interval=1, synch=True,
-                                        hyperparam_mutations={"learning_rate": list(mutated_rates)})
+    scheduler = metaeval_tune.synchronous_pbt(time_attr="training_iteration", metric=metric, mode="max",
+                                              perturbation_interval=1,
+                                              hyperparam_mutations={"learning_rate": list(mutated_rates)})
     if stop_driver_at is not None:
         _stop_at(actor, stop_driver_at)
     if tune.Tuner.can_restore(out / name):

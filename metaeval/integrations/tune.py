@@ -293,6 +293,36 @@ def _round_directory(r: int) -> str:
     return f"round-{r:06d}"
 
 
+def synchronous_pbt(**options):
+    """Tune's ``PopulationBasedTraining`` with ``synch=True`` that also runs on after
+    ``Tuner.restore``.
+
+    Tune does not save a scheduler's state with the experiment: a restored synchronous PBT
+    starts again with its next synchronisation time at the first interval while its trials
+    resume at a later iteration, and after its first perturbation it waits forever for a
+    trial that is behind that time (none is). Here, once every trial has reached the next
+    synchronisation time, it moves to one interval past the latest trial, as in a run
+    never interrupted.
+
+    Args:
+        **options: ``PopulationBasedTraining``'s arguments (``synch`` is set).
+
+    Returns:
+        The scheduler.
+    """
+    from ray.tune.schedulers import PopulationBasedTraining
+
+    class SynchronousPBT(PopulationBasedTraining):
+        def on_trial_result(self, tune_controller, trial, result):
+            decision = super().on_trial_result(tune_controller, trial, result)
+            times = [self._trial_state[t].last_train_time for t in tune_controller.get_trials()]
+            if times and min(times) >= self._next_perturbation_sync:
+                self._next_perturbation_sync = max(times) + self._perturbation_interval
+            return decision
+
+    return SynchronousPBT(**{**options, "synch": True})
+
+
 def shared_evaluator(fitness: Fitness, directory, name: str = DEFAULT_NAME, address: str | None = None,
                      num_cpus: int | None = None):
     """Start the experiment's shared Evaluator (reloading its state from ``directory`` if it
