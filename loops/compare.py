@@ -26,6 +26,7 @@ from metaeval.runs.progress import Progress
 from metaeval.runs import rundir
 from metaeval.errors import MetaEvalError
 from metaeval.runs.fileio import atomic_write
+from metaeval.runs.tensorboard import summary_writer
 from metaeval.loops.evolve import RECORD_SCHEMA, Evolution, EvolveConfig, evolve
 
 if TYPE_CHECKING:
@@ -45,11 +46,11 @@ def run_directory(out: Path, config: EvolveConfig) -> Path:
     return Path(out) / config.rater / f"seed{config.seed}"
 
 
-def _run(job: tuple[EvolveConfig, Path, bool | None]) -> list[dict] | str:
+def _run(job: tuple[EvolveConfig, Path, bool | None, Path | None]) -> list[dict] | str:
     """One evolve run: its records, or the error that stopped it (as text)."""
-    config, out, progress = job
+    config, out, progress, tensorboard = job
     try:
-        return evolve(config, out=out, progress=progress)
+        return evolve(config, out=out, progress=progress, tensorboard=tensorboard)
     except Exception as exc:  # any failure of one run is recorded, not fatal to the others
         return f"{type(exc).__name__}: {exc}"
 
@@ -97,7 +98,7 @@ def open_comparison(out, base: EvolveConfig, raters: list[str], seeds: list[int]
 
 
 def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: int = 1,
-            progress: bool | None = None):
+            progress: bool | None = None, tensorboard=None):
     """Run ``base`` with every rater and seed, then tabulate and plot the finished runs.
 
     Args:
@@ -108,6 +109,8 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
         jobs: runs executed at once in separate processes; each then builds its
             meta-games in-process, so ``jobs > 1`` requires ``base.workers == 1``.
         progress: None (a bar on a terminal), True or False.
+        tensorboard: a directory for TensorBoard event files, one run per rater and seed in
+            ``TENSORBOARD/RATER/seedS`` ([`metaeval.runs.tensorboard`][metaeval.runs.tensorboard]).
 
     Returns:
         ``(comparison, final, failures)`` DataFrames; ``failures`` lists the runs that
@@ -124,12 +127,15 @@ def compare(base: EvolveConfig, raters: list[str], seeds: list[int], out, jobs: 
     if jobs > 1 and base.workers > 1:
         raise MetaEvalError("use either several jobs or several workers per run, not both")
     out = Path(out)
+    if tensorboard is not None:
+        summary_writer()  # fails before any run starts if tensorboardX is missing
     run_dir = open_comparison(out, base, raters, seeds)
     try:
         run_dir.write_config({"command": sys.argv})
         configs = [replace(base, rater=r, seed=s) for r in raters for s in seeds]
         outcomes = {(c.rater, c.seed): outcome for c, outcome in run_all(configs, out, jobs, progress,
-                                                                         desc=f"compare {base.game}")}
+                                                                         desc=f"compare {base.game}",
+                                                                         tensorboard=tensorboard)}
         return _tabulate(out, base, configs, outcomes)
     finally:
         run_dir.close()
@@ -154,22 +160,28 @@ def _tabulate(out: Path, base: EvolveConfig, configs: list[EvolveConfig], outcom
     return (*write_comparison(out, runs, title=title_of(base)), failures)
 
 
-def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | None, desc: str):
-    """Run every config in ``run_directory(out, config)``, ``jobs`` at once, yielding
+def run_all(configs: list[EvolveConfig], out: Path, jobs: int, progress: bool | None, desc: str,
+            tensorboard: Path | None = None):
+    """Run every config in ``run_directory(out, config)`` (its event files, if asked for, in
+    ``run_directory(tensorboard, config)``), ``jobs`` at once, yielding
     ``(config, records or error text)`` as each run ends (so a slow run holds back no
     other's result); a failure is also said on stderr as soon as it happens."""
     bar = Progress(len(configs), desc, "run", progress, each=True)
+
+    def events(config):
+        return None if tensorboard is None else run_directory(tensorboard, config)
+
     try:
         if jobs == 1:
             for config in configs:
-                outcome = _run((config, run_directory(out, config), progress))
+                outcome = _run((config, run_directory(out, config), progress, events(config)))
                 _report(outcome, config, out, bar)
                 yield config, outcome
         else:
             # On an interrupt or an error, leaving the block terminates the workers at once:
             # no queued run starts, and the runs in flight resume from their last checkpoint.
             with multiprocessing.Pool(jobs, initializer=_worker_signals, initargs=(os.getpid(),)) as pool:
-                work = [(i, (c, run_directory(out, c), False)) for i, c in enumerate(configs)]
+                work = [(i, (c, run_directory(out, c), False, events(c))) for i, c in enumerate(configs)]
                 for i, outcome in pool.imap_unordered(_indexed_run, work):
                     _report(outcome, configs[i], out, bar)
                     yield configs[i], outcome

@@ -242,12 +242,15 @@ class Evolution:
         new_policy: ``new_policy(game, player, rng)`` supplying replacements (a
             training loop's hook, for ``replace="random"``); default: random stochastic
             tabular policies.
+        tensorboard: a directory for TensorBoard event files of the records (with ``out``;
+            [`metaeval.runs.tensorboard`][metaeval.runs.tensorboard]).
     """
 
     def __init__(self, config: EvolveConfig, out: Path | str | None = None,
-                 new_policy: NewPolicy | None = None):
+                 new_policy: NewPolicy | None = None, tensorboard: Path | str | None = None):
         self.config = config
         self.out = None if out is None else Path(out)
+        self.tensorboard = tensorboard
         if new_policy is not None and config.replace != "random":
             raise MetaEvalError(f"a new_policy hook replaces random policies; it cannot go with replace={config.replace!r}")
         self.new_policy = new_policy or (lazy_new_policy if config.mode == "sampled" else random_new_policy)
@@ -293,7 +296,7 @@ class Evolution:
                                     "draw the same replacement policies whatever the rater (common random numbers)"}
         self.run_dir = rundir.RunDirectory.open(
             self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
-            schema=RECORD_SCHEMA, header=header,
+            schema=RECORD_SCHEMA, header=header, tensorboard=self.tensorboard,
         )
         self._resume()
 
@@ -432,7 +435,7 @@ def title_of(config: EvolveConfig) -> str:
 
 
 def evolve(config: EvolveConfig, out=None, new_policy: NewPolicy | None = None,
-           progress: bool | None = None) -> list[dict]:
+           progress: bool | None = None, tensorboard=None) -> list[dict]:
     """Run (or resume, when ``out`` holds a run) the population loop; returns the records.
 
     Args:
@@ -441,8 +444,9 @@ def evolve(config: EvolveConfig, out=None, new_policy: NewPolicy | None = None,
         new_policy: the replacement hook (default: [`random_new_policy`][metaeval.loops.evolve.random_new_policy],
             or [`lazy_new_policy`][metaeval.loops.evolve.lazy_new_policy] in sampled mode).
         progress: None (a bar on a terminal), True or False.
+        tensorboard: a directory for TensorBoard event files of the records (with ``out``).
 
     Returns:
         Every iteration's record.
     """
-    return Evolution(config, out=out, new_policy=new_policy).run(progress=progress)
+    return Evolution(config, out=out, new_policy=new_policy, tensorboard=tensorboard).run(progress=progress)

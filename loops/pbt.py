@@ -197,10 +197,13 @@ class PBT:
         config: the run's definition.
         out: run directory; when given, every step is logged and checkpointed there, and
             an existing run in it is resumed.
+        tensorboard: a directory for TensorBoard event files of the records (with ``out``;
+            [`metaeval.runs.tensorboard`][metaeval.runs.tensorboard]).
     """
 
-    def __init__(self, config: PBTConfig, out: Path | str | None = None):
+    def __init__(self, config: PBTConfig, out: Path | str | None = None, tensorboard: Path | str | None = None):
         self.config = config
+        self.tensorboard = tensorboard
         self.learner = config.make_learner()
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
@@ -231,7 +234,7 @@ class PBT:
         """Check ``self.out`` and resume the run there if its settings agree; writes nothing."""
         self.run_dir = rundir.RunDirectory.open(
             self.out, KIND, settings=asdict(self.config), result_settings=self.config.result_settings(),
-            schema=RECORD_SCHEMA, header={"metagame": self.config.metagame},
+            schema=RECORD_SCHEMA, header={"metagame": self.config.metagame}, tensorboard=self.tensorboard,
         )
         if self.run_dir.exists:
             self._resume()
@@ -428,15 +431,16 @@ def plot(out: Path, config: PBTConfig, records: list[dict]) -> list[Path]:
                           title=f"{config.game}, PBT ({config.learner}), {config.rater}, seed {config.seed}{suffix}")
 
 
-def pbt(config: PBTConfig, out=None, progress: bool | None = None) -> list[dict]:
+def pbt(config: PBTConfig, out=None, progress: bool | None = None, tensorboard=None) -> list[dict]:
     """Run (or resume, when ``out`` holds a run) population-based training; returns the records.
 
     Args:
         config: the run's settings.
         out: the run directory; a run already there is resumed (None: nothing written).
         progress: None (a bar on a terminal), True or False.
+        tensorboard: a directory for TensorBoard event files of the records (with ``out``).
 
     Returns:
         Every step's record.
     """
-    return PBT(config, out=out).run(progress=progress)
+    return PBT(config, out=out, tensorboard=tensorboard).run(progress=progress)

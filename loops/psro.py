@@ -201,10 +201,14 @@ class PSRO:
         oracle: any ``oracle(evaluator, player, sigma, rng)`` (see [`metaeval.training.oracles`][metaeval.training.oracles])
             instead of ``config.oracle``, e.g. a learner; recorded by its qualified name
             (`run_settings`).
+        tensorboard: a directory for TensorBoard event files of the records (with ``out``;
+            [`metaeval.runs.tensorboard`][metaeval.runs.tensorboard]).
     """
 
-    def __init__(self, config: PSROConfig, out: Path | str | None = None, oracle=None):
+    def __init__(self, config: PSROConfig, out: Path | str | None = None, oracle=None,
+                 tensorboard: Path | str | None = None):
         self.config = config
+        self.tensorboard = tensorboard
         self.settings, self._result_settings = run_settings(config, oracle)
         self.out = None if out is None else Path(out)
         self.run_dir: rundir.RunDirectory | None = None
@@ -250,7 +254,7 @@ class PSRO:
         returns the checkpoint it continues from, if any (see `rundir.RunDirectory.resume`)."""
         self.run_dir = rundir.RunDirectory.open(
             self.out, KIND, settings=self.settings, result_settings=self._result_settings, schema=RECORD_SCHEMA,
-            header={"metagame": self.config.metagame},
+            header={"metagame": self.config.metagame}, tensorboard=self.tensorboard,
         )
         self.iteration, resumed = self.run_dir.resume(lambda: checkpoint.load(self.out))
         self.records = self.run_dir.records_before(self.iteration)
@@ -391,7 +395,7 @@ class PSRO:
         return f"{settings['game']}, {oracle}{ties}, {settings['solver']}, seed {settings['seed']}{cap}{sampled}"
 
 
-def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None) -> list[dict]:
+def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None, tensorboard=None) -> list[dict]:
     """Run (or resume, when ``out`` holds a run) PSRO/JPSRO; returns the records.
 
     Args:
@@ -400,8 +404,9 @@ def psro(config: PSROConfig, out=None, oracle=None, progress: bool | None = None
         oracle: a custom oracle ``oracle(evaluator, player, sigma, rng) -> policy`` (default:
             ``config.oracle``'s).
         progress: None (a bar on a terminal), True or False.
+        tensorboard: a directory for TensorBoard event files of the records (with ``out``).
 
     Returns:
         Every iteration's record.
     """
-    return PSRO(config, out=out, oracle=oracle).run(progress=progress)
+    return PSRO(config, out=out, oracle=oracle, tensorboard=tensorboard).run(progress=progress)

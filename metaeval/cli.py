@@ -146,6 +146,13 @@ def _memory_argument(parser):
                         help="memory budget of any one allocation, e.g. 16G (unset: $METAEVAL_MAX_MEMORY or 4G)")
 
 
+def _tensorboard_argument(parser, layout=""):
+    parser.add_argument("--tensorboard", type=_out_dir, default=None, metavar="DIR",
+                        help="also write TensorBoard event files of the records to DIR" + layout +
+                             ", every number under the record's key (seconds/total, ratings/0/3, ...); "
+                             "needs tensorboardX (pip install 'metaeval[tensorboard]')")
+
+
 def _quiet_argument(parser):
     parser.add_argument("--quiet", action="store_true",
                         help="no progress on stderr (otherwise a bar with the current CCE gap on a "
@@ -270,12 +277,14 @@ def build_parser() -> argparse.ArgumentParser:
     evolve.add_argument("--rater", default="deviation", help="rater that picks whom to replace (a name in metaeval.RATERS)")
     evolve.add_argument("--seed", type=at_least(0), default=0, help="seed of every random choice of the run")
     _run_arguments(evolve)
+    _tensorboard_argument(evolve)
 
     compare = command("compare", "every rater x seed, one comparison")
     compare.add_argument("--raters", default="uniform,nash,alpharank,deviation", help="comma-separated raters")
     compare.add_argument("--seeds", type=at_least(1), default=5, help="number of seeds 0..S-1")
     compare.add_argument("--jobs", type=at_least(1), default=1, help="runs in parallel processes")
     _run_arguments(compare)
+    _tensorboard_argument(compare, layout=" (one run per rater and seed: DIR/RATER/seedS)")
 
     psro = command("psro", "PSRO / JPSRO: meta-solver, exact best responses, optional cap")
     psro.add_argument("--game", default="kuhn_3p", help="preset name or OpenSpiel game string")
@@ -304,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     psro.add_argument("--option", type=_option, action="append", default=[], metavar="KEY=VALUE",
                       help="meta-solver option with a JSON value, repeatable")
     psro.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
+    _tensorboard_argument(psro)
     _quiet_argument(psro)
     _memory_argument(psro)
 
@@ -333,6 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="learner option with a JSON value (qlearning: step_size, epsilon; dqn, ppo: "
                           "learning_rate, num_envs, hidden, ...), repeatable")
     pbt.add_argument("--out", required=True, type=_out_dir, help="run directory (resumed if it exists)")
+    _tensorboard_argument(pbt)
     _quiet_argument(pbt)
     _memory_argument(pbt)
 
@@ -501,7 +512,7 @@ def _run(args) -> int:
         config = _config(args, rater=args.rater, seed=args.seed)
         games.load(config.game)  # fail fast on an unknown game
         _work_starts()
-        records = evolve(config, out=args.out, progress=_progress(args))
+        records = evolve(config, out=args.out, progress=_progress(args), tensorboard=args.tensorboard)
         _say_if_longer(records, config.iterations, "iterations", args.out)
         print(f"{len(records)} iterations; meta-game {config.metagame}; {_gap_text(records[-1])}")
         say_written(args.out, run_figures(args.out))
@@ -522,7 +533,7 @@ def _run(args) -> int:
         from metaeval.runs.reports import table_text  # pandas: part of the work
 
         _, final, failures = compare(base, raters, list(range(args.seeds)), args.out, jobs=args.jobs,
-                                      progress=_progress(args))
+                                      progress=_progress(args), tensorboard=args.tensorboard)
         if base.mode == "sampled":
             print(f"meta-game {base.metagame}: no CCE gap to compare (it needs the game tree); payoffs in "
                   f"{args.out / 'comparison.csv'}")
@@ -548,7 +559,7 @@ def _run(args) -> int:
         )
         games.load(config.game)  # fail fast on an unknown game
         _work_starts()
-        records = psro(config, out=args.out, progress=_progress(args))
+        records = psro(config, out=args.out, progress=_progress(args), tensorboard=args.tensorboard)
         _say_if_longer(records, config.iterations, "iterations", args.out)
         last = records[-1]
         seconds = sum(r["seconds"]["total"] for r in records)
@@ -570,7 +581,7 @@ def _run(args) -> int:
         )
         games.load(config.game)
         _work_starts()
-        records = pbt(config, out=args.out, progress=_progress(args))
+        records = pbt(config, out=args.out, progress=_progress(args), tensorboard=args.tensorboard)
         _say_if_longer(records, config.steps, "steps", args.out)
         print(f"{len(records)} steps; meta-game {config.metagame}; {_gap_text(records[-1])}")
         say_written(args.out, run_figures(args.out))

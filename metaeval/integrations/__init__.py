@@ -3,4 +3,7 @@
 - [`metaeval.integrations.openspiel`][metaeval.integrations.openspiel]: OpenSpiel's ``psro_v2`` and ``jpsro`` with
   metaeval's meta-solvers and raters, ``psro_v2`` with exact meta-games, and CFR
   checkpoints that stay what they were when taken.
+- [`metaeval.integrations.tune`][metaeval.integrations.tune]: Ray Tune's population-based training (PBT, PB2)
+  exploiting on a trial's rating in the population of all trials' policies, kept by one
+  shared Evaluator actor that a restored experiment resumes (the ``tune`` extra).
 """

@@ -50,6 +50,7 @@ from pathlib import Path
 from metaeval.errors import DamagedFileError, MetaEvalError
 from metaeval.runs import checksums
 from metaeval.runs.fileio import atomic_write, check_writable, temporary_path
+from metaeval.runs.tensorboard import EventLog
 
 CONFIG = "config.json"
 LOG = "iterations.jsonl"
@@ -296,10 +297,12 @@ class RunDirectory:
         self._created = self._begun = self._committed = self._restarted = False
         self._lock: DirectoryLock | None = None
         self._on_disk: dict[int, dict] = {}  # records at or past the resume point, to check
+        self._events = None  # the run's TensorBoard event log, when asked for
 
     @classmethod
     def open(cls, path, kind: str, settings: dict, result_settings: Mapping[str, object],
-             schema: RecordSchema | None = None, header: dict | None = None) -> RunDirectory:
+             schema: RecordSchema | None = None, header: dict | None = None,
+             tensorboard: Path | str | None = None) -> RunDirectory:
         """Check that ``path`` is new or holds a run of ``kind`` whose result settings agree.
 
         Writes nothing. Raises [`MetaEvalError`][metaeval.errors.MetaEvalError] naming the problem.
@@ -309,6 +312,8 @@ class RunDirectory:
             result_settings: the subset that changes results; a stored run must agree.
             schema: what every record of this kind must hold.
             header: further fixed entries of ``config.json`` (descriptions of rules).
+            tensorboard: a directory for TensorBoard event files of the records
+                ([`metaeval.runs.tensorboard`][metaeval.runs.tensorboard]; None: none).
         """
         path = Path(path)
         check_writable(path, f"the output directory {path}")
@@ -317,6 +322,8 @@ class RunDirectory:
             stored = _stored_run(path, kind, result_settings)
             schema = schema or RecordSchema()
             run = cls(path, kind, settings, header or {}, stored, schema, read_log(path, schema))
+            if tensorboard is not None:
+                run._events = EventLog(tensorboard)
         except BaseException:
             if lock is not None:
                 lock.release()
@@ -325,7 +332,9 @@ class RunDirectory:
         return run
 
     def close(self) -> None:
-        """Release the directory's lock; this object writes no more."""
+        """Release the directory's lock and close the event log; this object writes no more."""
+        if self._events is not None:
+            self._events.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -455,12 +464,14 @@ class RunDirectory:
         logged = self._on_disk.pop(record["iteration"], None)
         if logged is None:
             self.append(record)
-            return record
-        if without_timings(logged) != without_timings(json.loads(json.dumps(record))):
+            logged = record
+        elif without_timings(logged) != without_timings(json.loads(json.dumps(record))):
             raise MetaEvalError(
                 f"iteration {record['iteration']} recomputed differs from its record in {self.path / LOG} "
                 "(the record was changed, or the run is not reproducible); use a new --out"
             )
+        if self._events is not None:
+            self._events.write(logged, step=logged["iteration"])
         return logged
 
     def finish_log(self, records: list[dict]) -> None:
