@@ -1,7 +1,7 @@
 """Coverage of Bradley-Terry's sandwich and bootstrap intervals, per model, by simulation.
 
     python -m bench.pairwise_coverage [--replicates 500] [--models 20] [--battles 20000]
-                                      [--rounds 200] [--contextual-bootstrap 50]
+                                      [--rounds 200] [--contextual-bootstrap 500]
                                       [--contextual-rounds 100]
 
 Fixed models (``simulated_arena`` with a fixed ``models_seed``: known qualities, uneven
@@ -53,7 +53,7 @@ def main(argv=None):
     parser.add_argument("--models", type=int, default=20)
     parser.add_argument("--battles", type=int, default=20_000)
     parser.add_argument("--rounds", type=int, default=200)
-    parser.add_argument("--contextual-bootstrap", type=int, default=50)
+    parser.add_argument("--contextual-bootstrap", type=int, default=500)
     parser.add_argument("--contextual-rounds", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0, help="models' seed; replicate r draws battles with seed 1000 + r")
     parser.add_argument("--out", type=Path, default=OUT)
