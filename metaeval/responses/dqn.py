@@ -37,34 +37,10 @@ from metaeval.responses.opponents import Opponents
 from metaeval.runs.progress import Progress
 
 
-@dataclass(frozen=True)
-class DQN:
-    """Deep Q-learning with the hyper-parameters below (OpenSpiel's DQN's where they apply,
-    with Adam and a smaller replay for games of a few thousand episodes). Learning starts
-    once the replay holds one batch and takes a step every 2 transitions: with 500 and 8,
-    an oracle of 300 Leduc episodes (500 to 700 transitions) took at most 25 steps and PSRO
-    with it stalled near the uniform policy's exploitability (2.11 after 20 iterations,
-    mean of 3 seeds, against 1.47; ``python -m bench.rl_oracle``)."""
-
-    hidden: tuple = HIDDEN
-    learning_rate: float = 1e-3
-    batch_size: int = 128
-    replay_capacity: int = 20_000
-    min_replay: int = 128
-    transitions_per_update: int = 2
-    target_every: int = 100
-    epsilon_start: float = 1.0
-    epsilon_end: float = 0.05
-    epsilon_decay: float = 0.5
-    num_envs: int = 32
-    discount: float = 1.0
-
-    def __post_init__(self):
-        check_hyperparameters(self, {
-            "learning_rate": self.learning_rate > 0, "discount": 0 <= self.discount <= 1,
-            "epsilon_start": 0 <= self.epsilon_start <= 1, "epsilon_end": 0 <= self.epsilon_end <= 1,
-            "epsilon_decay": 0 < self.epsilon_decay <= 1,
-        }, ("batch_size", "replay_capacity", "min_replay", "transitions_per_update", "target_every", "num_envs"))
+class GreedyQNetwork:
+    """A responder whose values are a Q-network's weights (an MLP of ``self.hidden``) and whose
+    policy is greedy in them: shared by [`DQN`][metaeval.responses.dqn.DQN] and
+    [`Rollout`][metaeval.responses.rollout.Rollout]."""
 
     def initial_values(self, game, player: int, rng: np.random.Generator) -> dict:
         """Fresh Q-network weights for ``player``, seeded from ``rng``.
@@ -91,6 +67,36 @@ class DQN:
             The policy.
         """
         return MLPPolicy(game, player, hidden=self.hidden, params=values, output="greedy")
+
+
+@dataclass(frozen=True)
+class DQN(GreedyQNetwork):
+    """Deep Q-learning with the hyper-parameters below (OpenSpiel's DQN's where they apply,
+    with Adam and a smaller replay for games of a few thousand episodes). Learning starts
+    once the replay holds one batch and takes a step every 2 transitions: with 500 and 8,
+    an oracle of 300 Leduc episodes (500 to 700 transitions) took at most 25 steps and PSRO
+    with it stalled near the uniform policy's exploitability (2.11 after 20 iterations,
+    mean of 3 seeds, against 1.47; ``python -m bench.rl_oracle``)."""
+
+    hidden: tuple = HIDDEN
+    learning_rate: float = 1e-3
+    batch_size: int = 128
+    replay_capacity: int = 20_000
+    min_replay: int = 128
+    transitions_per_update: int = 2
+    target_every: int = 100
+    epsilon_start: float = 1.0
+    epsilon_end: float = 0.05
+    epsilon_decay: float = 0.5
+    num_envs: int = 32
+    discount: float = 1.0
+
+    def __post_init__(self):
+        check_hyperparameters(self, {
+            "learning_rate": self.learning_rate > 0, "discount": 0 <= self.discount <= 1,
+            "epsilon_start": 0 <= self.epsilon_start <= 1, "epsilon_end": 0 <= self.epsilon_end <= 1,
+            "epsilon_decay": 0 < self.epsilon_decay <= 1,
+        }, ("batch_size", "replay_capacity", "min_replay", "transitions_per_update", "target_every", "num_envs"))
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> dict:

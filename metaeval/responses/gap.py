@@ -25,9 +25,11 @@ same estimate in-process and on any number of Ray workers.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import numpy as np
 
+from metaeval import games
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.episodes import TrainingEpisodes
@@ -252,6 +254,33 @@ def run_shards(task, chunks: list, workers: int, address: str | None, advance) -
     from metaeval.distributed.replicates import map_on_actors
 
     return map_on_actors(task, chunks, workers, address, lambda i: advance(chunks[i][0]))
+
+
+@dataclass(frozen=True)
+class ResponderShard:
+    """One shard of a responder's round, picklable for Ray workers: ``sample(game, player,
+    opponents, episodes, rng, *options)`` on a chunk ``(episodes, seed)``, the game
+    rebuilt from its string."""
+
+    sample: Callable
+    game: str
+    player: int
+    opponents: Opponents
+    options: tuple
+
+    def __call__(self, chunk):
+        episodes, seed = chunk
+        return self.sample(games.load(self.game), self.player, self.opponents, episodes,
+                           np.random.default_rng(seed), *self.options)
+
+
+def run_round(task: ResponderShard, budget: int, shards: int, seed: int, round_: int, workers: int,
+              address: str | None, advance) -> list:
+    """``task`` on ``budget`` episodes split into ``shards`` chunks seeded from ``(seed, round_,
+    shard)``, results in shard order (`run_shards`): the same for any number of workers."""
+    chunks = [(share, np.random.SeedSequence(seed, spawn_key=(round_, shard)))
+              for shard, share in enumerate(shard_sizes(int(budget), shards)) if share]
+    return run_shards(task, chunks, workers, address, advance)
 
 
 @dataclass(frozen=True)

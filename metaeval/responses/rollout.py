@@ -43,8 +43,9 @@ import numpy as np
 from metaeval import games
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
+from metaeval.responses.dqn import GreedyQNetwork
 from metaeval.responses.episodes import OpponentPolicies
-from metaeval.responses.gap import run_shards, shard_sizes
+from metaeval.responses.gap import ResponderShard, run_round, shard_sizes
 from metaeval.responses.hyperparameters import adam, check_hyperparameters
 from metaeval.responses.opponents import Opponents
 from metaeval.runs.progress import Progress
@@ -119,7 +120,7 @@ def rollout_shard(game, player: int, opponents: Opponents, episodes: int, rng: n
         live = _decide(game, player, deciding, answers, behaviour, epsilon, fork, blocks)
     width = game.num_distinct_actions()
     x = np.concatenate(blocks) if blocks else np.zeros((0, observation_size(game)), np.float32)
-    observed, returns = np.zeros((len(x), width), bool), np.zeros((len(x), width))
+    observed, returns = np.zeros((len(x), width), bool), np.zeros((len(x), width), np.float32)
     if outcomes:
         rows, actions, values = (np.asarray(column) for column in zip(*outcomes))
         observed[rows, actions], returns[rows, actions] = True, values
@@ -207,25 +208,7 @@ def _decide(game, player, deciding, answers, behaviour, epsilon, fork, blocks) -
 
 
 @dataclass(frozen=True)
-class _RolloutShard:
-    """One shard of a round (picklable, for Ray workers)."""
-
-    game: str
-    player: int
-    opponents: Opponents
-    behaviour: MLPPolicy | None
-    epsilon: float
-    fork: float
-    num_envs: int
-
-    def __call__(self, chunk) -> RolloutSamples:
-        episodes, seed = chunk
-        return rollout_shard(games.load(self.game), self.player, self.opponents, episodes,
-                             np.random.default_rng(seed), self.behaviour, self.epsilon, self.fork, self.num_envs)
-
-
-@dataclass(frozen=True)
-class Rollout:
+class Rollout(GreedyQNetwork):
     """The rollout best response (module docstring): its budget in ended histories split over
     ``rounds`` rounds (uniform behaviour in the first, epsilon-greedy in the fitted Q after),
     each round's Q fitted by ``epochs`` passes of Adam over its samples in minibatches of
@@ -248,19 +231,6 @@ class Rollout:
         check_hyperparameters(self, {"learning_rate": self.learning_rate > 0, "epsilon": 0 < self.epsilon <= 1,
                                      "fork": 0 <= self.fork <= 1},
                               ("rounds", "epochs", "batch_size", "shards", "num_envs", "workers"))
-
-    def initial_values(self, game, player: int, rng: np.random.Generator) -> dict:
-        """Fresh Q-network weights for ``player``, seeded from ``rng``.
-
-        Args:
-            game: the game.
-            player: the player.
-            rng: the generator of the weights.
-
-        Returns:
-            The weights.
-        """
-        return MLPPolicy(games.load(game), player, seed=int(rng.integers(2**31)), hidden=self.hidden).params
 
     def train(self, game, player: int, opponents: Opponents, episodes: int, rng: np.random.Generator,
               values=None) -> dict:
@@ -288,11 +258,10 @@ class Rollout:
                 Progress(int(episodes), f"rollout, player {player}", "episode") as shown:
             for round_, budget in enumerate(shard_sizes(int(episodes), self.rounds)):
                 behaviour = self.policy(game, player, params) if fitted else None
-                task = _RolloutShard(str(game), player, opponents, behaviour, self.epsilon, self.fork, self.num_envs)
-                chunks = [(share, np.random.SeedSequence(seed, spawn_key=(round_, shard)))
-                          for shard, share in enumerate(shard_sizes(int(budget), self.shards)) if share]
-                samples = RolloutSamples.concatenate(run_shards(task, chunks, self.workers, self.address,
-                                                                shown.advance))
+                task = ResponderShard(rollout_shard, str(game), player, opponents,
+                                      (behaviour, self.epsilon, self.fork, self.num_envs))
+                samples = RolloutSamples.concatenate(run_round(task, budget, self.shards, seed, round_,
+                                                               self.workers, self.address, shown.advance))
                 if len(samples.x):
                     params = self._fit(game, params, samples, np.random.default_rng([seed, round_]))
                     fitted = True
@@ -308,21 +277,8 @@ class Rollout:
             for start in range(0, count - size + 1, size):
                 rows = order[start:start + size]
                 params, optimiser_state = update(params, optimiser_state, samples.x[rows], samples.observed[rows],
-                                                 samples.returns[rows].astype(np.float32))
+                                                 samples.returns[rows])
         return params
-
-    def policy(self, game, player: int, values) -> MLPPolicy:
-        """The greedy policy of the fitted Q-values.
-
-        Args:
-            game: the game.
-            player: the player.
-            values: the Q-network's weights.
-
-        Returns:
-            The policy.
-        """
-        return MLPPolicy(game, player, hidden=self.hidden, params=values, output="greedy")
 
 
 @functools.lru_cache(maxsize=None)

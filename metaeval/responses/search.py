@@ -54,7 +54,7 @@ from open_spiel.python import policy as policy_lib
 from metaeval import games
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
-from metaeval.responses.gap import run_shards, shard_sizes
+from metaeval.responses.gap import ResponderShard, run_round, shard_sizes
 from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.lockstep import chance_step, draw_actions
@@ -371,24 +371,6 @@ def exhaustive_statistics(game, player: int, opponents: Opponents) -> SearchStat
 
 
 @dataclass(frozen=True)
-class _SearchShard:
-    """One shard of a search round (picklable, for Ray workers)."""
-
-    game: str
-    player: int
-    opponents: Opponents
-    choices: dict | None
-    epsilon: float
-    branching: int
-    num_envs: int
-
-    def __call__(self, chunk) -> SearchStatistics:
-        episodes, seed = chunk
-        return search_shard(games.load(self.game), self.player, self.opponents, episodes,
-                            np.random.default_rng(seed), self.choices, self.epsilon, self.branching, self.num_envs)
-
-
-@dataclass(frozen=True)
 class Search:
     """The search best response (module docstring), with its budget in ended histories split
     over ``rounds`` rounds, forking at the responder's decisions while a fork holds at most
@@ -442,11 +424,9 @@ class Search:
     def _rounds(self, game, player, opponents, statistics, budgets, seed, advance) -> None:
         for round_, budget in enumerate(budgets):
             choices = statistics.choices() if statistics.keys else None
-            task = _SearchShard(str(game), player, opponents, choices, self.epsilon if choices else 1.0,
-                               self.branching, self.num_envs)
-            chunks = [(share, np.random.SeedSequence(seed, spawn_key=(round_, shard)))
-                      for shard, share in enumerate(shard_sizes(int(budget), self.shards)) if share]
-            for shard in run_shards(task, chunks, self.workers, self.address, advance):
+            task = ResponderShard(search_shard, str(game), player, opponents,
+                                  (choices, self.epsilon if choices else 1.0, self.branching, self.num_envs))
+            for shard in run_round(task, budget, self.shards, seed, round_, self.workers, self.address, advance):
                 statistics.merge(shard)
 
     def policy(self, game, player: int, values: SearchStatistics) -> SearchPolicy:
