@@ -7,7 +7,8 @@ On populations of random tabular policies (3 per player) with sigma the MECCE of
 meta-game, the exact full-game CCE gap (a tree walk, :func:`metaeval.spiel.cce_gap`) is set
 beside the approximate one (:func:`metaeval.responses.gap.approximate_cce_gap`) found by the
 search responder (:class:`metaeval.responses.Search`, a budget of simulated episodes per
-player) and by PPO given the same CPU time per player: PPO's episodes are the search's CPU
+player; sampling only, ``exhaustive=False``: these games stand in for games too large to
+walk, and at these budgets the search would walk kuhn_4p's tree) and by PPO given the same CPU time per player: PPO's episodes are the search's CPU
 seconds divided by PPO's CPU seconds per episode, measured on a population of a seed that is
 not reported (``--tune-seed``). Every value comes from ``--evaluation`` fresh episodes.
 Reported per game and responder: the mean ratio estimate / exact, its spread, CPU seconds per
@@ -39,6 +40,8 @@ GAMES = {
     "goofspiel4_3p": "goofspiel(num_cards=4,imp_info=True,players=3)",
 }
 SEARCH_EPISODES = {"leduc_3p": 1_200_000, "kuhn_4p": 150_000, "goofspiel4_3p": 300_000}
+SAMPLED = Search(exhaustive=False)
+"""The search as on a game too large to walk."""
 POPULATION = 3
 
 
@@ -81,7 +84,7 @@ def compare(args) -> None:
               f"{fixed:.2f} s fixed (tuned on seed {args.tune_seed})", flush=True)
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             game, population, sigma, exact = problem(name, seed)
-            search, search_cpu = timed_gap(game, population.policies, sigma, Search(), SEARCH_EPISODES[name],
+            search, search_cpu = timed_gap(game, population.policies, sigma, SAMPLED, SEARCH_EPISODES[name],
                                            args.evaluation, seed)
             ppo_episodes = max(1_000, int((search_cpu - fixed) / per_episode))
             ppo, ppo_cpu = timed_gap(game, population.policies, sigma, PPO(), ppo_episodes, args.evaluation, seed)
@@ -118,7 +121,7 @@ def equilibrium(args) -> None:
     print(f"JPSRO on kuhn_3p: CCE gap {records[0]['cce_gap']:.3g} -> {records[-1]['cce_gap']:.3g} after "
           f"{len(records)} iterations; the final population's exact gap {evaluator.gap(sigma).total:.3g}")
     for seed in range(args.seeds):
-        estimate = evaluator.approximate_gap(sigma, "search", SEARCH_EPISODES["kuhn_4p"], args.evaluation,
+        estimate = evaluator.approximate_gap(sigma, SAMPLED, SEARCH_EPISODES["kuhn_4p"], args.evaluation,
                                              np.random.default_rng(seed))
         low, high = estimate.interval()
         print(f"seed {seed}: bound {estimate.bound:.3g}, estimate {estimate.total:.3g}, 95% interval "

@@ -6,12 +6,13 @@
 Each seed draws a population of 8 randomly initialised MLP policies per player
 (:class:`metaeval.spiel.mlp.MLPPolicy`), builds its sampled meta-game (``--entry-episodes``
 per joint) and takes sigma = the MECCE of that meta-game. The search responder
-(:class:`metaeval.responses.Search`, ``--search-episodes`` simulated episodes per player)
+(``--search-episodes`` simulated episodes per player)
 and PPO given the same CPU time per player (PPO's episodes from its CPU seconds per
 episode, measured on a seed that is not reported, ``--tune-seed``) each estimate a lower
 bound on the gap from ``--evaluation`` fresh episodes per value. The search responder is
 ``--responder``: ``rollout`` (:class:`metaeval.responses.Rollout`, forked rollouts
-generalised by a network) or ``search`` (the tabular :class:`metaeval.responses.Search`). No exact gap exists here:
+generalised by a network) or ``search`` (the tabular :class:`metaeval.responses.Search`,
+which walks the tree where its budget covers the walk). No exact gap exists on goofspiel:
 the larger lower bound is the tighter one. Reported per game: both estimates per seed, CPU
 seconds per player, and in how many seeds the search's estimate is above PPO's.
 """
@@ -30,8 +31,11 @@ from metaeval.spiel.mlp import MLPPolicy
 
 GAMES = {"goofspiel8": "goofspiel(num_cards=8,imp_info=True)", "liars_dice": "liars_dice"}
 POPULATION = 8
-SEARCH_EPISODES = {"goofspiel8": 400_000, "liars_dice": 100_000}
-"""The search's budget per player (ended histories), set on the tuning seed."""
+SEARCH_EPISODES = {"rollout": {"goofspiel8": 400_000, "liars_dice": 100_000},
+                   "search": {"goofspiel8": 300_000, "liars_dice": 1_200_000}}
+"""The responders' budgets per player (ended histories), set on the tuning seed. liars_dice's
+tree has 147,420 terminal histories: 1,200,000 covers a walk per opponent profile (at most
+8), so the search walks it (the exact best response) instead of sampling."""
 
 
 def problem(name: str, seed: int, entry_episodes: int):
@@ -63,7 +67,7 @@ def main() -> None:
     for name in args.games.split(","):
         per_episode, fixed = ppo_cost(*problem(name, args.tune_seed, args.entry_episodes), args.evaluation,
                                       args.tune_seed)
-        budget = args.search_episodes or SEARCH_EPISODES[name]
+        budget = args.search_episodes or SEARCH_EPISODES[args.responder][name]
         for seed in range(args.first_seed, args.first_seed + args.seeds):
             game, policies, sigma = problem(name, seed, args.entry_episodes)
             search, search_cpu = timed_gap(game, policies, sigma, RESPONDERS[args.responder](), budget,

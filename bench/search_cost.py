@@ -5,7 +5,8 @@
 Each row: a game, a population of random policies per player (tabular where the tree can be
 walked, MLP networks where it cannot), every joint profile
 equally likely (so every opponent profile is in play: the beliefs are over all of them),
-and for player 0 the search's CPU seconds for ``--episodes`` simulated episodes, the
+and for player 0 the sampling search's CPU seconds (``exhaustive=False``: where the budget
+covers the walk, the search's default walks it) for ``--episodes`` simulated episodes, the
 information states it stored, and, where the tree can be walked, the exact best
 response's CPU seconds (:func:`metaeval.responses.search.exhaustive_statistics`) and the
 share of the best response's gain the searched policy keeps (its exact value against the
@@ -78,7 +79,7 @@ def row(name: str, spec: str, size: int, walk: bool, episodes: int, seed: int) -
     game = games.load(spec)
     opponents = opponents_of(game, size, seed, walk)
     start = time.process_time()
-    searched = Search().train(game, 0, opponents, episodes, np.random.default_rng(seed))
+    searched = Search(exhaustive=False).train(game, 0, opponents, episodes, np.random.default_rng(seed))
     search_cpu = time.process_time() - start
     result = dict(setting=name, players=game.num_players(), policies=size, episodes=episodes,
                   search_cpu=search_cpu, states=len(searched.keys), walk_cpu=np.nan, kept=np.nan)

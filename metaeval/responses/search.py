@@ -29,7 +29,10 @@ out of the comparison instead of swamping it, and no importance weight grows wit
 Only the responder's visited information states are stored (a sampled tabular best
 response: for games whose responder states fit in memory although the tree does not). With
 every outcome enumerated instead of drawn (`exhaustive_statistics`), the same backward
-pass gives the exact best response.
+pass gives the exact best response. Where the budget covers that enumeration (the tree's
+terminal histories once per opponent profile, at most ``episodes``) nothing is sampled: the
+search walks the tree ([`Exact`][metaeval.responses.exact.Exact], with the opponents'
+policies asked in batches) and returns the best response itself.
 
 Why the value is a lower bound. The responder's policy (greedy in the estimated values;
 uniform at information states never visited) is one fixed policy of the full game. Its
@@ -54,11 +57,12 @@ from open_spiel.python import policy as policy_lib
 from metaeval import games
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
+from metaeval.responses.exact import Exact, ExactValues
 from metaeval.responses.gap import ResponderShard, run_round, shard_sizes
 from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.lockstep import chance_step, draw_actions
-from metaeval.spiel.tree import infostate_key
+from metaeval.spiel.tree import has_at_most_terminals, infostate_key
 from metaeval.responses.episodes import OpponentPolicies
 from metaeval.responses.opponents import Opponents
 
@@ -377,7 +381,8 @@ class Search:
     ``branching`` histories and drawing its action past that (uniformly in the first round,
     epsilon-greedy around the current best choices after), each round in ``shards`` seeded
     shards, played on ``workers`` Ray workers (at ``address``) when more than one; the same
-    response on any number."""
+    response on any number. With ``exhaustive`` (the default), a budget that covers the tree
+    walk buys the exact best response instead ([`walk_fits`][metaeval.responses.search.walk_fits])."""
 
     rounds: int = 4
     epsilon: float = 0.5
@@ -386,6 +391,7 @@ class Search:
     num_envs: int = 256
     workers: int = 1
     address: str | None = None
+    exhaustive: bool = True
 
     def __post_init__(self):
         for name in ("rounds", "branching", "shards", "num_envs"):
@@ -408,11 +414,16 @@ class Search:
             values: statistics to add the episodes to (default: none).
 
         Returns:
-            The statistics.
+            The statistics, or the exact best response's
+            [`ExactValues`][metaeval.responses.exact.ExactValues] where the budget covers the tree walk.
         """
         game = games.load(game)
         if isinstance(episodes, bool) or not isinstance(episodes, (int, np.integer)) or episodes < 1:
             raise MetaEvalError(f"episodes must be a positive int, got {episodes!r}")
+        if isinstance(values, ExactValues):
+            return values
+        if values is None and self.exhaustive and walk_fits(game, opponents, int(episodes)):
+            return Exact().train(game, player, opponents, episodes, rng)
         statistics = SearchStatistics(game.num_distinct_actions()) if values is None else values
         seed = int(rng.integers(2**63))
         budgets = shard_sizes(int(episodes), self.rounds)
@@ -435,9 +446,28 @@ class Search:
         Args:
             game: the game.
             player: the player.
-            values: the statistics [`train`][metaeval.responses.search.Search.train] returned.
+            values: what [`train`][metaeval.responses.search.Search.train] returned.
 
         Returns:
-            The policy.
+            The policy (the exact best response's table where the tree was walked).
         """
+        if isinstance(values, ExactValues):
+            return values.response
         return SearchPolicy(games.load(game), player, values.choices())
+
+
+def walk_fits(game, opponents: Opponents, episodes: int) -> bool:
+    """Whether walking the tree once per opponent profile ends at most ``episodes`` histories
+    (the budget's unit), so that the exact best response costs no more than the search would.
+    The count stops at the budget (and is remembered): asking costs at most that walk.
+
+    Args:
+        game: the game.
+        opponents: the opponents (one walk per profile).
+        episodes: the search's budget.
+
+    Returns:
+        Whether the walk fits the budget.
+    """
+    per_profile = episodes // len(opponents.profiles)
+    return per_profile >= 1 and has_at_most_terminals(str(game), per_profile)

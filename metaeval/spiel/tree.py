@@ -153,6 +153,38 @@ def estimate_terminals(game, playouts: int = ESTIMATE_PLAYOUTS,
     return total / playouts, finished
 
 
+@functools.lru_cache(maxsize=64)
+def has_at_most_terminals(game_string: str, limit: int) -> bool:
+    """Whether the game (by its string) has at most ``limit`` terminal histories: a walk that
+    only counts (no policies, nothing stored) and stops once the count passes ``limit``.
+
+    Args:
+        game_string: the game, as ``str(game)``.
+        limit: the most terminal histories.
+
+    Returns:
+        Whether the tree has at most ``limit`` terminals.
+    """
+    game = games.load(game_string)
+    stack, terminals = [game.new_initial_state()], 0
+    while stack:
+        state = stack.pop()
+        if state.is_terminal():
+            terminals += 1
+            if terminals > limit:
+                return False
+        elif state.is_chance_node():
+            stack.extend(state.child(a) for a, probability in state.chance_outcomes() if probability > 0)
+        elif state.is_simultaneous_node():
+            for joint in itertools.product(*(state.legal_actions(p) or [0] for p in range(game.num_players()))):
+                child = state.clone()
+                child.apply_actions(list(joint))
+                stack.append(child)
+        else:
+            stack.extend(state.child(a) for a in state.legal_actions())
+    return True
+
+
 def _check_size(game: pyspiel.Game, limit: int) -> None:
     """Refuse, before enumerating, a game whose estimated tree exceeds ``limit`` terminals."""
     estimate, finished = estimate_terminals(game, give_up_above=limit * ESTIMATE_PLAYOUTS)

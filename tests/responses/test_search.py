@@ -8,7 +8,8 @@ from metaeval import Evaluator, MetaEvalError, games, spiel
 from metaeval.responses import RESPONDERS, Exact, Opponents, Search
 from metaeval.responses.exact import correlated_population
 from metaeval.responses.gap import ApproximateGap, approximate_cce_gap, describe
-from metaeval.responses.search import SearchPolicy, exhaustive_statistics, search_shard
+from metaeval.responses.search import SearchPolicy, SearchStatistics, exhaustive_statistics, search_shard
+from metaeval.spiel.tree import has_at_most_terminals
 from metaeval.spiel.gap import cce_gap
 
 SMALL = ["kuhn_poker", "leduc_poker", "kuhn_3p", "goofspiel(num_cards=3,imp_info=True)"]
@@ -67,10 +68,31 @@ def test_forked_and_drawn_histories_estimate_every_sequence_weight_without_bias(
 def test_with_enough_episodes_the_sampled_search_finds_kuhns_best_response():
     for player in range(2):
         game, opponents = problem("kuhn_poker", seed=5, player=player)
-        search = Search()
+        search = Search(exhaustive=False)
         policy = search.policy(game, player, search.train(game, player, opponents, 40_000, np.random.default_rng(1)))
         best = Exact().train(game, player, opponents, 0, np.random.default_rng(0)).value
         assert exact_value(game, player, policy, opponents) == pytest.approx(best, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", ["kuhn_poker", "goofspiel(num_cards=3,imp_info=True)"])
+def test_a_budget_that_covers_the_tree_walk_buys_the_exact_best_response(name):
+    game, opponents = problem(name, seed=4, player=1)
+    terminals = spiel.game_tree(game).num_terminals
+    walk = terminals * len(opponents.profiles)
+    best = Exact().train(game, 1, opponents, 0, None)
+    walked = Search().train(game, 1, opponents, walk, np.random.default_rng(0))
+    assert walked.value == best.value
+    assert exact_value(game, 1, Search().policy(game, 1, walked), opponents) == pytest.approx(best.value, abs=1e-12)
+    assert isinstance(Search().train(game, 1, opponents, walk - 1, np.random.default_rng(0)), SearchStatistics)
+    assert isinstance(Search(exhaustive=False).train(game, 1, opponents, walk, np.random.default_rng(0)),
+                      SearchStatistics)
+
+
+@pytest.mark.parametrize("name", ["kuhn_poker", "goofspiel(num_cards=3,imp_info=True)", "leduc_poker"])
+def test_the_terminal_count_stops_at_its_limit_and_agrees_with_the_tree(name):
+    terminals = spiel.game_tree(name).num_terminals
+    assert has_at_most_terminals(str(games.load(name)), terminals)
+    assert not has_at_most_terminals(str(games.load(name)), terminals - 1)
 
 
 @pytest.mark.parametrize("name", ["kuhn_poker", "kuhn_3p", "goofspiel(num_cards=3,imp_info=True)", "leduc_poker"])
@@ -80,7 +102,7 @@ def test_the_searched_deviation_is_never_worth_more_than_the_best_response(name)
     for seed in range(6):
         game, opponents = problem(name, seed=seed, player=seed % games.load(name).num_players())
         player = seed % game.num_players()
-        search = Search(rounds=2)
+        search = Search(rounds=2, exhaustive=False)
         values = search.train(game, player, opponents, [50, 500, 3000][seed % 3], np.random.default_rng(seed))
         value = exact_value(game, player, search.policy(game, player, values), opponents)
         assert value <= Exact().train(game, player, opponents, 0, None).value + 1e-12
@@ -118,7 +140,8 @@ def test_search_is_the_same_on_any_number_of_workers(ray_session):
 
 def test_the_same_seed_gives_the_same_search():
     game, opponents = problem("kuhn_3p", seed=1, player=2)
-    first, second = (Search().train(game, 2, opponents, 3000, np.random.default_rng(4)) for _ in range(2))
+    first, second = (Search(exhaustive=False).train(game, 2, opponents, 3000, np.random.default_rng(4))
+                     for _ in range(2))
     assert first.choices() == second.choices() and np.array_equal(first.sums, second.sums)
 
 
