@@ -40,6 +40,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -189,23 +190,27 @@ def polarix_ce(game) -> tuple[list, dict]:
 
 def run_limited(command: list[str], limit: float, memory_limit_gib: float, cpu_limit: float | None = None) -> dict:
     """Run ``command`` (a child printing one JSON line last) under the time and memory limits
-    (``cpu_limit``: CPU seconds of the child, if given)."""
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    start = time.monotonic()
-    reason = None
-    while process.poll() is None:
-        if time.monotonic() - start > limit:
-            reason = f"over {limit:g} s"
-        elif cpu_limit is not None and _cpu_seconds(process.pid) > cpu_limit:
-            reason = f"over {cpu_limit:g} CPU s"
-        elif (resident_memory(process.pid)["rss_mib"] or 0.0) > memory_limit_gib * 1024:
-            reason = f"over {memory_limit_gib:g} GiB"
-        if reason:
-            process.kill()
-            process.wait()
-            return {"status": f"killed ({reason})"}
-        time.sleep(POLL_SECONDS)
-    out, err = process.communicate()
+    (``cpu_limit``: CPU seconds of the child, if given). Its output goes to files, not pipes:
+    a child that prints more than a pipe holds would otherwise block until the time limit."""
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(command, stdout=stdout, stderr=stderr, text=True)
+        start = time.monotonic()
+        reason = None
+        while process.poll() is None:
+            if time.monotonic() - start > limit:
+                reason = f"over {limit:g} s"
+            elif cpu_limit is not None and _cpu_seconds(process.pid) > cpu_limit:
+                reason = f"over {cpu_limit:g} CPU s"
+            elif (resident_memory(process.pid)["rss_mib"] or 0.0) > memory_limit_gib * 1024:
+                reason = f"over {memory_limit_gib:g} GiB"
+            if reason:
+                process.kill()
+                process.wait()
+                return {"status": f"killed ({reason})"}
+            time.sleep(POLL_SECONDS)
+        stdout.seek(0)
+        stderr.seek(0)
+        out, err = stdout.read(), stderr.read()
     lines = out.strip().splitlines()
     if process.returncode != 0 or not lines:
         last = (err.strip().splitlines() or ["no output"])[-1]

@@ -2,6 +2,7 @@
 call, and every ratio column the rater's CPU seconds over polarix's."""
 
 import json
+import sys
 
 import pytest
 
@@ -31,3 +32,9 @@ def test_a_run_over_its_cpu_limit_is_killed(capsys):
     scale.main(["--shapes", "3x4", "--raters", "payoff", "--cpu-limit", "0.01", "--limit", "600"])
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("payoff"))
     assert "killed (over 0.01 CPU s)" in row
+
+
+def test_a_child_that_prints_more_than_a_pipe_holds_finishes_and_is_read():
+    """A child's output goes to files: 1 MB on stderr before its JSON line does not block it."""
+    child = "import sys, json; sys.stderr.write('x' * 1_000_000); print(json.dumps({'status': 'ok'}))"
+    assert scale.run_limited([sys.executable, "-c", child], limit=60, memory_limit_gib=4) == {"status": "ok"}
