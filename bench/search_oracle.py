@@ -10,7 +10,8 @@ one uniform policy per player to start, the exact meta-game, the meta-Nash by li
 programming, and per iteration one new policy per player from the oracle, trained or
 searched against the other player's meta-Nash marginal, the two sides differing only in
 ``--oracle`` and its episode budget: ``search`` (:class:`metaeval.responses.Search` at its
-defaults; the policy added is the searched table) or ``dqn``
+defaults; the policy added is the searched table, or the exact best response where the
+budget covers a walk of the tree per opponent profile) or ``dqn``
 (:class:`metaeval.responses.DQN` at its defaults; the greedy policy of its Q-network). The
 budgets are chosen so that one oracle call costs about the same CPU time on either side;
 the bench prints the mean CPU seconds per call it measured, to check.
