@@ -42,8 +42,9 @@ class ChainReplicates:
 
     Args:
         shape: the game's strategies per player.
-        source, target: each switch's states (sorted by source, ``degree`` switches each, as
-            `metaeval.ratings.alpharank` builds them).
+        source: each switch's state before it (sorted, the same number of switches from
+            every state, as `metaeval.ratings.alpharank` builds them).
+        target: each switch's state after it.
         player: each switch's switching player.
         log_rates: the log rates of a payoff gain ``(gain) -> log rate`` at the point's
             alpha and population size.
@@ -62,8 +63,15 @@ class ChainReplicates:
 
     @classmethod
     def from_rating(cls, rating: Rating) -> "ChainReplicates | None":
-        """From an alpha-Rank point rating: None unless its chain is multi-population, local,
-        at a finite alpha, stored (not matrix-free) and of one metastable class."""
+        """The replicates of an alpha-Rank point rating's chain.
+
+        Args:
+            rating: the point rating.
+
+        Returns:
+            The ChainReplicates, or None unless the chain is multi-population, local, at a
+            finite alpha, stored (not matrix-free) and of one metastable class.
+        """
         from metaeval.ratings.alpharank import _joint_profiles, log_fixation
 
         info = rating.diagnostics
