@@ -15,7 +15,9 @@ same run; how many replicates the warm run rated from scratch; and the largest
 difference between a warm and a cold replicate rating. A rater without a warm start
 (metaeval.ratings.warm) is run once: both runs would be the same code. Every solver
 first rates the game and a 3-replicate bootstrap out of the timing (imports, BLAS
-start-up). 95% intervals, seed 0.
+start-up). 95% intervals, seed 0. "draws x": the CPU seconds of drawing the B
+replicates' payoff tensors alone (their generators included), as a multiple of the
+point rating's: no bootstrap that draws them costs less.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import numpy as np
 from bench.scale import parse_shape
 from metaeval.game import MetaGame
 from metaeval.ratings import RATERS
-from metaeval.ratings.bootstrap import with_intervals
+from metaeval.ratings.bootstrap import Resampler, with_intervals
 from metaeval.ratings.warm import warm_replicates
 
 DEFAULT_RATERS = ("uniform", "payoff", "deviation", "nash", "alpharank")
@@ -57,6 +59,18 @@ def cpu_seconds(function, *args, **kwargs):
     return result, time.process_time() - start
 
 
+def draw_seconds(game: MetaGame, replicates: int) -> float:
+    """CPU seconds of drawing ``replicates`` payoff tensors as the bootstrap draws them (seed 0)."""
+    resampler = Resampler(game)
+    seeds = np.random.SeedSequence(0).spawn(replicates)
+
+    def draw_each():  # one tensor at a time, as the bootstrap holds them
+        for seed in seeds:
+            resampler.draw(np.random.default_rng(seed))
+
+    return cpu_seconds(draw_each)[1]
+
+
 def measure(game: MetaGame, name: str, replicates: int) -> dict:
     rater = RATERS[name]
     rater(game)
@@ -68,7 +82,8 @@ def measure(game: MetaGame, name: str, replicates: int) -> dict:
         result, seconds = cpu_seconds(with_intervals, game, rater, {}, replicates, progress=False, warm_start=warm)
         runs[warm] = (result, max(seconds - point_seconds, 0.0))
     cold, cold_seconds = runs[False]
-    figures = {"point": point_seconds, "cold": cold_seconds, "warm": None, "from_scratch": None, "difference": None}
+    figures = {"point": point_seconds, "cold": cold_seconds, "warm": None, "from_scratch": None, "difference": None,
+               "draws": draw_seconds(game, replicates)}
     if True in runs:
         warm, warm_seconds = runs[True]
         figures.update(warm=warm_seconds, from_scratch=warm.diagnostics["bootstrap"]["cold_replicates"],
@@ -84,7 +99,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     print(f"{args.replicates} replicates, 95% intervals; CPU seconds; x: multiple of one point rating's CPU s")
     print(f"{'game':<10} {'rater':<10} {'point s':>9} {'warm s':>9} {'warm x':>8} {'cold s':>9} {'cold x':>8} "
-          f"{'rated cold':>10} {'|warm - cold|':>13}")
+          f"{'rated cold':>10} {'|warm - cold|':>13} {'draws x':>8}")
     for name in args.games:
         game = goofspiel_game() if name == "goofspiel" else random_game(*parse_shape(name))
         for rater in args.raters:
@@ -94,7 +109,7 @@ def main(argv=None) -> None:
             extra = (f"{f['from_scratch']:>10} {f['difference']:13.2g}" if f["warm"] is not None
                      else f"{'no warm start':>24}")
             print(f"{name:<10} {rater:<10} {f['point']:9.4f} {warm} {f['cold']:9.3f} {f['cold'] / f['point']:8.1f} "
-                  f"{extra}", flush=True)
+                  f"{extra} {f['draws'] / f['point']:8.1f}", flush=True)
 
 
 if __name__ == "__main__":

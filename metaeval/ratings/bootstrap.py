@@ -37,7 +37,8 @@ Replicate b is drawn from ``SeedSequence(seed).spawn(B)[b]``, so results do not
 depend on how replicates are split among Ray actors.
 
 Where the rater allows, a replicate is rated from the point rating (payoff ratings from
-its dual multipliers, deviation ratings from its support; `metaeval.ratings.warm`):
+its dual multipliers, deviation ratings from its support, alpha-Rank a task's replicates
+together on the point's chain; `metaeval.ratings.warm`):
 the same ratings to the solver's precision, at a fraction of the cost, and rated from
 scratch wherever the warm start cannot certify its result.
 """
@@ -165,13 +166,13 @@ def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds,
     resampler = Resampler(game, samples)
     rows = np.full((len(seeds), sum(game.shape)), np.nan)
     failures, cold = [], 0
+    batched = getattr(warm, "batched", False)  # rates the chunk's replicates at once
+    draws = [resampler.draw(np.random.default_rng(seed)) for seed in seeds] if batched else None
+    warm_rows = _warm_ratings(warm, np.stack(draws)) if batched else None
     for row, seed in enumerate(seeds):
-        payoffs = resampler.draw(np.random.default_rng(seed))
+        payoffs = draws[row] if batched else resampler.draw(np.random.default_rng(seed))
         if warm is not None:
-            try:
-                ratings = warm(payoffs)
-            except MetaEvalError:
-                ratings = None
+            ratings = warm_rows[row] if batched else _warm_ratings(warm, payoffs)
             if ratings is not None and np.all(np.isfinite(ratings)):
                 rows[row] = ratings
                 continue
@@ -182,6 +183,15 @@ def replicate_ratings(game: MetaGame, rater, options: dict, samples, seeds,
         except MetaEvalError as exc:
             failures.append((int(seed.spawn_key[-1]), str(exc)))
     return rows, failures, cold
+
+
+def _warm_ratings(warm, payoffs):
+    """``warm(payoffs)``, or None (rate from scratch) where it refuses; a batched warm
+    start's refusal declines every replicate of its batch."""
+    try:
+        return warm(payoffs)
+    except MetaEvalError:
+        return [None] * len(payoffs) if getattr(warm, "batched", False) else None
 
 
 def percentile_interval(values: np.ndarray, level: float) -> np.ndarray:

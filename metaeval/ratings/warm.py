@@ -15,6 +15,9 @@ scratch, as without a warm start):
   runs it above COLUMN_GENERATION_JOINTS joints) with the first working set the point's
   support instead of one joint; pricing over every joint makes the LPs' optima those over
   every joint, whatever the start.
+- ``alpharank``: the point's chain with each replicate's rates, a batch of replicates
+  solved together (`metaeval.ratings.warm_chains`), where the point's chain is stored
+  and has one metastable class.
 
 Every accepted replicate is the cold rating to the solver's precision.
 
@@ -32,6 +35,7 @@ import numpy as np
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
+from metaeval.ratings.warm_chains import ChainReplicates
 from metaeval.solvers import king_of_the_hill
 from metaeval.solvers.cce_columns import GameColumns
 from metaeval.solvers.equilibria import cce_constraints, deviation_gains
@@ -40,7 +44,8 @@ from metaeval.solvers.mecce import NEWTON_FIRST_JOINTS, max_entropy_from, scaled
 
 def warm_replicates(rater, rating: Rating, options: dict):
     """A function rating a replicate's payoffs ``[N, K_1..K_N]`` warm from ``rating``,
-    returning the ratings of every player concatenated, or None to rate it from scratch.
+    returning the ratings of every player concatenated, or None to rate it from scratch;
+    one with ``batched = True`` takes a stack of replicates and returns a list of those.
 
     Args:
         rater: the rater function.
@@ -50,6 +55,7 @@ def warm_replicates(rater, rating: Rating, options: dict):
     Returns:
         The function, or None if the rater has no warm start there (module docstring).
     """
+    from metaeval.ratings.alpharank import alpharank
     from metaeval.ratings.deviation import deviation
     from metaeval.ratings.payoff import payoff
     from metaeval.ratings.uniform import uniform
@@ -60,6 +66,8 @@ def warm_replicates(rater, rating: Rating, options: dict):
         return PayoffReplicate.from_game(rating.game)
     if rater is deviation and not options and not rating.diagnostics.get("merged_copies"):
         return DeviationReplicate(np.flatnonzero(rating.distribution.ravel() > 0))
+    if rater is alpharank:
+        return ChainReplicates.from_rating(rating)
     return None
 
 

@@ -97,10 +97,11 @@ def test_same_seed_same_result_and_another_seed_differs():
     np.testing.assert_array_equal(first.ratings[0], metaeval.rate(game, "deviation").ratings[0])
 
 
-def test_ray_actors_give_the_in_process_result(ray_session):
+@pytest.mark.parametrize("rater, options", [("payoff", {}), ("alpharank", {"alpha": 2.0})])
+def test_ray_actors_give_the_in_process_result(ray_session, rater, options):
     game = noisy_game(np.random.default_rng(2).uniform(-1, 1, (3, 3, 3, 3)))
-    local = metaeval.rate(game, "payoff", bootstrap=20, seed=3, level=0.8)
-    remote = metaeval.rate(game, "payoff", bootstrap=20, seed=3, level=0.8, workers=2)
+    local = metaeval.rate(game, rater, bootstrap=20, seed=3, level=0.8, **options)
+    remote = metaeval.rate(game, rater, bootstrap=20, seed=3, level=0.8, workers=2, **options)
     assert remote.diagnostics["bootstrap"]["workers"] == 2
     assert remote.diagnostics["bootstrap"]["cold_replicates"] == 0  # warm-started on the actors too
     for a, b in zip(local.replicates, remote.replicates):

@@ -7,7 +7,9 @@ from metaeval import MetaGame
 from metaeval.ratings import RATERS
 from metaeval.ratings.bootstrap import Resampler, replicate_ratings, with_intervals
 from metaeval.ratings.deviation import COLUMN_GENERATION_JOINTS
+from metaeval.errors import MetaEvalError
 from metaeval.ratings.warm import warm_replicates
+from metaeval.ratings.warm_chains import ChainReplicates
 from metaeval.solvers.mecce import NEWTON_FIRST_JOINTS
 
 REPLICATES = 8
@@ -18,11 +20,11 @@ def noisy_random_game(shape, seed=0, stderr=0.05):
     return MetaGame(payoffs, stderr=np.full(payoffs.shape, stderr))
 
 
-def both_ways(game, method):
+def both_ways(game, method, options=None):
     """The replicates' ratings warm-started and from scratch, and the warm run's count of
     replicates rated from scratch."""
-    runs = {warm: with_intervals(game, RATERS[method], {}, REPLICATES, seed=3, level=0.5, progress=False,
-                                 warm_start=warm) for warm in (True, False)}
+    runs = {warm: with_intervals(game, RATERS[method], options or {}, REPLICATES, seed=3, level=0.5,
+                                 progress=False, warm_start=warm) for warm in (True, False)}
     warm, cold = (np.concatenate(runs[w].replicates, axis=1) for w in (True, False))
     return warm, cold, runs[True].diagnostics["bootstrap"]["cold_replicates"]
 
@@ -74,3 +76,59 @@ def test_warm_deviation_replicates_start_from_the_point_support():
     payoffs = Resampler(game).draw(np.random.default_rng(0))
     np.testing.assert_allclose(warm(payoffs), np.concatenate(RATERS["deviation"](MetaGame(payoffs)).ratings),
                                rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("shape, spread, options", [
+    ((8, 8, 8), 0.05, {}),  # nearly tied payoffs, like a sampled meta-game's, at alpha 100
+    ((5, 6, 7), 1.0, {"alpha": 2.0, "population_size": 10}),
+    ((12, 12), 1.0, {"alpha": 1.0}),
+])
+def test_warm_alpharank_replicates_equal_cold_ones(shape, spread, options):
+    payoffs = np.random.default_rng(0).uniform(-spread, spread, (len(shape), *shape))
+    game = MetaGame(payoffs, stderr=np.full(payoffs.shape, spread / 4))
+    assert RATERS["alpharank"](game, **options).diagnostics["aggregation_levels"] == 1
+    warm, cold, from_scratch = both_ways(game, "alpharank", options)
+    assert from_scratch == 0  # every replicate took the warm path
+    np.testing.assert_allclose(warm, cold, rtol=0, atol=1e-12)
+
+
+def test_a_replicate_chain_with_several_classes_is_rated_from_scratch():
+    """Each player earning 10 when all three play alike has three strict equilibria, so its
+    chain at alpha 100 has three metastable classes, which markov aggregates."""
+    game = MetaGame(np.random.default_rng(2).uniform(-0.05, 0.05, (3, 3, 3, 3)))
+    rating = RATERS["alpharank"](game)
+    warm = warm_replicates(RATERS["alpharank"], rating, {})
+    coordination = np.zeros((3, 3, 3, 3))
+    for a in range(3):
+        coordination[:, a, a, a] = 10.0
+    rows = warm(np.stack([game.payoffs, coordination]))
+    assert rows[1] is None
+    np.testing.assert_allclose(rows[0], np.concatenate(rating.ratings), rtol=0, atol=1e-12)
+
+
+def test_alpharank_has_no_warm_start_where_its_point_chain_has_several_classes():
+    coordination = np.zeros((3, 3, 3, 3))
+    for a in range(3):
+        coordination[:, a, a, a] = 10.0
+    rating = RATERS["alpharank"](MetaGame(coordination))
+    assert rating.diagnostics["aggregation_levels"] > 1
+    assert ChainReplicates.from_rating(rating) is None
+
+
+def test_a_batched_warm_start_that_refuses_declines_its_whole_batch():
+    game = noisy_random_game((3, 3, 3))
+    seeds = np.random.SeedSequence(0).spawn(4)
+
+    class Refusing:
+        batched = True
+        shapes = []
+
+        def __call__(self, payoffs):
+            self.shapes.append(payoffs.shape)
+            raise MetaEvalError("over the memory budget")
+
+    cold = replicate_ratings(game, RATERS["alpharank"], {}, None, seeds)
+    declined = replicate_ratings(game, RATERS["alpharank"], {}, None, seeds, warm=Refusing())
+    assert Refusing.shapes == [(4, 3, 3, 3, 3)]  # one call on the whole batch
+    np.testing.assert_array_equal(declined[0], cold[0])
+    assert declined[2] == 4
