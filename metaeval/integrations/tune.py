@@ -304,7 +304,7 @@ def _round_directory(r: int) -> str:
 
 def synchronous_pbt(**options):
     """Tune's ``PopulationBasedTraining`` with ``synch=True``, timed by the round
-    (``time_attr`` is [`ROUND`][metaeval.integrations.tune.ROUND] unless given), that also runs on after ``Tuner.restore``.
+    (``time_attr`` is ``ROUND``, ``metaeval_round``, unless given), that also runs on after ``Tuner.restore``.
 
     Stop the experiment on the round too (``stop={ROUND: rounds}``): a trial that copied a
     checkpoint can be ahead in Tune's ``training_iteration`` of the round it resumes from,

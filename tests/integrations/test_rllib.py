@@ -2,6 +2,7 @@
 a league capped by rating, and metaeval's keys in RLlib's result dicts (a short PPO run)."""
 
 import hashlib
+import re
 
 import numpy as np
 import pytest
@@ -129,3 +130,16 @@ def test_a_league_run_keeps_its_snapshots_caps_its_league_and_reports_ratings(ra
         assert all(np.isclose(w.sum(), 1) for w in mapping.weights)
     finally:
         algorithm.stop()
+
+
+def test_the_example_prints_its_league_and_the_memory_a_snapshot_adds(ray_session, capsys):
+    pytest.importorskip("ray.rllib")
+    pytest.importorskip("torch")
+    from examples import rllib_league
+
+    records = rllib_league.main(["--game", "kuhn_poker", "--iterations", "5", "--capacity", "2", "--batch", "200"])
+    out = capsys.readouterr().out
+    assert [r["league_size"] for r in records] == [2] * 5 and [r["iteration"] for r in records] == [1, 2, 3, 4, 5]
+    assert all(r["exploitability"] >= 0 and r["memory"] > 0 for r in records)
+    assert len(re.findall(r"iteration \d+: league 2, newest snapshot's rating -?[\d.]+, exploitability", out)) == 5
+    assert re.search(r"memory added per snapshot with the league full: -?\d+ KiB", out)
