@@ -141,12 +141,13 @@ class Matchmaker:
         key = episode.id_
         if key not in self.drawn:
             seat = int(self.rng.integers(len(self.members)))
-            self.drawn[key] = [seat, str(self.rng.choice(self.members[seat], p=self.weights[seat])), 0]
-        seat, opponent, asked = self.drawn[key]
-        self.drawn[key][2] += 1
-        if self.drawn[key][2] == len(self.members):  # every seat mapped: the episode's entry is done
+            opponent = str(self.rng.choice(self.members[seat], p=self.weights[seat]))
+            self.drawn[key] = {"seat": seat, "opponent": opponent, "unmapped": len(self.members)}
+        entry = self.drawn[key]
+        entry["unmapped"] -= 1
+        if not entry["unmapped"]:  # every seat mapped: the episode's entry is done
             del self.drawn[key]
-        return self.main if agent_id == seat else opponent
+        return self.main if agent_id == entry["seat"] else entry["opponent"]
 
 
 class LeagueCallback(RLlibCallback):
