@@ -64,8 +64,7 @@ def run_experiment(out, seed: int = 0, metric: str = metaeval_tune.METRIC, game:
     fitness = metaeval_tune.Fitness(game=game, trials=TRIALS, seed=seed, rank=True, exploitability=exploitability)
     actor = metaeval_tune.shared_evaluator(fitness, out / name / "metaeval", name=actor_name, num_cpus=num_cpus)
     trainable = tune.with_resources(metaeval_tune.ppo_trainable, {"cpu": num_cpus / TRIALS})
-    scheduler = metaeval_tune.synchronous_pbt(time_attr="training_iteration", metric=metric, mode="max",
-                                              perturbation_interval=1,
+    scheduler = metaeval_tune.synchronous_pbt(metric=metric, mode="max", perturbation_interval=1,
                                               hyperparam_mutations={"learning_rate": list(mutated_rates)})
     if stop_driver_at is not None:
         _stop_at(actor, stop_driver_at)
@@ -78,7 +77,7 @@ def run_experiment(out, seed: int = 0, metric: str = metaeval_tune.METRIC, game:
         tuner = tune.Tuner(trainable, param_space=space,
                            tune_config=tune.TuneConfig(scheduler=scheduler, reuse_actors=True),
                            run_config=tune.RunConfig(name=name, storage_path=str(out), verbose=0,
-                                                     stop={"training_iteration": iterations},
+                                                     stop={metaeval_tune.ROUND: iterations},
                                                      checkpoint_config=tune.CheckpointConfig(num_to_keep=4)))
     tuner.fit()
     state = ray.get(actor.state.remote())

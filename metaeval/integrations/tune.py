@@ -52,6 +52,15 @@ METRIC = "metaeval_rating"
 POOL_METRIC = "pool_win_rate"
 """The key of a trial's rescaled payoff against the other player's population."""
 
+ROUND = "metaeval_round"
+"""The key of the round a result answers: the clock to give Tune's scheduler and stop criterion.
+
+Tune counts a trial's ``training_iteration`` itself and, when PBT copies a checkpoint, restores
+that count from the copied trial's last result, which need not be the result the checkpoint
+was saved with; the round is read from the checkpoint, so it is the one clock the shared
+Evaluator's barriers and Tune's decisions agree on.
+"""
+
 DEFAULT_NAME = "metaeval-shared-evaluator"
 """The Ray actor name of an experiment's shared Evaluator."""
 
@@ -275,7 +284,7 @@ class SharedEvaluator:
         ranks[order] = np.arange(1, len(mean) + 1)
         metrics = {}
         for slot, trial in enumerate(self.slots):
-            metrics[trial] = {METRIC: float(mean[slot]), POOL_METRIC: float(pool[slot]), "metaeval_round": r,
+            metrics[trial] = {METRIC: float(mean[slot]), POOL_METRIC: float(pool[slot]), ROUND: r,
                               **shared}
             if fitness.rank:
                 metrics[trial]["metaeval_rank"] = int(ranks[slot])
@@ -294,8 +303,12 @@ def _round_directory(r: int) -> str:
 
 
 def synchronous_pbt(**options):
-    """Tune's ``PopulationBasedTraining`` with ``synch=True`` that also runs on after
-    ``Tuner.restore``.
+    """Tune's ``PopulationBasedTraining`` with ``synch=True``, timed by the round
+    (``time_attr`` is ``ROUND``, ``metaeval_round``, unless given), that also runs on after ``Tuner.restore``.
+
+    Stop the experiment on the round too (``stop={ROUND: rounds}``): a trial that copied a
+    checkpoint can be ahead in Tune's ``training_iteration`` of the round it resumes from,
+    and stopped on the iteration it would leave the last round waiting for it.
 
     Tune does not save a scheduler's state with the experiment: a restored synchronous PBT
     starts again with its next synchronisation time at the first interval while its trials
@@ -320,7 +333,7 @@ def synchronous_pbt(**options):
                 self._next_perturbation_sync = max(times) + self._perturbation_interval
             return decision
 
-    return SynchronousPBT(**{**options, "synch": True})
+    return SynchronousPBT(**{"time_attr": ROUND, **options, "synch": True})
 
 
 def shared_evaluator(fitness: Fitness, directory, name: str = DEFAULT_NAME, address: str | None = None,

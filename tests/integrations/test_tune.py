@@ -14,7 +14,8 @@ from open_spiel.python import policy as policy_lib
 
 from metaeval import games, spiel
 from metaeval.errors import MetaEvalError
-from metaeval.integrations.tune import METRIC, POOL_METRIC, Fitness, SharedEvaluator, content_hash
+from metaeval.integrations.tune import (METRIC, POOL_METRIC, ROUND, Fitness, SharedEvaluator, content_hash,
+                                        ppo_trainable, shared_evaluator, synchronous_pbt)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -116,9 +117,7 @@ def by_slot(state):
             for r, record in state["rounds"].items()}
 
 
-@pytest.mark.cluster  # SIGKILL of a driver with embedded Ray, as the other such tests (make cluster-test);
-# it can also wait for the shared Evaluator's timeout when PBT copies a checkpoint older than
-# the copying trial's iteration (seen once in three runs: a round waits for a trial that has stopped)
+@pytest.mark.cluster  # SIGKILL of a driver with embedded Ray, as the other such tests (make cluster-test)
 def test_a_killed_and_restored_experiment_equals_an_uninterrupted_one(tmp_path):
     pytest.importorskip("ray.tune")
     done = experiment(tmp_path / "whole", "none", tmp_path / "whole.json")
@@ -133,6 +132,54 @@ def test_a_killed_and_restored_experiment_equals_an_uninterrupted_one(tmp_path):
     assert sorted(by_slot(whole)) == sorted(by_slot(restored)) == list(range(5))
     assert by_slot(restored) == by_slot(whole)
     assert restored["payoffs"] == whole["payoffs"]
+
+
+def iteration_ahead_pbt(**options):
+    """Synchronous PBT whose exploit restores the copying trial's Tune iteration count one past
+    the round of the checkpoint it copies. Tune's exploit pairs the copied trial's last
+    checkpoint with its last result, and restores the count from that result: nothing makes
+    them of the same iteration, and when they were not, a run hung."""
+    from ray.train._internal.checkpoint_manager import _TrainingResult
+
+    scheduler = synchronous_pbt(**options)
+
+    class IterationAhead(type(scheduler)):
+        def _exploit(self, tune_controller, trial, trial_to_clone):
+            super()._exploit(tune_controller, trial, trial_to_clone)
+            manager = trial.run_metadata.checkpoint_manager
+            copied = manager.latest_checkpoint_result
+            ahead = {**copied.metrics, "training_iteration": copied.metrics["training_iteration"] + 1}
+            manager._latest_checkpoint_result = _TrainingResult(checkpoint=copied.checkpoint, metrics=ahead)
+
+    scheduler.__class__ = IterationAhead
+    return scheduler
+
+
+def test_a_trial_whose_iteration_count_is_ahead_of_its_round_reports_every_round(ray_session, tmp_path):
+    """A trial that copied a checkpoint resumes with Tune's iteration count past its round:
+    timed and stopped by the round, it reports the last round too, and no round waits for a
+    trial that has stopped."""
+    from ray import tune
+
+    fitness = Fitness(game="kuhn_poker", trials=2, timeout=60)
+    actor = shared_evaluator(fitness, tmp_path / "metaeval", name="metaeval-iteration-ahead")
+    pbt = iteration_ahead_pbt(metric=METRIC, mode="max", perturbation_interval=1, quantile_fraction=0.5,
+                               hyperparam_mutations={"learning_rate": [1e-3, 2e-3]})
+    tuner = tune.Tuner(
+        tune.with_resources(ppo_trainable, {"cpu": 0.5}),
+        param_space={"game": "kuhn_poker", "episodes": 10, "seed": tune.grid_search([0, 1]),
+                     "metaeval_evaluator": "metaeval-iteration-ahead"},
+        tune_config=tune.TuneConfig(scheduler=pbt, time_budget_s=300),  # a run that hangs ends, and fails
+        run_config=tune.RunConfig(name="ahead", storage_path=str(tmp_path), verbose=0, stop={ROUND: 3}))
+    try:
+        results = tuner.fit()
+        state = ray_session.get(actor.state.remote())
+    finally:
+        ray_session.kill(actor)
+    assert not results.errors, results.errors
+    assert sorted(state["rounds"]) == [0, 1, 2, 3]
+    assert [result.metrics[ROUND] for result in results] == [3, 3]
+    assert any(result.metrics["training_iteration"] > result.metrics[ROUND] for result in results)  # it did copy
 
 
 def test_the_approximate_gap_is_reported_when_asked(tmp_path):
