@@ -188,3 +188,31 @@ def test_the_approximate_gap_is_reported_when_asked(tmp_path):
     metrics = complete_round(shared, 0, {"a": policies_of(game, 0), "b": policies_of(game, 1)})
     values = {m["approximate_cce_gap"] for m in metrics.values()}
     assert len(values) == 1 and np.isfinite(values.pop())
+
+
+def test_pb2_exploits_and_explores_on_the_rating(ray_session, tmp_path):
+    """Tune's PB2 (a Gaussian-process explore) reads the same flat metric, timed and stopped by
+    the round: every round completes, and the copied trial gets a learning rate of PB2's choosing."""
+    from ray import tune
+    from ray.tune.schedulers.pb2 import PB2
+
+    fitness = Fitness(game="kuhn_poker", trials=2, timeout=60)
+    actor = shared_evaluator(fitness, tmp_path / "metaeval", name="metaeval-pb2")
+    pb2 = PB2(time_attr=ROUND, metric=METRIC, mode="max", perturbation_interval=1, quantile_fraction=0.5,
+              hyperparam_bounds={"learning_rate": [1e-4, 1e-2]})
+    tuner = tune.Tuner(
+        tune.with_resources(ppo_trainable, {"cpu": 0.5}),
+        param_space={"game": "kuhn_poker", "episodes": 10, "seed": tune.grid_search([0, 1]), "learning_rate": 1e-3,
+                     "metaeval_evaluator": "metaeval-pb2"},
+        tune_config=tune.TuneConfig(scheduler=pb2, time_budget_s=300),  # a run that hangs ends, and fails
+        run_config=tune.RunConfig(name="pb2", storage_path=str(tmp_path), verbose=0, stop={ROUND: 3}))
+    try:
+        results = tuner.fit()
+        state = ray_session.get(actor.state.remote())
+    finally:
+        ray_session.kill(actor)
+    assert not results.errors, results.errors
+    assert sorted(state["rounds"]) == [0, 1, 2, 3]
+    assert [result.metrics[ROUND] for result in results] == [3, 3]
+    assert any(result.config["learning_rate"] != 1e-3 for result in results)  # PB2 explored
+    assert all(1e-4 <= result.config["learning_rate"] <= 1e-2 for result in results)
