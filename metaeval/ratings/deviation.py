@@ -56,6 +56,7 @@ from metaeval.solvers.cce_columns import GameColumns, StoredColumns
 from metaeval.solvers.cce_face import face_rounds
 from metaeval.solvers.cce_first_round import FirstRoundModel
 from metaeval.solvers.equilibria import deviation_gains
+from metaeval.solvers.matrix_game import solve_matrix_game
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating, homogeneous
@@ -83,6 +84,9 @@ payoffs (by default); smaller ones by the reduced system with every joint in the
 FACE_JOINTS = 2048
 """Largest optimal face (joints of zero reduced cost) on which the later rounds are
 solved (metaeval.solvers.cce_face: a dense SVD of up to rows x FACE_JOINTS a round)."""
+INTERIOR_POINT_ROWS = 256
+"""First LPs with more deviations than this grow their working sets from interior points
+before the simplex runs (`_grow_by_interior_point`)."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest accepted unscaled residual of a warm optimum (simplex sum, sign, gain rows)."""
 
@@ -367,7 +371,8 @@ def _first_round(source, joints: np.ndarray, pricer: "_Pricer") -> tuple[_Round,
     """The first LP's optimum over every row and joint (metaeval.solvers.cce_first_round),
     the model that holds it, and the number of joints priced in."""
     model = FirstRoundModel(source, joints)
-    priced = solves = 0
+    priced = _grow_by_interior_point(model, pricer) if source.num_rows > INTERIOR_POINT_ROWS else 0
+    solves = 0
     while True:
         t, masses, duals, simplex_dual, runs = model.solve("the first deviation-rating LP")
         solves += runs
@@ -382,6 +387,39 @@ def _first_round(source, joints: np.ndarray, pricer: "_Pricer") -> tuple[_Round,
             return result, model, priced
         priced += entering.size
         model.add_joints(entering)
+
+
+def _grow_by_interior_point(model: FirstRoundModel, pricer: "_Pricer") -> int:
+    """Grow the first LP's working sets from approximate optima of the matrix game over
+    them (metaeval.solvers.matrix_game), then start the simplex from the basis the last
+    one names; return the number of joints priced in.
+
+    Each round enters the rows the approximate sigma violates and the joints the
+    approximate y prices negative, as the simplex rounds would from exact optima. With
+    dense columns every simplex pivot costs a pass over the working LP, and the simplex
+    re-solves after each entry took some 1,500 pivots at 3 x 192; the interior point takes
+    about twenty Newton steps whatever entered. The optimum, its duals and the proof that
+    no row or joint is left out still come from the simplex rounds that follow.
+    """
+    priced = 0
+    while True:
+        game = solve_matrix_game(model.matrix[model.rows])
+        if not game.converged:  # round-off stalled it: the simplex rounds take over from there
+            model.set_basis_near(game.sigma, game.y, game.value)
+            return priced
+        gains = model.matrix @ game.sigma
+        duals = np.zeros(model.source.num_rows)
+        duals[model.rows] = -game.y  # HiGHS's sign for the caps' duals
+        rows = model.violated(gains, game.value, PRICING_TOLERANCE)
+        joints = pricer.entering(model, _Round(game.value, duals, gains, game.sigma, game.value, duals))
+        if rows.size == 0 and joints.size == 0:
+            model.set_basis_near(game.sigma, game.y, game.value)
+            return priced
+        if rows.size:
+            model.add_rows(rows)
+        if joints.size:
+            model.add_joints(joints)
+            priced += joints.size
 
 
 def _warm_rounds(source, joints: np.ndarray, pricer: "_Pricer", priced: int, iterations: int) -> StrictestCCE:
