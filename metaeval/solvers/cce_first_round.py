@@ -13,6 +13,12 @@ new rows enter with basic slacks (dual simplex continues), new joints nonbasic a
 (primal simplex continues). At 64 x 64 x 2,000 the LP ends with 389 rows and 1,684
 joints; in the warm model of metaeval.ratings.deviation, which holds every row twice
 (2 x 2,128 + 1 rows), the same round took 14 CPU s against 3.5 for the whole rating now.
+
+Every column is dense, so every pivot is a pass over the working LP. With many rows (3 x
+192: 554 rows, 1,878 joints) the re-solves after each entry took some 1,500 pivots and
+the simplex most of the rating; there the working sets first grow from interior points
+(metaeval.solvers.matrix_game), and `set_basis_near` starts the simplex from the basis
+the last one names.
 """
 
 from __future__ import annotations
