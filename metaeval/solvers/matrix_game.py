@@ -39,14 +39,12 @@ not numerically positive definite (added once, cumulatively)."""
 @dataclass
 class GameSolution:
     """An approximate optimum (the iterate of smallest residuals and duality gap): value
-    v, sigma over the columns, y over the rows, whether it met the tolerance, and the
-    Newton steps taken."""
+    v, sigma over the columns, y over the rows, and whether it met the tolerance."""
 
     value: float
     sigma: np.ndarray
     y: np.ndarray
     converged: bool
-    iterations: int
 
 
 def _longest_step(values: np.ndarray, steps: np.ndarray) -> float:
@@ -90,8 +88,8 @@ def _newton_steps(matrix: np.ndarray, tolerance: float, max_iterations: int) -> 
     x, w = np.full(columns, 1.0 / columns), np.full(rows, 1.0 / rows)  # infeasible start
     z = np.maximum(1.0 - b @ x, 1.0)
     u = np.maximum(b.T @ w - 1.0, 1.0)
-    best, iteration = (np.inf, x, w), 0
-    for iteration in range(max_iterations):
+    best = (np.inf, x, w)
+    for _ in range(max_iterations):
         primal, dual = 1.0 - b @ x - z, 1.0 - b.T @ w + u
         error = max(np.abs(primal).max(), np.abs(dual).max(), abs(x.sum() - w.sum()) / (1.0 + x.sum()))
         if error < best[0]:
@@ -124,4 +122,4 @@ def _newton_steps(matrix: np.ndarray, tolerance: float, max_iterations: int) -> 
         w += to_dual * dw
         u += to_dual * du
     error, x, w = best
-    return GameSolution(1.0 / x.sum() - shift, x / x.sum(), w / w.sum(), error <= tolerance, iteration)
+    return GameSolution(1.0 / x.sum() - shift, x / x.sum(), w / w.sum(), error <= tolerance)
