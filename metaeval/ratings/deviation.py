@@ -323,7 +323,7 @@ class _Safeguards:
         return masses / masses.sum()
 
 
-def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
+def strictest_cce(source, joints: np.ndarray | None = None, interior_points: bool = True) -> StrictestCCE:
     """Algorithm 1 on the CCE system of ``source`` (a column source of
     metaeval.solvers.cce_columns; entries at most 1).
 
@@ -338,6 +338,8 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     Args:
         source: the column source of the CCE system.
         joints: the joints the first working set starts from; default: all.
+        interior_points: grow the first working sets from interior points above
+            INTERIOR_POINT_ROWS deviations (else by the simplex alone).
 
     Returns:
         The strictest CCE, its ratings and how it was found.
@@ -345,7 +347,7 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     rows = source.num_rows
     pricer = _Pricer(source)
     first, model, priced = _first_round(source, np.arange(source.num_columns) if joints is None
-                                        else np.asarray(joints), pricer)
+                                        else np.asarray(joints), pricer, interior_points)
     on_face = pricer.face(model, first)
     if on_face is None:
         return _warm_rounds(source, model.joints, pricer, priced, model.iterations)
@@ -367,11 +369,13 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
                         face_rounds=face.rounds, read_off=face.read_off)
 
 
-def _first_round(source, joints: np.ndarray, pricer: "_Pricer") -> tuple[_Round, FirstRoundModel, int]:
+def _first_round(source, joints: np.ndarray, pricer: "_Pricer",
+                 interior_points: bool = True) -> tuple[_Round, FirstRoundModel, int]:
     """The first LP's optimum over every row and joint (metaeval.solvers.cce_first_round),
     the model that holds it, and the number of joints priced in."""
     model = FirstRoundModel(source, joints)
-    priced = _grow_by_interior_point(model, pricer) if source.num_rows > INTERIOR_POINT_ROWS else 0
+    grow = interior_points and source.num_rows > INTERIOR_POINT_ROWS
+    priced = _grow_by_interior_point(model, pricer) if grow else 0
     solves = 0
     while True:
         t, masses, duals, simplex_dual, runs = model.solve("the first deviation-rating LP")
@@ -539,7 +543,9 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         round and per pricing or row generation that added joints or rows, plus any
         safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
         safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
-        ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size
+        ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``,
+        ``safeguard_simplex_retries``: the LPs solved again with the first one by the
+        simplex alone after they failed from interior points), the LP size
         (``lp_rows``: deviations, ``first_rows``: those in the first LP, ``lp_columns``: joints
         in the first LP, and in the warm one if the later rounds ran there), ``face_rounds``
         (rounds on the first LP's optimal face), ``read_off`` (ratings read there as gains
@@ -551,7 +557,7 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         raise MetaEvalError(f"deviation ratings need a MetaGame, got {type(game).__name__}")
     if column_generation is None:
         column_generation = game.num_joints > COLUMN_GENERATION_JOINTS
-    diagnostics = {"safeguard_column_generation_retries": 0}
+    diagnostics = {"safeguard_column_generation_retries": 0, "safeguard_simplex_retries": 0}
     if not column_generation:
         try:
             reduced = reduce_cce(game, symmetry=symmetry, merge_duplicates=merge_duplicates)
@@ -574,8 +580,18 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         copies = sum(game.shape) - sum(len(first) for first in firsts)
         merged = MetaGame(game.payoffs[(slice(None), *np.ix_(*firsts))]) if copies else game
         source = GameColumns(merged)
+        start = [source.least_tempted_joint()]
         try:
-            result = strictest_cce(source, joints=[source.least_tempted_joint()])
+            try:
+                result = strictest_cce(source, joints=start)
+            except MetaEvalError:
+                if source.num_rows <= INTERIOR_POINT_ROWS:
+                    raise
+                # The interior points' first optimum is another vertex of the same optimal
+                # face; on nearly tied games the later rounds' round-off depends on it
+                # (3 x 128 `tied`: round 49 infeasible from it, solved from the simplex's).
+                diagnostics["safeguard_simplex_retries"] = 1
+                result = strictest_cce(source, joints=start, interior_points=False)
         except MetaEvalError as exc:
             raise MetaEvalError(
                 f"{exc}. Deviation ratings of this game ({game.num_joints:.3g} joints) need more precision "
