@@ -56,6 +56,7 @@ from metaeval.solvers.cce_columns import GameColumns, StoredColumns
 from metaeval.solvers.cce_face import face_rounds
 from metaeval.solvers.cce_first_round import FirstRoundModel
 from metaeval.solvers.equilibria import deviation_gains
+from metaeval.solvers.matrix_game import solve_matrix_game
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating, homogeneous
@@ -83,6 +84,9 @@ payoffs (by default); smaller ones by the reduced system with every joint in the
 FACE_JOINTS = 2048
 """Largest optimal face (joints of zero reduced cost) on which the later rounds are
 solved (metaeval.solvers.cce_face: a dense SVD of up to rows x FACE_JOINTS a round)."""
+INTERIOR_POINT_ROWS = 256
+"""First LPs with more deviations than this grow their working sets from interior points
+before the simplex runs (`_grow_by_interior_point`)."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest accepted unscaled residual of a warm optimum (simplex sum, sign, gain rows)."""
 
@@ -319,7 +323,7 @@ class _Safeguards:
         return masses / masses.sum()
 
 
-def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
+def strictest_cce(source, joints: np.ndarray | None = None, interior_points: bool = True) -> StrictestCCE:
     """Algorithm 1 on the CCE system of ``source`` (a column source of
     metaeval.solvers.cce_columns; entries at most 1).
 
@@ -334,6 +338,8 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     Args:
         source: the column source of the CCE system.
         joints: the joints the first working set starts from; default: all.
+        interior_points: grow the first working sets from interior points above
+            INTERIOR_POINT_ROWS deviations (else by the simplex alone).
 
     Returns:
         The strictest CCE, its ratings and how it was found.
@@ -341,7 +347,7 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
     rows = source.num_rows
     pricer = _Pricer(source)
     first, model, priced = _first_round(source, np.arange(source.num_columns) if joints is None
-                                        else np.asarray(joints), pricer)
+                                        else np.asarray(joints), pricer, interior_points)
     on_face = pricer.face(model, first)
     if on_face is None:
         return _warm_rounds(source, model.joints, pricer, priced, model.iterations)
@@ -363,11 +369,14 @@ def strictest_cce(source, joints: np.ndarray | None = None) -> StrictestCCE:
                         face_rounds=face.rounds, read_off=face.read_off)
 
 
-def _first_round(source, joints: np.ndarray, pricer: "_Pricer") -> tuple[_Round, FirstRoundModel, int]:
+def _first_round(source, joints: np.ndarray, pricer: "_Pricer",
+                 interior_points: bool = True) -> tuple[_Round, FirstRoundModel, int]:
     """The first LP's optimum over every row and joint (metaeval.solvers.cce_first_round),
     the model that holds it, and the number of joints priced in."""
     model = FirstRoundModel(source, joints)
-    priced = solves = 0
+    grow = interior_points and source.num_rows > INTERIOR_POINT_ROWS
+    priced = _grow_by_interior_point(model, pricer) if grow else 0
+    solves = 0
     while True:
         t, masses, duals, simplex_dual, runs = model.solve("the first deviation-rating LP")
         solves += runs
@@ -382,6 +391,39 @@ def _first_round(source, joints: np.ndarray, pricer: "_Pricer") -> tuple[_Round,
             return result, model, priced
         priced += entering.size
         model.add_joints(entering)
+
+
+def _grow_by_interior_point(model: FirstRoundModel, pricer: "_Pricer") -> int:
+    """Grow the first LP's working sets from approximate optima of the matrix game over
+    them (metaeval.solvers.matrix_game), then start the simplex from the basis the last
+    one names; return the number of joints priced in.
+
+    Each round enters the rows the approximate sigma violates and the joints the
+    approximate y prices negative, as the simplex rounds would from exact optima. With
+    dense columns every simplex pivot costs a pass over the working LP, and the simplex
+    re-solves after each entry took some 1,500 pivots at 3 x 192; the interior point takes
+    about twenty Newton steps whatever entered. The optimum, its duals and the proof that
+    no row or joint is left out still come from the simplex rounds that follow.
+    """
+    priced = 0
+    while True:
+        game = solve_matrix_game(model.matrix[model.rows])
+        if not game.converged:  # round-off stalled it: the simplex rounds take over from there
+            model.set_basis_near(game.sigma, game.y, game.value)
+            return priced
+        gains = model.matrix @ game.sigma
+        duals = np.zeros(model.source.num_rows)
+        duals[model.rows] = -game.y  # HiGHS's sign for the caps' duals
+        rows = model.violated(gains, game.value, PRICING_TOLERANCE)
+        joints = pricer.entering(model, _Round(game.value, duals, gains, game.sigma, game.value, duals))
+        if rows.size == 0 and joints.size == 0:
+            model.set_basis_near(game.sigma, game.y, game.value)
+            return priced
+        if rows.size:
+            model.add_rows(rows)
+        if joints.size:
+            model.add_joints(joints)
+            priced += joints.size
 
 
 def _warm_rounds(source, joints: np.ndarray, pricer: "_Pricer", priced: int, iterations: int) -> StrictestCCE:
@@ -501,7 +543,9 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         round and per pricing or row generation that added joints or rows, plus any
         safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
         safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
-        ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``), the LP size
+        ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``,
+        ``safeguard_simplex_retries``: the LPs solved again with the first one by the
+        simplex alone after they failed from interior points), the LP size
         (``lp_rows``: deviations, ``first_rows``: those in the first LP, ``lp_columns``: joints
         in the first LP, and in the warm one if the later rounds ran there), ``face_rounds``
         (rounds on the first LP's optimal face), ``read_off`` (ratings read there as gains
@@ -513,7 +557,7 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         raise MetaEvalError(f"deviation ratings need a MetaGame, got {type(game).__name__}")
     if column_generation is None:
         column_generation = game.num_joints > COLUMN_GENERATION_JOINTS
-    diagnostics = {"safeguard_column_generation_retries": 0}
+    diagnostics = {"safeguard_column_generation_retries": 0, "safeguard_simplex_retries": 0}
     if not column_generation:
         try:
             reduced = reduce_cce(game, symmetry=symmetry, merge_duplicates=merge_duplicates)
@@ -536,8 +580,18 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         copies = sum(game.shape) - sum(len(first) for first in firsts)
         merged = MetaGame(game.payoffs[(slice(None), *np.ix_(*firsts))]) if copies else game
         source = GameColumns(merged)
+        start = [source.least_tempted_joint()]
         try:
-            result = strictest_cce(source, joints=[source.least_tempted_joint()])
+            try:
+                result = strictest_cce(source, joints=start)
+            except MetaEvalError:
+                if source.num_rows <= INTERIOR_POINT_ROWS:
+                    raise
+                # The interior points' first optimum is another vertex of the same optimal
+                # face; on nearly tied games the later rounds' round-off depends on it
+                # (3 x 128 `tied`: round 49 infeasible from it, solved from the simplex's).
+                diagnostics["safeguard_simplex_retries"] = 1
+                result = strictest_cce(source, joints=start, interior_points=False)
         except MetaEvalError as exc:
             raise MetaEvalError(
                 f"{exc}. Deviation ratings of this game ({game.num_joints:.3g} joints) need more precision "

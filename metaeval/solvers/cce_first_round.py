@@ -13,10 +13,17 @@ new rows enter with basic slacks (dual simplex continues), new joints nonbasic a
 (primal simplex continues). At 64 x 64 x 2,000 the LP ends with 389 rows and 1,684
 joints; in the warm model of metaeval.ratings.deviation, which holds every row twice
 (2 x 2,128 + 1 rows), the same round took 14 CPU s against 3.5 for the whole rating now.
+
+Every column is dense, so every pivot is a pass over the working LP. With many rows (3 x
+192: 554 rows, 1,878 joints) the re-solves after each entry took some 1,500 pivots and
+the simplex most of the rating; there the working sets first grow from interior points
+(metaeval.solvers.matrix_game), and `set_basis_near` starts the simplex from the basis
+the last one names.
 """
 
 from __future__ import annotations
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
 
@@ -89,6 +96,28 @@ class FirstRoundModel:
         self.sigma_col = np.concatenate([self.sigma_col, start + np.arange(len(joints))])
         self.joints = np.concatenate([self.joints, joints])
         self.matrix = np.hstack([self.matrix, block])
+
+    def set_basis_near(self, masses: np.ndarray, duals: np.ndarray, value: float) -> None:
+        """Start the simplex from the basis an approximate optimum names (masses over the
+        model's joints, duals y >= 0 over its rows R, value t; metaeval.solvers.matrix_game).
+
+        Basic: t and, of the joints and cap slacks, as many as there are rows of R, ranked
+        by how far each is from its bound against its complementary dual (sigma_j - d_j,
+        slack_i - y_i, with reduced costs d_j = y^T A_j - t). A singular pick is repaired
+        by HiGHS with slacks; the simplex then proves the optimum from there."""
+        reduced = duals @ self.matrix[self.rows] - value
+        slacks = value - self.matrix[self.rows] @ masses
+        scores = np.r_[masses - reduced, slacks - duals]
+        basic = np.zeros(len(scores), dtype=bool)
+        basic[np.argsort(-scores, kind="stable")[: len(self.rows)]] = True
+        status = highspy.HighsBasisStatus
+        columns = np.full(self.highs.getNumCol(), status.kBasic)
+        columns[self.sigma_col] = np.where(basic[: len(self.joints)], status.kBasic, status.kLower)
+        basis = highspy.HighsBasis()
+        basis.col_status = columns.tolist()
+        basis.row_status = [status.kLower] + np.where(basic[len(self.joints):], status.kBasic, status.kUpper).tolist()
+        basis.valid = True
+        lp.check(self.highs.setBasis(basis), self.highs, "setBasis")
 
     def _row_block(self, rows: np.ndarray) -> np.ndarray:
         """The caps' coefficients over the model's columns (sigma's, in their order, and t)."""

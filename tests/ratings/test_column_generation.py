@@ -1,6 +1,9 @@
 """Deviation ratings by column generation: the same ratings as the LPs over every joint."""
 
+import importlib
+
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -12,6 +15,8 @@ from metaeval.ratings.deviation import COLUMN_GENERATION_JOINTS, strictest_cce
 from tests import regression
 from tests.conftest import random_games
 from tests.ratings.test_deviation import assert_ratings_close, rated
+
+deviation_module = importlib.import_module("metaeval.ratings.deviation")  # the name is the rater's
 
 
 @settings(max_examples=30, deadline=None)
@@ -35,6 +40,17 @@ def test_column_generation_gives_the_full_lp_ratings(game):
     generated = rated(game, column_generation=True)
     full = rated(game, column_generation=False)
     assert_ratings_close(generated, full, atol=1e-8)
+
+
+@settings(max_examples=30, deadline=None)
+@given(random_games(players=(2, 3), strategies=(2, 4), integer=True) | random_games(players=(2, 3), strategies=(2, 6)))
+def test_interior_point_start_gives_the_full_lp_ratings(game):
+    """The first LP's working sets grown from interior points (on every game here, not
+    only above INTERIOR_POINT_ROWS deviations) change no rating."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(deviation_module, "INTERIOR_POINT_ROWS", 0)
+        generated = rated(game, column_generation=True)
+    assert_ratings_close(generated, rated(game, column_generation=False), atol=1e-8)
 
 
 def test_column_generation_on_a_stored_matrix_from_one_joint():

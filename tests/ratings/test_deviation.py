@@ -404,6 +404,22 @@ def test_kuhn_seed_24_regression_game_is_rated_by_column_generation(monkeypatch)
     assert_ratings_close(rated(game), reference, atol=1e-7)
 
 
+def test_lps_failing_from_interior_points_are_solved_again_by_the_simplex(monkeypatch):
+    """If the rounds fail after a first LP grown from interior points, the simplex alone
+    solves them again (as it does on a nearly tied 3 x 128 game), with the same ratings."""
+    game = MetaGame(np.random.default_rng(5).uniform(-1, 1, size=(3, 20, 20, 20)))
+    reference = rated(game, column_generation=True)
+    monkeypatch.setattr(deviation_module, "INTERIOR_POINT_ROWS", 0)
+
+    def failing(model, pricer):
+        raise MetaEvalError("round 49 has no solution")
+
+    monkeypatch.setattr(deviation_module, "_grow_by_interior_point", failing)
+    rating = metaeval.rate(game, "deviation", column_generation=True)
+    assert rating.diagnostics["safeguard_simplex_retries"] == 1
+    assert_ratings_close(rating.ratings, reference, atol=1e-12)
+
+
 def test_diagnostics():
     game = MetaGame(np.random.default_rng(3).uniform(-1, 1, size=(3, 4, 3, 5)))
     rating = metaeval.rate(game, "deviation")
@@ -412,7 +428,7 @@ def test_diagnostics():
     assert d["simplex_iterations"] > 0 and safeguards_fired(d) == 0
     assert {k for k in d if k.startswith("safeguard_")} == {
         "safeguard_cold_resolves", "safeguard_looser_tolerances", "safeguard_largest_gain_freezes",
-        "safeguard_final_resolves", "safeguard_column_generation_retries"}
+        "safeguard_final_resolves", "safeguard_column_generation_retries", "safeguard_simplex_retries"}
     assert (d["lp_rows"], d["lp_columns"]) == (12, 60)
     assert d["max_violation"] <= 1e-9
     assert rating.distribution.shape == game.shape
