@@ -155,28 +155,36 @@ def iteration_ahead_pbt(**options):
     return scheduler
 
 
-def test_a_trial_whose_iteration_count_is_ahead_of_its_round_reports_every_round(ray_session, tmp_path):
-    """A trial that copied a checkpoint resumes with Tune's iteration count past its round:
-    timed and stopped by the round, it reports the last round too, and no round waits for a
-    trial that has stopped."""
+def two_trials_of_kuhn(ray_session, tmp_path, name: str, scheduler, **config):
+    """Two trials of metaeval's PPO trainable on kuhn_poker under ``scheduler``, stopped at round 3
+    (a run that hangs ends at Tune's time budget, with an error); their results and the shared
+    Evaluator's state."""
     from ray import tune
 
-    fitness = Fitness(game="kuhn_poker", trials=2, timeout=60)
-    actor = shared_evaluator(fitness, tmp_path / "metaeval", name="metaeval-iteration-ahead")
-    pbt = iteration_ahead_pbt(metric=METRIC, mode="max", perturbation_interval=1, quantile_fraction=0.5,
-                               hyperparam_mutations={"learning_rate": [1e-3, 2e-3]})
+    actor = shared_evaluator(Fitness(game="kuhn_poker", trials=2, timeout=60), tmp_path / "metaeval",
+                             name=f"metaeval-{name}")
     tuner = tune.Tuner(
         tune.with_resources(ppo_trainable, {"cpu": 0.5}),
         param_space={"game": "kuhn_poker", "episodes": 10, "seed": tune.grid_search([0, 1]),
-                     "metaeval_evaluator": "metaeval-iteration-ahead"},
-        tune_config=tune.TuneConfig(scheduler=pbt, time_budget_s=300),  # a run that hangs ends, and fails
-        run_config=tune.RunConfig(name="ahead", storage_path=str(tmp_path), verbose=0, stop={ROUND: 3}))
+                     "metaeval_evaluator": f"metaeval-{name}", **config},
+        tune_config=tune.TuneConfig(scheduler=scheduler, time_budget_s=300),
+        run_config=tune.RunConfig(name=name, storage_path=str(tmp_path), verbose=0, stop={ROUND: 3}))
     try:
         results = tuner.fit()
         state = ray_session.get(actor.state.remote())
     finally:
         ray_session.kill(actor)
     assert not results.errors, results.errors
+    return results, state
+
+
+def test_a_trial_whose_iteration_count_is_ahead_of_its_round_reports_every_round(ray_session, tmp_path):
+    """A trial that copied a checkpoint resumes with Tune's iteration count past its round:
+    timed and stopped by the round, it reports the last round too, and no round waits for a
+    trial that has stopped."""
+    pbt = iteration_ahead_pbt(metric=METRIC, mode="max", perturbation_interval=1, quantile_fraction=0.5,
+                               hyperparam_mutations={"learning_rate": [1e-3, 2e-3]})
+    results, state = two_trials_of_kuhn(ray_session, tmp_path, "ahead", pbt)
     assert sorted(state["rounds"]) == [0, 1, 2, 3]
     assert [result.metrics[ROUND] for result in results] == [3, 3]
     assert any(result.metrics["training_iteration"] > result.metrics[ROUND] for result in results)  # it did copy
@@ -193,25 +201,11 @@ def test_the_approximate_gap_is_reported_when_asked(tmp_path):
 def test_pb2_exploits_and_explores_on_the_rating(ray_session, tmp_path):
     """Tune's PB2 (a Gaussian-process explore) reads the same flat metric, timed and stopped by
     the round: every round completes, and the copied trial gets a learning rate of PB2's choosing."""
-    from ray import tune
     from ray.tune.schedulers.pb2 import PB2
 
-    fitness = Fitness(game="kuhn_poker", trials=2, timeout=60)
-    actor = shared_evaluator(fitness, tmp_path / "metaeval", name="metaeval-pb2")
     pb2 = PB2(time_attr=ROUND, metric=METRIC, mode="max", perturbation_interval=1, quantile_fraction=0.5,
               hyperparam_bounds={"learning_rate": [1e-4, 1e-2]})
-    tuner = tune.Tuner(
-        tune.with_resources(ppo_trainable, {"cpu": 0.5}),
-        param_space={"game": "kuhn_poker", "episodes": 10, "seed": tune.grid_search([0, 1]), "learning_rate": 1e-3,
-                     "metaeval_evaluator": "metaeval-pb2"},
-        tune_config=tune.TuneConfig(scheduler=pb2, time_budget_s=300),  # a run that hangs ends, and fails
-        run_config=tune.RunConfig(name="pb2", storage_path=str(tmp_path), verbose=0, stop={ROUND: 3}))
-    try:
-        results = tuner.fit()
-        state = ray_session.get(actor.state.remote())
-    finally:
-        ray_session.kill(actor)
-    assert not results.errors, results.errors
+    results, state = two_trials_of_kuhn(ray_session, tmp_path, "pb2", pb2, learning_rate=1e-3)
     assert sorted(state["rounds"]) == [0, 1, 2, 3]
     assert [result.metrics[ROUND] for result in results] == [3, 3]
     assert any(result.config["learning_rate"] != 1e-3 for result in results)  # PB2 explored
