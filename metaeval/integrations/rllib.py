@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from metaeval.errors import MetaEvalError
-from metaeval.integrations.tune import content_hash
+from metaeval.integrations.tune import check_rater_and_matchmaking, content_hash
 
 try:  # RLlib is an extra: without it the settings and tables still import
     from ray.rllib.callbacks.callbacks import RLlibCallback
@@ -76,19 +76,12 @@ class League:
 
     def __post_init__(self):
         from metaeval import games
-        from metaeval.ratings import RATERS
-        from metaeval.training.matchmaking import RULES
-        from metaeval.training.meta_solvers import SOLVERS
 
         for name, least in (("capacity", 2), ("every", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise MetaEvalError(f"a league's {name} must be an int of at least {least}, got {value!r}")
-        if self.rater not in RATERS:
-            raise MetaEvalError(f"unknown rater {self.rater!r}; known: {', '.join(sorted(RATERS))}")
-        if self.matchmaking not in RULES and self.matchmaking not in SOLVERS:
-            raise MetaEvalError(f"unknown matchmaking {self.matchmaking!r}: uniform, pfsp, or a meta-solver "
-                                f"({', '.join(sorted(SOLVERS))})")
+        check_rater_and_matchmaking(self.rater, self.matchmaking)
         players = games.load(self.game).num_players()
         if players != 2:
             raise MetaEvalError(f"a league plays 2-player games; {self.game} has {players} players")

@@ -101,17 +101,27 @@ class Fitness:
     timeout: float = 3600.0
 
     def __post_init__(self):
-        from metaeval.ratings import RATERS
-        from metaeval.training.matchmaking import RULES
-        from metaeval.training.meta_solvers import SOLVERS
-
         if isinstance(self.trials, bool) or not isinstance(self.trials, int) or self.trials < 2:
             raise MetaEvalError(f"a shared Evaluator rates at least 2 trials, got trials={self.trials!r}")
-        if self.rater not in RATERS:
-            raise MetaEvalError(f"unknown rater {self.rater!r}; known: {', '.join(sorted(RATERS))}")
-        if self.matchmaking not in RULES and self.matchmaking not in SOLVERS:
-            raise MetaEvalError(f"unknown matchmaking {self.matchmaking!r}: uniform, pfsp, or a meta-solver "
-                                f"({', '.join(sorted(SOLVERS))})")
+        check_rater_and_matchmaking(self.rater, self.matchmaking)
+
+
+def check_rater_and_matchmaking(rater: str, matchmaking: str) -> None:
+    """Refuse, in one line, a rater or a matchmaking rule metaeval does not know.
+
+    Args:
+        rater: a name in ``metaeval.RATERS``.
+        matchmaking: ``uniform``, ``pfsp`` or a meta-solver's name.
+    """
+    from metaeval.ratings import RATERS
+    from metaeval.training.matchmaking import RULES
+    from metaeval.training.meta_solvers import SOLVERS
+
+    if rater not in RATERS:
+        raise MetaEvalError(f"unknown rater {rater!r}; known: {', '.join(sorted(RATERS))}")
+    if matchmaking not in RULES and matchmaking not in SOLVERS:
+        raise MetaEvalError(f"unknown matchmaking {matchmaking!r}: uniform, pfsp, or a meta-solver "
+                            f"({', '.join(sorted(SOLVERS))})")
 
 
 def content_hash(snapshot) -> str:
