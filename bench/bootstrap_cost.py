@@ -12,7 +12,9 @@ of B replicates warm-started from it (`rate(..., bootstrap=B)`'s default; the po
 rating itself not counted) and of the same B replicates each rated from scratch
 (``warm_start=False``), both as multiples of the point rating's seconds measured in the
 same run; how many replicates the warm run rated from scratch; and the largest
-difference between a warm and a cold replicate rating. A rater without a warm start
+difference between a warm and a cold replicate rating; where the warm run draws the
+replicates' ratings from their law (uniform, `metaeval.ratings.gaussian_replicates`)
+rather than from payoff tensors, the draws differ and no difference is printed. A rater without a warm start
 (metaeval.ratings.warm) is run once: both runs would be the same code. Every solver
 first rates the game and a 3-replicate bootstrap out of the timing (imports, BLAS
 start-up). 95% intervals, seed 0. "draws x": the CPU seconds of drawing the B
@@ -88,6 +90,8 @@ def measure(game: MetaGame, name: str, replicates: int) -> dict:
         warm, warm_seconds = runs[True]
         figures.update(warm=warm_seconds, from_scratch=warm.diagnostics["bootstrap"]["cold_replicates"],
                        difference=max(float(np.abs(a - b).max()) for a, b in zip(warm.replicates, cold.replicates)))
+        if warm.diagnostics["bootstrap"]["drawn"] != "payoff tensors":  # other draws of the same law
+            figures.update(from_scratch="law", difference=None)
     return figures
 
 
@@ -106,8 +110,12 @@ def main(argv=None) -> None:
             f = measure(game, rater, args.replicates)
             warm = (f"{f['warm']:9.3f} {f['warm'] / f['point']:8.1f}" if f["warm"] is not None
                     else f"{'-':>9} {'-':>8}")
-            extra = (f"{f['from_scratch']:>10} {f['difference']:13.2g}" if f["warm"] is not None
-                     else f"{'no warm start':>24}")
+            if f["warm"] is None:
+                extra = f"{'no warm start':>24}"
+            elif f["difference"] is None:
+                extra = f"{'drawn from their law':>24}"
+            else:
+                extra = f"{f['from_scratch']:>10} {f['difference']:13.2g}"
             print(f"{name:<10} {rater:<10} {f['point']:9.4f} {warm} {f['cold']:9.3f} {f['cold'] / f['point']:8.1f} "
                   f"{extra} {f['draws'] / f['point']:8.1f}", flush=True)
 
