@@ -17,7 +17,8 @@ replicates' ratings from their law (uniform, `metaeval.ratings.gaussian_replicat
 rather than from payoff tensors, the draws differ and no difference is printed. A rater without a warm start
 (metaeval.ratings.warm) is run once: both runs would be the same code. Every solver
 first rates the game and a 3-replicate bootstrap out of the timing (imports, BLAS
-start-up). 95% intervals, seed 0. "draws x": the CPU seconds of drawing the B
+start-up). A call taking less than SHORT CPU seconds is timed as the median of REPEATS
+calls. 95% intervals, seed 0. "draws x": the CPU seconds of drawing the B
 replicates' payoff tensors alone (their generators included), as a multiple of the
 point rating's: no bootstrap that draws them costs less.
 """
@@ -30,6 +31,7 @@ import time
 import numpy as np
 
 from bench.scale import parse_shape
+from bench.timing import median_time
 from metaeval.game import MetaGame
 from metaeval.ratings import RATERS
 from metaeval.ratings.bootstrap import Resampler, with_intervals
@@ -37,6 +39,9 @@ from metaeval.ratings.warm import warm_replicates
 
 DEFAULT_RATERS = ("uniform", "payoff", "deviation", "nash", "alpharank")
 STDERR = 0.05
+#: Calls shorter than this many CPU seconds (uniform's, a few point ratings) are timed as a median.
+SHORT = 0.05
+REPEATS = 21
 
 
 def goofspiel_game() -> MetaGame:
@@ -55,10 +60,12 @@ def random_game(players: int, size: int) -> MetaGame:
 
 
 def cpu_seconds(function, *args, **kwargs):
-    """``(function(*args, **kwargs), CPU seconds of this process)``."""
-    start = time.process_time()
-    result = function(*args, **kwargs)
-    return result, time.process_time() - start
+    """``(function(*args, **kwargs), CPU seconds of this process)``: of one call, or the
+    median of REPEATS calls where one takes less than SHORT seconds."""
+    seconds, result = median_time(lambda: function(*args, **kwargs), clock=time.process_time)
+    if seconds < SHORT:
+        seconds, result = median_time(lambda: function(*args, **kwargs), REPEATS, clock=time.process_time)
+    return result, seconds
 
 
 def draw_seconds(game: MetaGame, replicates: int) -> float:
