@@ -123,7 +123,7 @@ def main(argv=None) -> None:
                 extra = f"{'drawn from their law':>24}"
             else:
                 extra = f"{f['from_scratch']:>10} {f['difference']:13.2g}"
-            print(f"{name:<10} {rater:<10} {f['point']:9.4f} {warm} {f['cold']:9.3f} {f['cold'] / f['point']:8.1f} "
+            print(f"{name:<10} {rater:<10} {f['point']:9.2g} {warm} {f['cold']:9.3f} {f['cold'] / f['point']:8.1f} "
                   f"{extra} {f['draws'] / f['point']:8.1f}", flush=True)
 
 

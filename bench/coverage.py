@@ -8,6 +8,9 @@ joint (two-point noise ±0.4; Bernoulli games for elo), each rated with a bootst
 ``replicates``. Prints the share of (run, strategy) whose 95% interval covers the
 exact rating, with wall and CPU seconds.
 
+``uniform-zero-sum`` rates a random 2-player zero-sum 4 x 4 game, whose replicates'
+noise keeps the zero sum (their ratings' covariance is not diagonal).
+
 Nash averaging (2-player zero-sum) is run on two games: ``nash``, the 4 x 4 game
 ``SMOOTH_ZERO_SUM`` whose rating is a smooth function of the payoffs, and
 ``nash-near-tie``, a random 3 x 3 game with a pure saddle point whose row best
@@ -30,6 +33,7 @@ from metaeval.ratings.base import marginals
 
 GAMES = {  # case: (rater, shape, options)
     "uniform": ("uniform", (3, 3, 3, 3), {}),
+    "uniform-zero-sum": ("uniform", (2, 4, 4), {}),
     "nash": ("nash", (2, 4, 4), {}),
     "nash-near-tie": ("nash", (2, 3, 3), {}),
     "alpharank": ("alpharank", (3, 3, 3, 3), {"alpha": 2.0, "population_size": 10}),
@@ -42,7 +46,7 @@ def exact_game(case: str, shape) -> metaeval.MetaGame:
     if case == "nash":
         return metaeval.MetaGame(np.stack([SMOOTH_ZERO_SUM, -SMOOTH_ZERO_SUM]))
     payoffs = np.random.default_rng(11).uniform(-1, 1, shape)
-    if case == "nash-near-tie":
+    if case in ("nash-near-tie", "uniform-zero-sum"):
         payoffs[1] = -payoffs[0]
     return metaeval.MetaGame(payoffs)
 
