@@ -75,7 +75,7 @@ def main(argv=None) -> None:
     parser.add_argument("--raters", nargs="+", default=[*GAMES, "elo"], choices=[*GAMES, "elo"])
     args = parser.parse_args(argv)
     print(f"{args.runs} sampled games per rater, {args.replicates} bootstrap replicates, nominal 0.95")
-    print(f"{'rater':<14} {'game':<13} {'intervals':>9} {'coverage':>9} {'off-eq.':>8} {'wall s':>7} {'cpu s':>7}")
+    print(f"{'rater':<16} {'game':<13} {'intervals':>9} {'coverage':>9} {'off-eq.':>8} {'wall s':>7} {'cpu s':>7}")
     for case in args.raters:
         start, cpu = time.perf_counter(), time.process_time()
         off_equilibrium = ""
@@ -89,7 +89,7 @@ def main(argv=None) -> None:
             if rater == "nash":
                 outside = np.concatenate([x <= 1e-6 for x in marginals(metaeval.rate(exact, "nash").distribution)])
                 off_equilibrium = f"{hits[:, outside].mean():.3f}"
-        print(f"{case:<14} {shape:<13} {count:>9} {value:>9.3f} {off_equilibrium:>8} "
+        print(f"{case:<16} {shape:<13} {count:>9} {value:>9.3f} {off_equilibrium:>8} "
               f"{time.perf_counter() - start:>7.1f} {time.process_time() - cpu:>7.1f}", flush=True)
 
 
