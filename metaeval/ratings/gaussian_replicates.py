@@ -87,11 +87,10 @@ def uniform_covariance(resampler) -> tuple[np.ndarray, float]:
     variance = (game.stderr / scale) ** 2
     if resampler.symmetric:
         row = variance[0].copy()
-        cross = np.sqrt(row * row.T) if resampler.constant_sum else np.zeros_like(row)  # s(i, k) s(k, i)
-        if resampler.constant_sum:  # antisymmetric noise: the diagonal's cancels
+        block = np.diag(row.sum(axis=1))
+        if resampler.constant_sum:  # antisymmetric noise: the diagonal's cancels, (i, k) and (k, i) share theirs
             np.fill_diagonal(row, 0.0)
-            np.fill_diagonal(cross, 0.0)
-        block = np.diag(row.sum(axis=1)) - cross
+            block = np.diag(row.sum(axis=1)) - np.sqrt(row * row.T)  # s(i, k) s(k, i) off the diagonal
         return np.tile(block / shape[0] ** 2, (2, 2)), scale
     counts = [joints // k for k in shape]  # M_p
     diagonals = [_marginal(variance[p], [p]) / counts[p] ** 2 for p in range(players)]
