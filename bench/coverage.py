@@ -1,6 +1,6 @@
 """Coverage of bootstrap intervals for every rater, by simulation around known payoffs.
 
-    python -m bench.coverage [--runs 50] [--replicates 100]
+    python -m bench.coverage [--runs 50] [--replicates 100] [--cold]
 
 For each rater, a random game with known exact payoffs (3 players x 3 strategies; a
 4-agent win-probability game for elo), ``runs`` sampled meta-games of 40 episodes per
@@ -9,7 +9,9 @@ joint (two-point noise ±0.4; Bernoulli games for elo), each rated with a bootst
 exact rating, with wall and CPU seconds.
 
 ``uniform-zero-sum`` rates a random 2-player zero-sum 4 x 4 game, whose replicates'
-noise keeps the zero sum (their ratings' covariance is not diagonal).
+noise keeps the zero sum (their ratings' covariance is not diagonal). ``--cold`` rates
+every replicate from scratch from a drawn payoff tensor, as ``warm_start=False`` does
+(elo has no warm start).
 
 Nash averaging (2-player zero-sum) is run on two games: ``nash``, the 4 x 4 game
 ``SMOOTH_ZERO_SUM`` whose rating is a smooth function of the payoffs, and
@@ -73,6 +75,8 @@ def main(argv=None) -> None:
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--replicates", type=int, default=100)
     parser.add_argument("--raters", nargs="+", default=[*GAMES, "elo"], choices=[*GAMES, "elo"])
+    parser.add_argument("--cold", action="store_true",
+                        help="rate every replicate from scratch from a drawn payoff tensor (no warm start)")
     args = parser.parse_args(argv)
     print(f"{args.runs} sampled games per rater, {args.replicates} bootstrap replicates, nominal 0.95")
     print(f"{'rater':<16} {'game':<13} {'intervals':>9} {'coverage':>9} {'off-eq.':>8} {'wall s':>7} {'cpu s':>7}")
@@ -84,7 +88,8 @@ def main(argv=None) -> None:
         else:
             rater, dims, options = GAMES[case]
             exact = exact_game(case, dims)
-            hits = covered(exact, rater, runs=args.runs, replicates=args.replicates, seed=1, **options)[0]
+            hits = covered(exact, rater, runs=args.runs, replicates=args.replicates, seed=1,
+                           warm_start=not args.cold, **options)[0]
             shape, value, count = " x ".join(map(str, dims)), hits.mean(), hits.size
             if rater == "nash":
                 outside = np.concatenate([x <= 1e-6 for x in marginals(metaeval.rate(exact, "nash").distribution)])
