@@ -52,8 +52,17 @@ class GaussianReplicates:
 
     @classmethod
     def of(cls, rater, rating: Rating, resampler) -> "GaussianReplicates | None":
-        """The replicates of ``rating`` under ``resampler``'s draws, or None unless the rater
-        is uniform and the draws Gaussian (module docstring)."""
+        """The replicates of a rating under a resampler's draws.
+
+        Args:
+            rater: the rater function.
+            rating: its point rating of the resampler's game.
+            resampler: the `metaeval.ratings.bootstrap.Resampler` of the bootstrap.
+
+        Returns:
+            The GaussianReplicates, or None unless the rater is uniform and the draws are
+            Gaussian with a covariance it factors (module docstring).
+        """
         from metaeval.ratings.uniform import uniform
 
         if rater is not uniform or resampler.samples is not None or resampler.win_probability:
@@ -68,7 +77,15 @@ class GaussianReplicates:
         return cls(np.concatenate(rating.ratings), vectors * (np.sqrt(np.clip(values, 0.0, None)) * scale))
 
     def draw(self, rng: np.random.Generator, replicates: int) -> np.ndarray:
-        """``[replicates, sum_p K_p]`` replicate ratings drawn with ``rng``."""
+        """Replicate ratings, every player's concatenated.
+
+        Args:
+            rng: the generator the draw uses.
+            replicates: how many to draw.
+
+        Returns:
+            The ratings ``[replicates, sum_p K_p]``.
+        """
         normals = rng.standard_normal((replicates, len(self.mean)))
         if self.factor.ndim == 1:
             return self.mean + normals * self.factor
@@ -77,10 +94,16 @@ class GaussianReplicates:
 
 
 def uniform_covariance(resampler) -> tuple[np.ndarray, float]:
-    """The covariance ``[sum_p K_p, sum_p K_p]`` of the uniform ratings of ``resampler``'s
-    parametric draws (module docstring), divided by ``scale**2``, and ``scale``, the largest
-    standard error (so that squares neither overflow nor underflow); where the noise is
-    independent, the covariance's diagonal ``[sum_p K_p]`` (the rest is 0)."""
+    """The covariance of the uniform ratings of a resampler's parametric draws (module docstring).
+
+    Args:
+        resampler: a parametric `metaeval.ratings.bootstrap.Resampler`.
+
+    Returns:
+        The covariance ``[sum_p K_p, sum_p K_p]`` divided by ``scale**2`` (where the noise is
+        independent, its diagonal ``[sum_p K_p]``; the rest is 0), and ``scale``, the largest
+        standard error, so that squares neither overflow nor underflow.
+    """
     game = resampler.game
     shape, players, joints = game.shape, game.num_players, game.num_joints
     scale = float(game.stderr.max()) or 1.0
