@@ -12,10 +12,13 @@ of B replicates warm-started from it (`rate(..., bootstrap=B)`'s default; the po
 rating itself not counted) and of the same B replicates each rated from scratch
 (``warm_start=False``), both as multiples of the point rating's seconds measured in the
 same run; how many replicates the warm run rated from scratch; and the largest
-difference between a warm and a cold replicate rating. A rater without a warm start
+difference between a warm and a cold replicate rating; where the warm run draws the
+replicates' ratings from their law (uniform, `metaeval.ratings.gaussian_replicates`)
+rather than from payoff tensors, the draws differ and no difference is printed. A rater without a warm start
 (metaeval.ratings.warm) is run once: both runs would be the same code. Every solver
 first rates the game and a 3-replicate bootstrap out of the timing (imports, BLAS
-start-up). 95% intervals, seed 0. "draws x": the CPU seconds of drawing the B
+start-up). A call taking less than SHORT CPU seconds is timed as the median of REPEATS
+calls. 95% intervals, seed 0. "draws x": the CPU seconds of drawing the B
 replicates' payoff tensors alone (their generators included), as a multiple of the
 point rating's: no bootstrap that draws them costs less.
 """
@@ -28,6 +31,7 @@ import time
 import numpy as np
 
 from bench.scale import parse_shape
+from bench.timing import median_time
 from metaeval.game import MetaGame
 from metaeval.ratings import RATERS
 from metaeval.ratings.bootstrap import Resampler, with_intervals
@@ -35,6 +39,9 @@ from metaeval.ratings.warm import warm_replicates
 
 DEFAULT_RATERS = ("uniform", "payoff", "deviation", "nash", "alpharank")
 STDERR = 0.05
+#: Calls shorter than this many CPU seconds (uniform's, a few point ratings) are timed as a median.
+SHORT = 0.05
+REPEATS = 21
 
 
 def goofspiel_game() -> MetaGame:
@@ -53,10 +60,12 @@ def random_game(players: int, size: int) -> MetaGame:
 
 
 def cpu_seconds(function, *args, **kwargs):
-    """``(function(*args, **kwargs), CPU seconds of this process)``."""
-    start = time.process_time()
-    result = function(*args, **kwargs)
-    return result, time.process_time() - start
+    """``(function(*args, **kwargs), CPU seconds of this process)``: of one call, or the
+    median of REPEATS calls where one takes less than SHORT seconds."""
+    seconds, result = median_time(lambda: function(*args, **kwargs), clock=time.process_time)
+    if seconds < SHORT:
+        seconds, result = median_time(lambda: function(*args, **kwargs), REPEATS, clock=time.process_time)
+    return result, seconds
 
 
 def draw_seconds(game: MetaGame, replicates: int) -> float:
@@ -88,6 +97,8 @@ def measure(game: MetaGame, name: str, replicates: int) -> dict:
         warm, warm_seconds = runs[True]
         figures.update(warm=warm_seconds, from_scratch=warm.diagnostics["bootstrap"]["cold_replicates"],
                        difference=max(float(np.abs(a - b).max()) for a, b in zip(warm.replicates, cold.replicates)))
+        if warm.diagnostics["bootstrap"]["drawn"] != "payoff tensors":  # other draws of the same law
+            figures.update(from_scratch="law", difference=None)
     return figures
 
 
@@ -106,9 +117,13 @@ def main(argv=None) -> None:
             f = measure(game, rater, args.replicates)
             warm = (f"{f['warm']:9.3f} {f['warm'] / f['point']:8.1f}" if f["warm"] is not None
                     else f"{'-':>9} {'-':>8}")
-            extra = (f"{f['from_scratch']:>10} {f['difference']:13.2g}" if f["warm"] is not None
-                     else f"{'no warm start':>24}")
-            print(f"{name:<10} {rater:<10} {f['point']:9.4f} {warm} {f['cold']:9.3f} {f['cold'] / f['point']:8.1f} "
+            if f["warm"] is None:
+                extra = f"{'no warm start':>24}"
+            elif f["difference"] is None:
+                extra = f"{'drawn from their law':>24}"
+            else:
+                extra = f"{f['from_scratch']:>10} {f['difference']:13.2g}"
+            print(f"{name:<10} {rater:<10} {f['point']:9.2g} {warm} {f['cold']:9.3f} {f['cold'] / f['point']:8.1f} "
                   f"{extra} {f['draws'] / f['point']:8.1f}", flush=True)
 
 

@@ -40,7 +40,10 @@ Where the rater allows, a replicate is rated from the point rating (payoff ratin
 its dual multipliers, deviation ratings from its support, alpha-Rank a task's replicates
 together on the point's chain; `metaeval.ratings.warm`):
 the same ratings to the solver's precision, at a fraction of the cost, and rated from
-scratch wherever the warm start cannot certify its result.
+scratch wherever the warm start cannot certify its result. Uniform ratings under the
+parametric bootstrap are drawn from their exact Gaussian law instead of from payoff
+tensors (`metaeval.ratings.gaussian_replicates`): the same law, not the same draws,
+and replicate b is then row b of one ``[B, sum_p K_p]`` draw seeded by ``seed``.
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ from metaeval.runs.progress import Progress
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
+from metaeval.ratings.gaussian_replicates import GaussianReplicates
 from metaeval.ratings.warm import warm_replicates
 
 #: Replicates per task sent to an actor (and per progress-bar step in-process).
@@ -206,12 +210,13 @@ def summarise(replicates: list[np.ndarray], level: float,
     """Percentile intervals ``[K_p, 2]`` ((B+1)a-th order statistics, module docstring) and
     top probabilities ``[K_p]`` from replicates ``[B, K_p]``; ratings within ``tolerance``
     (the rater's, `Rating.tolerance`) of a replicate's best share its top."""
-    intervals, p_top = [], []
-    for values in replicates:
-        intervals.append(percentile_interval(values, level).T)
-        top = values >= values.max(axis=1, keepdims=True) - tolerance
-        p_top.append((top / top.sum(axis=1, keepdims=True)).mean(axis=0))
-    return intervals, p_top
+    # Every player at once: a uniform bootstrap costs a few of numpy's calls per player.
+    values, sizes = np.concatenate(replicates, axis=1), [len(values.T) for values in replicates]
+    starts, ends = np.cumsum([0, *sizes[:-1]]), np.cumsum(sizes)[:-1]
+    bounds = percentile_interval(values, level).T
+    top = values >= np.repeat(np.maximum.reduceat(values, starts, axis=1), sizes, axis=1) - tolerance
+    share = top / np.repeat(np.add.reduceat(top, starts, axis=1, dtype=np.int64), sizes, axis=1)
+    return np.split(bounds, ends), np.split(share.mean(axis=0), ends)
 
 
 def with_intervals(
@@ -252,27 +257,15 @@ def with_intervals(
     resampler = Resampler(game, samples)  # validates before any work starts
     rating = rater(game, **options)
     start = time.perf_counter()
-    children = np.random.SeedSequence(seed).spawn(replicates)
-    chunks = [children[i : i + CHUNK] for i in range(0, replicates, CHUNK)]
-    warm = warm_replicates(rater, rating, options) if warm_start else None
-    task = functools.partial(replicate_ratings, game, rater, dict(options), resampler.samples, warm=warm)
-    from metaeval.distributed.session import resolve_address
-
-    address = resolve_address(address)
+    gaussian = GaussianReplicates.of(rater, rating, resampler) if warm_start else None
     with Progress(replicates, "bootstrap", "replicate", progress) as shown:
-        if workers > 1 or address is not None:
-            from metaeval.distributed.replicates import map_on_actors
-
-            results = map_on_actors(task, chunks, workers, address, lambda i: shown.advance(len(chunks[i])))
-            used = workers
+        if gaussian is not None:
+            values, failures, cold, used = gaussian.draw(np.random.default_rng(seed), replicates), [], 0, 0
+            shown.advance(replicates)
         else:
-            results = []
-            for chunk in chunks:
-                results.append(task(chunk))
-                shown.advance(len(chunk))
-            used = 0
-    values = np.concatenate([rows for rows, _, _ in results])
-    failures = [failure for _, chunk_failures, _ in results for failure in chunk_failures]
+            warm = warm_replicates(rater, rating, options) if warm_start else None
+            values, failures, cold, used = _rate_replicates(
+                game, rater, options, resampler, replicates, seed, warm, workers, address, shown)
     if len(failures) == replicates:
         raise MetaEvalError(f"every bootstrap replicate failed; replicate {failures[0][0]}: {failures[0][1]}")
     values = np.delete(values, [index for index, _ in failures], axis=0)  # row b is replicate b
@@ -288,12 +281,40 @@ def with_intervals(
         "resampling": resampler.kind,
         "interval": "percentile",
         "workers": used,
-        "cold_replicates": sum(cold for _, _, cold in results) if warm is not None else replicates,
+        "drawn": "ratings (their Gaussian law)" if gaussian is not None else "payoff tensors",
+        "cold_replicates": cold,
         "seconds": time.perf_counter() - start,
     }
     return dataclasses.replace(
         rating, intervals=intervals, p_top=p_top, replicates=per_player, diagnostics=diagnostics
     )
+
+
+def _rate_replicates(game, rater, options, resampler, replicates, seed, warm, workers, address, shown):
+    """Every replicate's ratings ``[B, sum_p K_p]`` from its drawn payoffs, by chunks in
+    process or on Ray actors; the replicates refused, how many were rated from scratch and
+    the actors used (0 in process)."""
+    from metaeval.distributed.session import resolve_address
+
+    children = np.random.SeedSequence(seed).spawn(replicates)
+    chunks = [children[i : i + CHUNK] for i in range(0, replicates, CHUNK)]
+    task = functools.partial(replicate_ratings, game, rater, dict(options), resampler.samples, warm=warm)
+    address = resolve_address(address)
+    if workers > 1 or address is not None:
+        from metaeval.distributed.replicates import map_on_actors
+
+        results = map_on_actors(task, chunks, workers, address, lambda i: shown.advance(len(chunks[i])))
+        used = workers
+    else:
+        results = []
+        for chunk in chunks:
+            results.append(task(chunk))
+            shown.advance(len(chunk))
+        used = 0
+    values = np.concatenate([rows for rows, _, _ in results])
+    failures = [failure for _, chunk_failures, _ in results for failure in chunk_failures]
+    cold = sum(chunk_cold for _, _, chunk_cold in results) if warm is not None else replicates
+    return values, failures, cold, used
 
 
 def _check_arguments(replicates, seed, level, workers, ratings: int) -> None:

@@ -39,19 +39,22 @@ def sampled_around(exact: MetaGame, episodes: int, spread: float, rng: np.random
 
 
 def covered(exact: MetaGame, method: str, runs: int = 50, replicates: int = 100, episodes: int = 40,
-            spread: float = 0.4, levels=(0.95,), seed: int = 0, **options) -> np.ndarray:
+            spread: float = 0.4, levels=(0.95,), seed: int = 0, warm_start: bool = True,
+            **options) -> np.ndarray:
     """``[len(levels), runs, sum_p K_p]``: whether each run's interval at each level covers
-    each strategy's exact rating (all levels from the same replicates)."""
-    from metaeval.ratings import rate
-    from metaeval.ratings.bootstrap import percentile_interval
+    each strategy's exact rating (all levels from the same replicates); ``warm_start``
+    as `metaeval.ratings.bootstrap.with_intervals` takes it."""
+    from metaeval.ratings import check_options, rate
+    from metaeval.ratings.bootstrap import percentile_interval, with_intervals
 
+    rater = check_options(method, options)
     exact_rating = rate(exact, method, **options)
     truth, tolerance = np.concatenate(exact_rating.ratings), exact_rating.tolerance
     rng = np.random.default_rng(seed)
     hits = np.zeros((len(levels), runs, truth.size), dtype=bool)
     for run in range(runs):
         game = sampled_around(exact, episodes, spread, rng)
-        rating = rate(game, method, bootstrap=replicates, seed=run, **options)
+        rating = with_intervals(game, rater, options, replicates, seed=run, warm_start=warm_start)
         for i, level in enumerate(levels):
             bounds = np.concatenate([percentile_interval(values, level).T for values in rating.replicates])
             hits[i, run] = (bounds[:, 0] - tolerance <= truth) & (truth <= bounds[:, 1] + tolerance)

@@ -6,7 +6,9 @@ rater that has one, a function that rates a replicate's payoff tensor from there
 returns None where it cannot certify its answer (the replicate is then rated from
 scratch, as without a warm start):
 
-- ``uniform``: the means, without building a game and a Rating.
+- ``uniform``: the means, without building a game and a Rating (where the replicates
+  are not drawn from their Gaussian law, `metaeval.ratings.gaussian_replicates`: in
+  win-probability games and from episodes).
 - ``payoff``: the maximum-entropy dual's Newton started from the point's multipliers;
   a KKT point with every joint's mass positive is the MECCE itself (the entropy is
   strictly concave), so nothing else is checked. A replicate whose MECCE leaves joints

@@ -30,7 +30,6 @@ def both_ways(game, method, options=None):
 
 
 @pytest.mark.parametrize("method, shape, tolerance", [
-    ("uniform", (3, 4, 5), 0.0),
     ("payoff", (4, 4, 4), 1e-11),  # stored CCE matrix
     ("payoff", (13, 13, 13), 1e-11),  # implicit: 2,197 joints
     ("deviation", (4, 4, 4), 1e-9),
