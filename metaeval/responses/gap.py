@@ -33,6 +33,7 @@ from metaeval import games
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.episodes import TrainingEpisodes
+from metaeval.responses.exact import ExactValues
 from metaeval.responses.opponents import Opponents
 from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
@@ -95,8 +96,9 @@ class ApproximateGap:
     the mean of ``evaluation_episodes`` fresh episodes with its standard error;
     ``total = per_player.sum()``, ``stderr`` its standard error; ``bound``, the lower bound
     reported: ``total`` where a profitable deviation was found (the 95% interval's lower end
-    above 0), else 0. ``responder`` names the responder and ``training_episodes`` its
-    budget (simulated or training episodes per player).
+    above 0), else 0. ``responder`` names the responder (for the search, whether it walked
+    the tree or sampled) and ``training_episodes`` its budget (simulated or training
+    episodes per player).
     """
 
     per_player: np.ndarray
@@ -176,11 +178,21 @@ def responder_named(responder, workers: int = 1, address: str | None = None):
     return responder
 
 
-def responder_name(responder) -> str:
-    """The registered name of ``responder``'s class, else the class name."""
-    from metaeval.responses import RESPONDERS
+def responder_name(responder, walked=()) -> str:
+    """The registered name of ``responder``'s class, else the class name; for the search, given
+    for each player whether it walked the tree (``walked``: it returned the exact best
+    response) or sampled, which: ``search (tree walked)``, ``search (sampled)``."""
+    from metaeval.responses import RESPONDERS, Search
 
-    return next((name for name, cls in RESPONDERS.items() if type(responder) is cls), type(responder).__name__)
+    name = next((name for name, cls in RESPONDERS.items() if type(responder) is cls), type(responder).__name__)
+    if not isinstance(responder, Search) or not walked:
+        return name
+    if all(walked):
+        return f"{name} (tree walked)"
+    if not any(walked):
+        return f"{name} (sampled)"
+    players = ", ".join(str(p) for p, w in enumerate(walked) if w)
+    return f"{name} (tree walked for player {players}, sampled for the others)"
 
 
 def approximate_cce_gap(game, policies, sigma, responder, training_episodes: int, evaluation_episodes: int,
@@ -214,11 +226,12 @@ def approximate_cce_gap(game, policies, sigma, responder, training_episodes: int
     with actor_scope(workers, address):  # one start-up of the actors for every stream of episodes
         on_policy = on_policy_returns(game, policies, sigma, evaluation_episodes,
                                       np.random.SeedSequence(seed, spawn_key=(0,)), workers, address)
-        deviation = []
+        deviation, walked = [], []
         for player in range(game.num_players()):
             opponents = Opponents.from_distribution(policies, player, sigma.sum(axis=player))
             search_rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1, player)))
             values = responder.train(game, player, opponents, training_episodes, search_rng)
+            walked.append(isinstance(values, ExactValues))
             deviation.append(deviation_returns(game, player, responder.policy(game, player, values), opponents,
                                                evaluation_episodes, np.random.SeedSequence(seed, spawn_key=(2, player)),
                                                workers, address))
@@ -232,7 +245,7 @@ def approximate_cce_gap(game, policies, sigma, responder, training_episodes: int
         on_policy_stderr=on_policy.std(axis=0, ddof=1) / np.sqrt(evaluation_episodes),
         training_episodes=int(training_episodes),
         evaluation_episodes=int(evaluation_episodes),
-        responder=responder_name(responder),
+        responder=responder_name(responder, walked),
     )
 
 

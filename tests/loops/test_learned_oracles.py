@@ -89,7 +89,7 @@ def test_a_search_oracle_and_a_searched_gap_resume_bit_for_bit_and_are_recorded_
     resumed = psro(config, out=tmp_path / "resumed", progress=False)
     assert without_timings(resumed) == without_timings(straight)
     for record in straight:
-        assert record["approximate_cce_gap_responder"] == "search" and record["approximate_cce_gap_episodes"] == 3000
+        assert record["approximate_cce_gap_responder"] == "search (tree walked)" and record["approximate_cce_gap_episodes"] == 3000
         assert record["approximate_cce_gap"] >= 0
         assert record["approximate_cce_gap_estimate"] <= record["cce_gap"] + 3 * record["approximate_cce_gap_stderr"]
         assert len(record["approximate_cce_gap_per_player_stderr"]) == 2

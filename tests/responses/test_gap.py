@@ -8,7 +8,7 @@ from metaeval import spiel
 from metaeval.errors import MetaEvalError
 
 from metaeval.responses.gap import approximate_cce_gap
-from metaeval.responses import PPO
+from metaeval.responses import PPO, Search
 
 pytest.importorskip("jax")
 
@@ -77,6 +77,16 @@ def test_the_same_seed_gives_the_same_estimate(kuhn):
     first, again = (approximate_cce_gap(game, population.policies, sigma, PPO(), 200, 500,
                                         np.random.default_rng(7)) for _ in range(2))
     assert np.array_equal(first.per_player, again.per_player)
+
+
+def test_the_estimate_says_whether_the_search_walked_the_tree_or_sampled(kuhn):
+    """kuhn's 30 terminals per opponent profile fit a budget of 1,000: the search walks the
+    tree (the exact best response) unless told to sample; PPO is named as it is."""
+    game, population, sigma, _ = kuhn
+    names = [approximate_cce_gap(game, population.policies, sigma, responder, 1000, 100,
+                                 np.random.default_rng(0)).responder
+             for responder in (Search(), Search(exhaustive=False), PPO())]
+    assert names == ["search (tree walked)", "search (sampled)", "ppo"]
 
 
 def test_bad_input_is_a_clear_error(kuhn):

@@ -120,7 +120,7 @@ def test_the_approximate_gap_by_search_is_close_to_the_exact_gap_and_covers_it()
     estimate = evaluator.approximate_gap(sigma, "search", 30_000, 4000, np.random.default_rng(0))
     low, high = estimate.interval()
     assert low <= exact <= high and estimate.bound == estimate.total
-    assert estimate.responder == "search" and estimate.training_episodes == 30_000
+    assert estimate.responder == "search (tree walked)" and estimate.training_episodes == 30_000
     assert np.allclose(estimate.per_player_intervals().mean(axis=1), estimate.per_player)
 
 
