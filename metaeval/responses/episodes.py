@@ -62,6 +62,45 @@ class OpponentPolicies:
         return chosen
 
 
+def play_to_decisions(player: int, histories: list, decide, uniform, on_end) -> list:
+    """Play ``histories`` (each with a ``state``) on to a decision of ``player``, in lock-step.
+
+    Chance outcomes are drawn with ``uniform(history)``; the opponents' actions come from
+    ``decide(mover, group)``, one call per mover for every history where it acts; a history
+    that ends is passed to ``on_end(history, player's return)`` when it ends.
+
+    Args:
+        player: the responder.
+        histories: the histories to advance.
+        decide: ``(mover, histories) -> actions``, the opponents' answers.
+        uniform: ``history -> float`` in [0, 1), the draw of its next chance outcome.
+        on_end: called with each history that ends and ``player``'s return.
+
+    Returns:
+        The histories at a decision of ``player`` (or a simultaneous node), in the order reached.
+    """
+    deciding, pending = [], histories
+    with one_blas_thread():  # the opponents' many small matrix products, as in TrainingEpisodes
+        while pending:
+            turns: dict[int, list] = {}
+            for history in pending:
+                state = history.state
+                while state.is_chance_node():
+                    chance_step(state, uniform(history))
+                if state.is_terminal():
+                    on_end(history, state.returns()[player])
+                elif state.is_simultaneous_node() or state.current_player() == player:
+                    deciding.append(history)
+                else:
+                    turns.setdefault(state.current_player(), []).append(history)
+            pending = []
+            for mover, group in turns.items():
+                for history, action in zip(group, decide(mover, group).tolist()):
+                    history.state.apply_action(action)
+                pending.extend(group)
+    return deciding
+
+
 class TrainingEpisodes:
     """``num_envs`` episodes of ``game`` in which ``player`` learns against ``opponents``."""
 

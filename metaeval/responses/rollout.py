@@ -44,14 +44,14 @@ from metaeval import games
 from metaeval.distributed.replicates import actor_scope
 from metaeval.errors import MetaEvalError
 from metaeval.responses.dqn import GreedyQNetwork
-from metaeval.responses.episodes import OpponentPolicies
+from metaeval.responses.episodes import OpponentPolicies, play_to_decisions
 from metaeval.responses.gap import ResponderShard, run_round, shard_sizes
 from metaeval.responses.hyperparameters import adam, check_hyperparameters
 from metaeval.responses.opponents import Opponents
 from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
 from metaeval.spiel.batched import DecisionBatch, observation_size
-from metaeval.spiel.lockstep import chance_step, draw_actions
+from metaeval.spiel.lockstep import draw_actions
 from metaeval.spiel.mlp import HIDDEN, MLPPolicy, _network, _to_numpy
 
 
@@ -103,6 +103,15 @@ def rollout_shard(game, player: int, opponents: Opponents, episodes: int, rng: n
     outcomes: list[tuple[int, int, float]] = []  # (decision, action, the return that followed)
     live: list[_History] = []
     started = ended = 0
+
+    def decide(mover, group):
+        return answers.decide(mover, [h.state for h in group], [h.profile for h in group], uniforms=_uniforms(group))
+
+    def on_end(history, value):  # its return is the value of every (decision, action) it stands for
+        nonlocal ended
+        outcomes.extend((sample, action, value) for sample, action in history.targets)
+        ended += 1
+
     while True:
         while len(live) < num_envs and started < episodes and ended + len(live) < episodes:
             profile = int(rng.choice(len(opponents.probabilities), p=opponents.probabilities))
@@ -110,13 +119,7 @@ def rollout_shard(game, player: int, opponents: Opponents, episodes: int, rng: n
             started += 1
         if not live:
             break
-        deciding = []
-        for history, outcome in _to_decisions(game, player, live, answers):
-            if outcome is None:
-                deciding.append(history)
-            else:
-                ended += 1
-                outcomes.extend((sample, action, outcome) for sample, action in history.targets)
+        deciding = play_to_decisions(player, live, decide, uniform=lambda history: history.rng.random(), on_end=on_end)
         live = _decide(game, player, deciding, answers, behaviour, epsilon, fork, blocks)
     width = game.num_distinct_actions()
     x = np.concatenate(blocks) if blocks else np.zeros((0, observation_size(game)), np.float32)
@@ -129,33 +132,6 @@ def rollout_shard(game, player: int, opponents: Opponents, episodes: int, rng: n
 
 def _uniforms(histories) -> np.ndarray:
     return np.array([h.rng.random() for h in histories])
-
-
-def _to_decisions(game, player, histories, answers):
-    """Play ``histories`` on to a decision of ``player``: pairs (history, None) for those
-    deciding, (history, p's return) for those that ended."""
-    done, pending = [], histories
-    with one_blas_thread():  # the opponents' many small matrix products, as in TrainingEpisodes
-        while pending:
-            turns: dict[int, list] = {}
-            for history in pending:
-                state = history.state
-                while state.is_chance_node():
-                    chance_step(state, history.rng.random())
-                if state.is_terminal():
-                    done.append((history, state.returns()[player]))
-                elif state.is_simultaneous_node() or state.current_player() == player:
-                    done.append((history, None))
-                else:
-                    turns.setdefault(state.current_player(), []).append(history)
-            pending = []
-            for mover, group in turns.items():
-                actions = answers.decide(mover, [h.state for h in group], [h.profile for h in group],
-                                         uniforms=_uniforms(group))
-                for history, action in zip(group, actions.tolist()):
-                    history.state.apply_action(action)
-                pending.extend(group)
-    return done
 
 
 def _decide(game, player, deciding, answers, behaviour, epsilon, fork, blocks) -> list:

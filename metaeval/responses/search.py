@@ -61,9 +61,9 @@ from metaeval.responses.exact import Exact, ExactValues
 from metaeval.responses.gap import ResponderShard, run_round, shard_sizes
 from metaeval.runs.progress import Progress
 from metaeval.runs.threads import one_blas_thread
-from metaeval.spiel.lockstep import chance_step, draw_actions
+from metaeval.spiel.lockstep import draw_actions
 from metaeval.spiel.tree import has_at_most_terminals, infostate_key
-from metaeval.responses.episodes import OpponentPolicies
+from metaeval.responses.episodes import OpponentPolicies, play_to_decisions
 from metaeval.responses.opponents import Opponents
 
 ROOT = -1
@@ -224,6 +224,15 @@ def search_shard(game, player: int, opponents: Opponents, episodes: int, rng: np
     answers = OpponentPolicies(game, opponents)
     histories: list[_History] = []
     ended = 0
+
+    def decide(mover, group):
+        return answers.decide(mover, [h.state for h in group], [h.profile for h in group], rng)
+
+    def on_end(history, value):  # the weighted return joins the history's last sequence
+        nonlocal ended
+        statistics.add(history.last, history.weight * value)
+        ended += 1
+
     while True:
         while len(histories) < num_envs and ended + len(histories) < episodes:
             profile = rng.choice(len(opponents.probabilities), p=opponents.probabilities)
@@ -232,8 +241,7 @@ def search_shard(game, player: int, opponents: Opponents, episodes: int, rng: np
         if not histories:
             statistics.sums = statistics.sums[: len(statistics.keys)]
             return statistics
-        deciding, ended_now = _to_decisions(game, player, histories, answers, rng, statistics)
-        ended += ended_now
+        deciding = play_to_decisions(player, histories, decide, uniform=lambda history: rng.random(), on_end=on_end)
         histories = _decide(game_type, player, deciding, answers, rng, statistics, choices, epsilon, branching)
 
 
@@ -247,33 +255,6 @@ class _History:
     last: int
     weight: float
     forks: int
-
-
-def _to_decisions(game, player, histories, answers, rng, statistics) -> tuple[list, int]:
-    """Play ``histories`` on to a decision of ``player``; those that end add their weighted
-    return to their last sequence. Returns the deciding histories and how many ended."""
-    deciding, ended, pending = [], 0, histories
-    with one_blas_thread():  # the opponents' many small matrix products, as in TrainingEpisodes
-        while pending:
-            turns: dict[int, list] = {}
-            for history in pending:
-                state = history.state
-                while state.is_chance_node():
-                    chance_step(state, rng.random())
-                if state.is_terminal():
-                    statistics.add(history.last, history.weight * state.returns()[player])
-                    ended += 1
-                elif state.is_simultaneous_node() or state.current_player() == player:
-                    deciding.append(history)
-                else:
-                    turns.setdefault(state.current_player(), []).append(history)
-            pending = []
-            for mover, group in turns.items():
-                actions = answers.decide(mover, [h.state for h in group], [h.profile for h in group], rng)
-                for history, action in zip(group, actions.tolist()):
-                    history.state.apply_action(action)
-                pending.extend(group)
-    return deciding, ended
 
 
 def _decide(game_type, player, deciding, answers, rng, statistics, choices, epsilon, branching) -> list:
