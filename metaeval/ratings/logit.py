@@ -465,7 +465,7 @@ def _contract_axes(values: np.ndarray, axes: list, drop: list, strategies) -> tu
         if values.size < JOINT_SIZE:  # one axis at a time, the last first
             first, stop = _runs(values.shape, axes, drop, 1)[-1]
         else:
-            runs = _runs(values.shape, axes, drop, JOINT_LENGTH)
+            runs = _runs(values.shape, axes, drop, JOINT_LENGTH)[::-1]  # ties: the last, rows of values
             first, stop = max(runs, key=lambda run: math.prod(values.shape[run[0] : run[1]]))
         joint = strategies[axes[first]]
         for q in axes[first + 1 : stop]:
