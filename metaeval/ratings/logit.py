@@ -77,6 +77,12 @@ STALLED_STEP = 1e-15
 BEST_RESPONSE_GAPS = (1e-12, 1e-10)
 # Vertex enumeration, the last resort for 2-player games, is exponential in the strategies.
 ENUMERATED_STRATEGIES = 10
+# Adjacent dropped axes of a tensor of at least JOINT_SIZE entries are summed together, in
+# one product against at most JOINT_LENGTH entries. Smaller tensors are summed one axis at a
+# time, the last first: on degenerate games the equilibrium the trace reaches can move with
+# the rounding of the sums (on a weakly dominant 2 x 5 x 4 game of the tracer corpus, from
+# (0.60, 0.40) to (1, 0) for player 0), and the recorded selections were made that way.
+JOINT_SIZE, JOINT_LENGTH = 2**20, 4096
 # Strategies of an enumerated equilibrium within this mass of each other are one (symmetric).
 SYMMETRIC_MASS = 1e-9
 
@@ -442,11 +448,50 @@ def _block(player: int, blocks, profile) -> int:
 
 def payoff_against(payoffs: np.ndarray, strategies, player: int) -> np.ndarray:
     """G_p(a_p, x_-p) for every pure strategy a_p of ``player``."""
-    values = payoffs[player]
-    for q in reversed(range(len(strategies))):
-        if q != player:
-            values = _contract(values, strategies[q], q)
-    return values
+    axes = list(range(len(strategies)))
+    return _contract_axes(payoffs[player], axes, [q for q in axes if q != player], strategies)[0]
+
+
+def _contract_axes(values: np.ndarray, axes: list, drop: list, strategies) -> tuple[np.ndarray, list]:
+    """``values`` (whose axes belong to the players ``axes``) summed against the strategies
+    of the players ``drop``, and the players of its remaining axes. Adjacent dropped axes
+    of a large tensor (JOINT_SIZE) are summed together, in one product against the
+    Kronecker product of their strategies (up to JOINT_LENGTH entries; the longest such
+    run first): a product over short rows is slow (a 7 x 12 tensor read against rows of
+    12 took 17.6 CPU ms, against rows of 1,728 9.4 ms; 4 x 64 rows of 64 5.7 ms, of
+    4,096 4.7)."""
+    axes, drop = list(axes), set(drop)
+    while drop:
+        if values.size < JOINT_SIZE:  # one axis at a time, the last first
+            first, stop = _runs(values.shape, axes, drop, 1)[-1]
+        else:
+            runs = _runs(values.shape, axes, drop, JOINT_LENGTH)[::-1]  # ties: the last, rows of values
+            first, stop = max(runs, key=lambda run: math.prod(values.shape[run[0] : run[1]]))
+        joint = strategies[axes[first]]
+        for q in axes[first + 1 : stop]:
+            joint = np.multiply.outer(joint, strategies[q]).ravel()  # C order, as the reshape below
+        shape = values.shape
+        values = _contract(values.reshape(shape[:first] + (joint.size,) + shape[stop:]), joint, first)
+        drop -= set(axes[first:stop])
+        axes = axes[:first] + axes[stop:]
+    return values, axes
+
+
+def _runs(shape, axes, drop, most) -> list[tuple[int, int]]:
+    """The runs ``(first, stop)`` of adjacent positions of ``axes`` in ``drop``, each cut
+    to at most ``most`` entries (one axis at least)."""
+    runs, first, length = [], None, 1
+    for position, (q, size) in enumerate(zip(axes, shape)):
+        if first is not None and (q not in drop or length * size > most):
+            runs.append((first, position))
+            first = None
+        if q in drop and first is None:
+            first, length = position, 1
+        if first is not None:
+            length *= size
+    if first is not None:
+        runs.append((first, len(axes)))
+    return runs
 
 
 def _contract(values: np.ndarray, x: np.ndarray, axis: int) -> np.ndarray:
@@ -554,11 +599,7 @@ def _all_cross_payoffs(payoff, x, p) -> dict:
         found = {}
         half = len(others) // 2
         for keep, drop in ((others[:half], others[half:]), (others[half:], others[:half])):
-            kept_values, kept_axes = values, list(axes)
-            for r in reversed(drop):
-                kept_values = _contract(kept_values, x[r], kept_axes.index(r))
-                kept_axes.remove(r)
-            found.update(split(kept_values, kept_axes, keep))
+            found.update(split(*_contract_axes(values, axes, drop, x), keep))
         return found
 
     return split(payoff, axes, [q for q in axes if q != p])
