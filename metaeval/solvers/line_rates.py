@@ -114,19 +114,14 @@ class LineRates:
             stored_bytes += 2 * budget.FLOAT * close.size if dense else _NEAR_BYTES * count
             budget.check(stored_bytes, f"{self.name}: the corrections of its moves between nearly tied payoffs",
                          "use a larger alpha or break the ties")
-            position = None
-            if dense:
-                d = np.where(close, gain, delta).reshape(-1)
-            else:
-                position = np.flatnonzero(close)
-                position = position.astype(np.int32) if gain.size < 2**31 else position
-                d = gain.reshape(-1)[position]
+            position = np.flatnonzero(close)
+            position = position.astype(np.int32) if gain.size < 2**31 else position
+            d = gain.reshape(-1)[position]
             up = np.exp(self.log_rate(d) - self.log_scale) - _far(self.up, d)
             down = np.exp(self.log_rate(-d) - self.log_scale) - _far(self.down, d)
             if dense:
-                far = ~close.reshape(-1)
-                up[far], down[far] = 0.0, 0.0
-            pairs.append((offset * width, position, up, down))
+                up, down = _spread(up, position, close.size), _spread(down, position, close.size)
+            pairs.append((offset * width, None if dense else position, up, down))
         return pairs
 
     def transpose_product(self, x: np.ndarray) -> np.ndarray:
@@ -211,6 +206,13 @@ def _factors(gap, lambdas) -> dict:
                       if a and b and len(factors[a]) == len(factors[b]) == 1 and math.isclose(a + b, lam)), None)
         factors[lam] = parts or [np.exp(-lam * gap)]
     return factors
+
+
+def _spread(values, position, size):
+    """``values`` at ``position`` of a zero array of ``size``."""
+    dense = np.zeros(size)
+    dense[position] = values
+    return dense
 
 
 def _add_running_sum(out, c, xs, factors):
