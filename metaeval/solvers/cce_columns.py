@@ -61,8 +61,11 @@ class GameColumns:
         payoffs = game.payoffs
         spreads = [np.ptp(payoffs[p], axis=p).max() for p in range(game.num_players)]
         self.scale = float(max(spreads)) or 1.0
-        self.payoffs = np.stack([quantise((payoff - payoff.mean(axis=p, keepdims=True)) / self.scale)
-                                 for p, payoff in enumerate(payoffs)])
+        self.payoffs = np.empty(payoffs.shape)  # filled player by player: no list of temporaries to stack
+        for p, (payoff, centred) in enumerate(zip(payoffs, self.payoffs)):
+            np.subtract(payoff, payoff.mean(axis=p, keepdims=True), out=centred)
+            centred /= self.scale
+            quantise(centred, out=centred)
         self.shape = game.shape
         self.starts = np.concatenate([[0], np.cumsum(self.shape)])
         self.num_rows, self.num_columns = int(self.starts[-1]), game.num_joints
