@@ -68,9 +68,8 @@ class LineRates:
         self.payoffs = [np.asarray(f, dtype=np.float64) for f in payoffs]
         self.max_gain = max(float(np.ptp(f, axis=p).max()) for p, f in enumerate(self.payoffs))
         self.log_scale = float(log_rate(np.array([self.max_gain]))[0])  # log of the largest rate
-        scale = np.exp(-self.log_scale)
-        self.up = [(c * scale, lam) for c, lam in up]
-        self.down = [(c * scale, lam) for c, lam in down]
+        self.unit = np.exp(-self.log_scale)  # the far terms' c are scaled by it once per product
+        self.up, self.down = list(up), list(down)
         lambdas = sorted({lam for _, lam in (*up, *down) if lam > 0})
         self.name = name
         # Per player and profile: its sorted id and a factor for each exponent (at most).
@@ -117,8 +116,8 @@ class LineRates:
             position = np.flatnonzero(close)
             position = position.astype(np.int32) if gain.size < 2**31 else position
             d = gain.reshape(-1)[position]
-            up = np.exp(self.log_rate(d) - self.log_scale) - _far(self.up, d)
-            down = np.exp(self.log_rate(-d) - self.log_scale) - _far(self.down, d)
+            up = np.exp(self.log_rate(d) - self.log_scale) - self.unit * _far(self.up, d)
+            down = np.exp(self.log_rate(-d) - self.log_scale) - self.unit * _far(self.down, d)
             if dense:
                 up, down = _spread(up, position, close.size), _spread(down, position, close.size)
             pairs.append((offset * width, None if dense else position, up, down))
@@ -149,6 +148,7 @@ class LineRates:
                 _add_running_sum(ys, c, xs, factors[lam])
             for c, lam in above:  # sum_{i > j} x_i e^{-l (f_i - f_j)}
                 _add_running_sum(ys[::-1], c, xs[::-1], [factor[::-1] for factor in factors[lam]])
+            ys *= self.unit
             flat_x, flat_y = xs.reshape(-1), ys.reshape(-1)
             for offset, low, up, down in near:
                 into_high, into_low = (up, down) if transpose else (down, up)
@@ -222,4 +222,14 @@ def _add_running_sum(out, c, xs, factors):
         running += xs[j - 1]
         for factor in factors:
             running *= factor[j - 1]
-        out[j] += c * running
+        _add(out[j], c, running)
+
+
+def _add(out, c, values):
+    """``out += c values``, without forming ``c values`` when c is 1 or -1 (alpha-Rank's far terms)."""
+    if c == 1:
+        out += values
+    elif c == -1:
+        out -= values
+    else:
+        out += c * values
