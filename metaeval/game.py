@@ -166,7 +166,7 @@ class MetaGame:
         Returns:
             The power of two.
         """
-        largest = float(np.abs(self.payoffs).max())
+        largest = max(float(self.payoffs.max()), -float(self.payoffs.min()))  # no |payoffs| copy
         return float(2.0 ** np.round(np.log2(largest))) if largest > 0 else 1.0
 
     def payoff_range(self) -> float:
@@ -177,8 +177,8 @@ class MetaGame:
             The range, in payoff units.
         """
         scale = self.payoff_scale()
-        with np.errstate(over="ignore"):
-            return float(max(np.ptp(g / scale) for g in self.payoffs)) * scale
+        with np.errstate(over="ignore"):  # max / scale - min / scale: the range of g / scale, without its copy
+            return float(max(np.float64(g.max()) / scale - np.float64(g.min()) / scale for g in self.payoffs)) * scale
 
     def is_zero_sum(self, rtol: float = 1e-9) -> bool:
         """True when the players' payoffs sum to a constant at every joint strategy, up to

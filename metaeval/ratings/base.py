@@ -229,7 +229,7 @@ def homogeneous(*payoff_diagnostics: str):
         def rate_at_unit_scale(game, *args, **options):
             if not isinstance(game, MetaGame):
                 return rater(game, *args, **options)
-            largest = float(np.abs(game.payoffs).max())
+            largest = max(float(game.payoffs.max()), -float(game.payoffs.min()))  # no |payoffs| copy
             if largest == 0 or UNIT_SCALES[0] <= largest <= UNIT_SCALES[1]:
                 return rater(game, *args, **options)
             scale = game.payoff_scale()

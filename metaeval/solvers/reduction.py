@@ -31,12 +31,15 @@ QUANTUM_DECIMALS = 14
 SYMMETRY_RTOL = 1e-12
 
 
-def quantise(values: np.ndarray) -> np.ndarray:
-    """Round to QUANTUM_DECIMALS decimals, so values equal up to rounding noise become equal.
+def quantise(values: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Round to QUANTUM_DECIMALS decimals, so values equal up to rounding noise become equal
+    (into ``out`` if given, which may be ``values``).
 
     Adding 0.0 turns -0.0 into 0.0, which matters for exact duplicate detection.
     """
-    return np.round(values, QUANTUM_DECIMALS) + 0.0
+    rounded = np.round(values, QUANTUM_DECIMALS, out=out)
+    rounded += 0.0
+    return rounded
 
 
 def identical(count: int, row) -> np.ndarray:

@@ -46,16 +46,6 @@ def test_contractions_equal_the_stored_matrix(game, seed):
     np.testing.assert_allclose(source.gram(), centred @ centred.T, rtol=0, atol=1e-12 * game.num_joints)
 
 
-def test_second_moments_in_chunks(monkeypatch):
-    """The opponents' blocks summed chunk by chunk equal one pass (chunks of one slice)."""
-    game = MetaGame(np.random.default_rng(3).uniform(-1, 1, size=(4, 3, 4, 2, 3)))
-    sigma = np.random.default_rng(4).dirichlet(np.ones(game.num_joints))
-    whole = GameColumns(game).second_moments(sigma, dtype=np.float64)
-    monkeypatch.setattr("metaeval.solvers.cce_columns.CHUNK_BYTES", 1)
-    np.testing.assert_allclose(GameColumns(game).second_moments(sigma, dtype=np.float64), whole,
-                               rtol=0, atol=1e-14)
-
-
 def _same_mecce(game, implicit, dense):
     np.testing.assert_allclose(implicit.distribution, dense.distribution, rtol=0, atol=1e-8)
     tolerance = FAILURE_TOLERANCE * game.payoff_range()

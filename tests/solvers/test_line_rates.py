@@ -62,6 +62,21 @@ def test_products_gathered_in_blocks_of_lines_equal_the_stored_chain(monkeypatch
     np.testing.assert_allclose(rates.product(x), stored @ x, rtol=1e-12)
 
 
+@pytest.mark.parametrize("fraction", [0.0, 2.0])
+@pytest.mark.parametrize("kind", ["random", "ties", "narrow"])
+def test_near_ties_stored_for_every_pair_or_by_position_equal_the_stored_chain(monkeypatch, fraction, kind):
+    # Fraction 0: every offset with a near pair stores its corrections for all its pairs;
+    # 2: none does, each near pair is stored with its position.
+    monkeypatch.setattr(line_rates_module, "_DENSE_FRACTION", fraction)
+    game = game_of(kind, 5, (6, 4, 5))
+    rates, stored = line_rates(game, 100.0, 50, 0.01), stored_rates(game, 100.0, 50)
+    positions = [position for _, _, near in rates.lines for _, position, _, _ in near]
+    assert positions and all((position is None) == (fraction == 0.0) for position in positions)
+    x = np.random.default_rng(6).random(game.num_joints)
+    np.testing.assert_allclose(rates.transpose_product(x), stored.T @ x, rtol=1e-12)
+    np.testing.assert_allclose(rates.product(x), stored @ x, rtol=1e-12)
+
+
 def test_ties_and_the_removable_singularity_are_corrected_exactly():
     # Payoffs 0, 0, 1e-9 and 1 along every line: rho(0) = 1/m and rho(1e-9) ~ 1/m, where the
     # far formula 1 - exp(-alpha d) gives 0 and 1e-7.
