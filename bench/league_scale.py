@@ -332,16 +332,18 @@ def main(argv=None) -> None:
     parser.add_argument("--limit", type=float, default=3600.0)
     parser.add_argument("--memory-limit", type=float, default=5.0)
     parser.add_argument("--json", help="write every result to this file")
+    parser.add_argument("--save", help="keep the built meta-games (held.npz, spilled.npz, exact.npz) in this directory")
     args = parser.parse_args(argv)
 
     game, results = GAME[args.players], {}
     saved = tempfile.TemporaryDirectory()
-    held_path, exact_path = f"{saved.name}/held.npz", f"{saved.name}/exact.npz"
+    directory = args.save or saved.name
+    held_path, exact_path = f"{directory}/held.npz", f"{directory}/exact.npz"
     print(f"{game}: a league of random-initialised 64 x 64 MLP policies, grown one policy at a time")
     if "sampled" in args.parts:
         for label, budget in (("held in memory", 0.0), (f"spilled beyond {args.budget_mib:g} MiB", args.budget_mib)):
             results[label] = run_child("sampled", [args.players, args.size, args.episodes, args.workers, args.seed,
-                                                   budget, held_path if budget == 0 else f"{saved.name}/spilled.npz"],
+                                                   budget, held_path if budget == 0 else f"{directory}/spilled.npz"],
                                        args.limit, args.memory_limit)
         held, spilled = results.values()
         print(f"\nsampled, {args.episodes} episodes per joint, {args.workers} Ray actors, "
