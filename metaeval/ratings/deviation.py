@@ -571,12 +571,14 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         merge_duplicates: merge identical constraint rows and joint columns (exact).
         column_generation: True: column generation over the game's joints (the LPs hold a
             working set grown by pricing; symmetry and merge_duplicates do not apply);
-            False: every joint of the reduced system in the LPs; None (default): column
-            generation above COLUMN_GENERATION_JOINTS joints. Both give the same ratings.
+            False: every joint of the reduced system in the LPs; None (default): a
+            2-player constant-sum game player by player (each player's LPs over the
+            opponent's strategies, `_zero_sum_strictest_cce`), other games by column
+            generation above COLUMN_GENERATION_JOINTS joints. All give the same ratings.
 
     Returns:
         A Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
-        diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
+        diagnostics hold ``zero_sum`` (rated player by player), ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
         round and per pricing or row generation that added joints or rows, plus any
         safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
         safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
