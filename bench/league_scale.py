@@ -3,7 +3,8 @@ the weights take with and without spilling, and how long every rater takes on th
 
     python -m bench.league_scale [--size 300] [--players 2] [--episodes 8] [--workers 2]
                                  [--budget-mib 1] [--exact-size 1000] [--adaptive-size 48]
-                                 [--limit 3600] [--rate-limit 300] [--json FILE]
+                                 [--limit 3600] [--rate-limit 300] [--json FILE] [--save DIR]
+    python -m bench.league_scale --rate-saved FILE [--rate-limit 300] [--memory-limit 5]
 
 The policies are random-initialised 64 x 64 MLPs (`metaeval.spiel.mlp.MLPPolicy`, seeded by
 player and index): evaluation cost and memory are what is measured, not training. The
@@ -333,8 +334,17 @@ def main(argv=None) -> None:
     parser.add_argument("--memory-limit", type=float, default=5.0)
     parser.add_argument("--json", help="write every result to this file")
     parser.add_argument("--save", help="keep the built meta-games (held.npz, spilled.npz, exact.npz) in this directory")
+    parser.add_argument("--rate-saved", metavar="FILE", help="only rate the meta-game saved at FILE (by --save) "
+                        "with every rater, each in its own subprocess under --rate-limit and --memory-limit")
     args = parser.parse_args(argv)
 
+    if args.rate_saved:
+        rating = rate_all(args.rate_saved, args.rate_limit, args.memory_limit)
+        print(f"every rater on the meta-game saved at {args.rate_saved}:\n{rating_lines(rating)}")
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump({"rating": rating}, handle, indent=1)
+        return
     game, results = GAME[args.players], {}
     saved = tempfile.TemporaryDirectory()
     directory = args.save or saved.name
