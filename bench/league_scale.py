@@ -361,7 +361,12 @@ def main(argv=None) -> None:
         if held.get("records") and spilled.get("records"):
             for label, result in results.items():
                 print(f"weights {label}:\n{growth_table(result['records'], args.episodes, args.players)}")
-                print(extrapolate(result["records"], args.episodes, args.players))
+                if args.size < TARGET[args.players]:
+                    print(extrapolate(result["records"], args.episodes, args.players))
+                else:
+                    a, b = cost_line(result["records"])
+                    print(f"  the whole league: {sum(r['seconds'] for r in result['records']):.0f} s of additions "
+                          f"and builds; line a + b x joints: a = {a * 1e3:.1f} ms, b = {b * 1e3:.3f} ms per joint")
                 print(memory_line("", result))
             ratio = (np.sum([r["seconds"] for r in spilled["records"][1:]])
                      / np.sum([r["seconds"] for r in held["records"][1:]]))
