@@ -536,10 +536,10 @@ def _zero_sum_strictest_cce(game: MetaGame) -> tuple[StrictestCCE, np.ndarray, n
     alone and player 2's on s_1 alone, over a product of sets: Algorithm 1 over the joints
     is Algorithm 1 for each player over the opponent's strategies (constraints G_p, rows
     p's deviations, columns the opponent's strategies), K_1 x K_2 LPs instead of
-    (K_1 + K_2) x K_1 K_2, and the product s_1 x s_2 is a strictest CCE. A noisy
-    (sampled) meta-game's minimax strategies mix about half the strategies each, so the
-    joint LP's optimal face holds about K_1 K_2 / 4 joints: its later rounds were
-    hundreds of warm re-solves and pricings over every joint.
+    (K_1 + K_2) x K_1 K_2, and the product s_1 x s_2 is a strictest CCE. A sampled
+    meta-game's minimax strategies mix many strategies (212 of 1,000 per player on a leduc
+    league of random networks), so the joint LP's optimal face holds tens of thousands of
+    joints: its later rounds were hundreds of warm re-solves and pricings over every joint.
     """
     results, ratings, marginals = [], [], []
     for payoff in (game.payoffs[0], game.payoffs[1].T):  # rows: the player's deviations

@@ -326,8 +326,8 @@ def test_constant_sum_games_rated_player_by_player_as_by_the_joint_lps(rows, col
 
 
 def test_noisy_zero_sum_game_is_rated_over_each_players_strategies():
-    """A sampled meta-game of random policies: minimax strategies mixing about half the
-    strategies, so the joint LP's optimal face grows as K^2 / 4 joints (at 130 x 130 its
+    """A noisy zero-sum game: minimax strategies mixing many strategies, so the joint LP's
+    optimal face grows with their product (on a sampled league's 130 x 130 meta-game its
     later rounds took 155 warm re-solves and pricings over all joints); each player's LPs
     hold at most the opponent's K strategies."""
     scores = np.random.default_rng(7).normal(size=(60, 60))

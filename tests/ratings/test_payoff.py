@@ -41,9 +41,9 @@ def test_constant_sum_mecce_is_the_product_of_maximum_entropy_minimax_strategies
 
 
 def test_large_noisy_zero_sum_game_needs_no_cce_matrix(monkeypatch):
-    """A sampled league's meta-game: the MECCE mixes about half of each player's strategies,
-    so the implicit path falls back to the stored CCE matrix (300 x 22,500 here); the
-    minimax strategies need only the 150 x 150 payoffs."""
+    """A noisy zero-sum game (like a sampled league's meta-game): the MECCE leaves joints
+    out, so the implicit path would fall back to the stored CCE matrix (300 x 22,500 here);
+    the minimax strategies need only the 150 x 150 payoffs."""
     game = metaeval.MetaGame.from_matrix(np.random.default_rng(5).normal(size=(150, 150)))
     monkeypatch.setenv("METAEVAL_MAX_MEMORY", "64M")  # below 8 copies of 300 x 22,500 floats
     rating = metaeval.rate(game, "payoff")
