@@ -579,8 +579,8 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
     Returns:
         A Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
         diagnostics hold ``zero_sum`` (rated player by player), ``column_generation``,
-        ``rounds``, ``lp_solves`` (one re-solve per round and per pricing or row generation that added joints or rows, plus any
-        safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
+        ``rounds``, ``lp_solves`` (one re-solve per round and per pricing or row generation
+        that added joints or rows, plus any safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
         safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
         ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``,
         ``safeguard_simplex_retries``: the LPs solved again with the first one by the
