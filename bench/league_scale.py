@@ -3,7 +3,8 @@ the weights take with and without spilling, and how long every rater takes on th
 
     python -m bench.league_scale [--size 300] [--players 2] [--episodes 8] [--workers 2]
                                  [--budget-mib 1] [--exact-size 1000] [--adaptive-size 48]
-                                 [--limit 3600] [--rate-limit 300] [--json FILE]
+                                 [--limit 3600] [--rate-limit 300] [--json FILE] [--save DIR]
+    python -m bench.league_scale --rate-saved FILE [--rate-limit 300] [--memory-limit 5]
 
 The policies are random-initialised 64 x 64 MLPs (`metaeval.spiel.mlp.MLPPolicy`, seeded by
 player and index): evaluation cost and memory are what is measured, not training. The
@@ -332,16 +333,27 @@ def main(argv=None) -> None:
     parser.add_argument("--limit", type=float, default=3600.0)
     parser.add_argument("--memory-limit", type=float, default=5.0)
     parser.add_argument("--json", help="write every result to this file")
+    parser.add_argument("--save", help="keep the built meta-games (held.npz, spilled.npz, exact.npz) in this directory")
+    parser.add_argument("--rate-saved", metavar="FILE", help="only rate the meta-game saved at FILE (by --save) "
+                        "with every rater, each in its own subprocess under --rate-limit and --memory-limit")
     args = parser.parse_args(argv)
 
+    if args.rate_saved:
+        rating = rate_all(args.rate_saved, args.rate_limit, args.memory_limit)
+        print(f"every rater on the meta-game saved at {args.rate_saved}:\n{rating_lines(rating)}")
+        if args.json:
+            with open(args.json, "w") as handle:
+                json.dump({"rating": rating}, handle, indent=1)
+        return
     game, results = GAME[args.players], {}
     saved = tempfile.TemporaryDirectory()
-    held_path, exact_path = f"{saved.name}/held.npz", f"{saved.name}/exact.npz"
+    directory = args.save or saved.name
+    held_path, exact_path = f"{directory}/held.npz", f"{directory}/exact.npz"
     print(f"{game}: a league of random-initialised 64 x 64 MLP policies, grown one policy at a time")
     if "sampled" in args.parts:
         for label, budget in (("held in memory", 0.0), (f"spilled beyond {args.budget_mib:g} MiB", args.budget_mib)):
             results[label] = run_child("sampled", [args.players, args.size, args.episodes, args.workers, args.seed,
-                                                   budget, held_path if budget == 0 else f"{saved.name}/spilled.npz"],
+                                                   budget, held_path if budget == 0 else f"{directory}/spilled.npz"],
                                        args.limit, args.memory_limit)
         held, spilled = results.values()
         print(f"\nsampled, {args.episodes} episodes per joint, {args.workers} Ray actors, "
@@ -349,7 +361,12 @@ def main(argv=None) -> None:
         if held.get("records") and spilled.get("records"):
             for label, result in results.items():
                 print(f"weights {label}:\n{growth_table(result['records'], args.episodes, args.players)}")
-                print(extrapolate(result["records"], args.episodes, args.players))
+                if args.size < TARGET[args.players]:
+                    print(extrapolate(result["records"], args.episodes, args.players))
+                else:
+                    a, b = cost_line(result["records"])
+                    print(f"  the whole league: {sum(r['seconds'] for r in result['records']):.0f} s of additions "
+                          f"and builds; line a + b x joints: a = {a * 1e3:.1f} ms, b = {b * 1e3:.3f} ms per joint")
                 print(memory_line("", result))
             ratio = (np.sum([r["seconds"] for r in spilled["records"][1:]])
                      / np.sum([r["seconds"] for r in held["records"][1:]]))

@@ -60,7 +60,7 @@ from metaeval.solvers.matrix_game import solve_matrix_game
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating, homogeneous
-from metaeval.solvers.reduction import copied_strategies, reduce_cce
+from metaeval.solvers.reduction import copied_strategies, quantise, reduce_cce
 
 # A cap row counts as active when |dual| > DUAL_TOLERANCE. The cap duals of a round are
 # convex weights (dual feasibility of the free column t makes them sum to 1), so their
@@ -89,6 +89,9 @@ INTERIOR_POINT_ROWS = 256
 before the simplex runs (`_grow_by_interior_point`)."""
 RESIDUAL_TOLERANCE = 1e-10
 """Largest accepted unscaled residual of a warm optimum (simplex sum, sign, gain rows)."""
+ZERO_SUM_TOLERANCE = 1e-9
+"""Two players' payoffs summing to a constant within this fraction of the range: rated
+player by player (`_zero_sum_strictest_cce`)."""
 
 
 @dataclass
@@ -523,6 +526,40 @@ class _Pricer:
         return joints if len(joints) <= FACE_JOINTS else None
 
 
+def _zero_sum_strictest_cce(game: MetaGame) -> tuple[StrictestCCE, np.ndarray, np.ndarray]:
+    """The strictest CCE of a 2-player constant-sum game, one player at a time; with the
+    ratings (flat, in payoff units) and sigma.
+
+    Every CCE of a constant-sum game has minimax marginals s_1, s_2 and value V*: the gains
+    sum to max_i (G_1 s_2)_i - min_j (s_1 G_1)_j >= 0, so gains <= 0 force both marginals
+    optimal and E_sigma[G_1] = V*. Player 1's gains (G_1 s_2)_i - V* then depend on s_2
+    alone and player 2's on s_1 alone, over a product of sets: Algorithm 1 over the joints
+    is Algorithm 1 for each player over the opponent's strategies (constraints G_p, rows
+    p's deviations, columns the opponent's strategies), K_1 x K_2 LPs instead of
+    (K_1 + K_2) x K_1 K_2, and the product s_1 x s_2 is a strictest CCE. A sampled
+    meta-game's minimax strategies mix many strategies (212 of 1,000 per player on a leduc
+    league of random networks), so the joint LP's optimal face holds tens of thousands of
+    joints: its later rounds were hundreds of warm re-solves and pricings over every joint.
+    """
+    results, ratings, marginals = [], [], []
+    for payoff in (game.payoffs[0], game.payoffs[1].T):  # rows: the player's deviations
+        scale = float(np.ptp(payoff)) or 1.0
+        result = strictest_cce(StoredColumns(quantise((payoff - payoff.mean()) / scale)))
+        # The first round's t, the largest value, is V* (shifted and scaled): the ratings are
+        # the gains against the opponent's marginal, minus V*.
+        ratings.append(scale * (result.values - result.values.max()))
+        marginals.append(result.masses)
+        results.append(result)
+    counts = {name: sum(r.safeguards[name] for r in results) for name in results[0].safeguards}
+    combined = StrictestCCE(
+        np.concatenate([r.values for r in results]), np.empty(0), max(r.rounds for r in results),
+        sum(r.lp_solves for r in results), sum(r.simplex_iterations for r in results), counts,
+        max(r.max_violation for r in results), priced_joints=sum(r.priced_joints for r in results),
+        lp_joints=sum(r.lp_joints for r in results), first_rows=sum(r.first_rows for r in results),
+        face_rounds=max(r.face_rounds for r in results), read_off=sum(r.read_off for r in results))
+    return combined, np.concatenate(ratings), np.outer(marginals[1], marginals[0])
+
+
 @homogeneous("max_violation")
 def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = True,
               column_generation: bool | None = None) -> Rating:
@@ -534,14 +571,16 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         merge_duplicates: merge identical constraint rows and joint columns (exact).
         column_generation: True: column generation over the game's joints (the LPs hold a
             working set grown by pricing; symmetry and merge_duplicates do not apply);
-            False: every joint of the reduced system in the LPs; None (default): column
-            generation above COLUMN_GENERATION_JOINTS joints. Both give the same ratings.
+            False: every joint of the reduced system in the LPs; None (default): a
+            2-player constant-sum game player by player (each player's LPs over the
+            opponent's strategies, `_zero_sum_strictest_cce`), other games by column
+            generation above COLUMN_GENERATION_JOINTS joints. All give the same ratings.
 
     Returns:
         A Rating whose ``distribution`` is the strictest CCE sigma* found, and whose
-        diagnostics hold ``column_generation``, ``rounds``, ``lp_solves`` (one re-solve per
-        round and per pricing or row generation that added joints or rows, plus any
-        safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
+        diagnostics hold ``zero_sum`` (rated player by player), ``column_generation``,
+        ``rounds``, ``lp_solves`` (one re-solve per round and per pricing or row generation
+        that added joints or rows, plus any safeguard's), ``simplex_iterations`` (of the first and warm models), one count per
         safeguard (``safeguard_cold_resolves``, ``safeguard_looser_tolerances``,
         ``safeguard_largest_gain_freezes``, ``safeguard_final_resolves``,
         ``safeguard_simplex_retries``: the LPs solved again with the first one by the
@@ -555,10 +594,14 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
     """
     if not isinstance(game, MetaGame):
         raise MetaEvalError(f"deviation ratings need a MetaGame, got {type(game).__name__}")
+    zero_sum = column_generation is None and game.num_players == 2 and game.is_zero_sum(ZERO_SUM_TOLERANCE)
     if column_generation is None:
         column_generation = game.num_joints > COLUMN_GENERATION_JOINTS
     diagnostics = {"safeguard_column_generation_retries": 0, "safeguard_simplex_retries": 0}
-    if not column_generation:
+    if zero_sum:
+        result, flat, sigma = _zero_sum_strictest_cce(game)
+        column_generation = False
+    elif not column_generation:
         try:
             reduced = reduce_cce(game, symmetry=symmetry, merge_duplicates=merge_duplicates)
             result = strictest_cce(StoredColumns(reduced.matrix))
@@ -571,7 +614,7 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
             # whose round-off differs; a failure there is the error reported.
             diagnostics["safeguard_column_generation_retries"] = 1
             column_generation = True
-    if column_generation:
+    if column_generation and not zero_sum:
         # Copies of a strategy merged first (exact): else every joint with a copy is a
         # duplicate column, and an attacked king-of-the-hill game's optimal face is some
         # fifty times too large.
@@ -604,6 +647,7 @@ def deviation(game: MetaGame, symmetry: bool = True, merge_duplicates: bool = Tr
         flat = source.scale * result.values[np.concatenate([start + label for start, label in zip(starts, labels)])]
         diagnostics["merged_copies"] = copies
     diagnostics["column_generation"] = bool(column_generation)
+    diagnostics["zero_sum"] = bool(zero_sum)
     ratings = np.split(flat, np.cumsum(game.shape)[:-1])
     gains = np.concatenate(deviation_gains(game, sigma))
     diagnostics.update({

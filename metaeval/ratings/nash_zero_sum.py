@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from metaeval.errors import MetaEvalError
 from metaeval.runs import budget
 from metaeval.solvers import lp
-from metaeval.solvers.mecce import max_entropy
+from metaeval.solvers.mecce import MaxEntropy, max_entropy
 
 VALUE_SLACK = 1e-12
 
@@ -126,20 +126,31 @@ def optimal_supports(
 def max_entropy_maximin(row_payoffs: np.ndarray, value: float, support: np.ndarray | None = None) -> np.ndarray:
     """The maximum-entropy x in {x in simplex : A^T x >= value - slack}, on ``support``
     (default `optimal_supports`' rows), zero elsewhere."""
+    return _max_entropy_maximin_solved(row_payoffs, value, support)[0]
+
+
+def _max_entropy_maximin_solved(row_payoffs, value, support=None) -> tuple[np.ndarray, MaxEntropy]:
+    """`max_entropy_maximin`'s strategy and the maximum-entropy solution it came from."""
     row_payoffs = np.asarray(row_payoffs, dtype=np.float64)
     if support is None:
         support = optimal_supports(row_payoffs)[0]
     slack = VALUE_SLACK * (float(np.abs(row_payoffs).max(initial=0.0)) or 1.0)
     strategy = np.zeros(len(row_payoffs))
-    strategy[support] = max_entropy((value - slack) - row_payoffs[support].T).distribution
-    return strategy
+    solution = max_entropy((value - slack) - row_payoffs[support].T)
+    strategy[support] = solution.distribution
+    return strategy, solution
 
 
 def max_entropy_nash(row_payoffs) -> tuple[np.ndarray, np.ndarray, float]:
     """(x, y, v): maximum-entropy equilibrium strategies of the zero-sum game A and its value."""
+    return max_entropy_nash_solved(row_payoffs)[:3]
+
+
+def max_entropy_nash_solved(row_payoffs) -> tuple[np.ndarray, np.ndarray, float, list[MaxEntropy]]:
+    """`max_entropy_nash` and each player's maximum-entropy solution (Newton steps, KKT residual)."""
     row_payoffs = np.asarray(row_payoffs, dtype=np.float64)
     value, loss = maximin_value(row_payoffs), maximin_value(-row_payoffs.T)
     rows, columns = optimal_supports(row_payoffs, (value, -loss))
-    row = max_entropy_maximin(row_payoffs, value, rows)
-    column = max_entropy_maximin(-row_payoffs.T, loss, columns)
-    return row, column, value
+    row, row_solution = _max_entropy_maximin_solved(row_payoffs, value, rows)
+    column, column_solution = _max_entropy_maximin_solved(-row_payoffs.T, loss, columns)
+    return row, column, value, [row_solution, column_solution]

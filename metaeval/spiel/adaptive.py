@@ -101,10 +101,43 @@ class EpisodeStreams:
         )
 
 
-def stein(game: MetaGame, rater, options: dict, replicates: int, rng, covariance=None):
-    """Stein estimates of ``S_a^(1/2) E[g_ia]``, ``[R, K_1, ..., K_N, N]`` for the R ratings,
-    from ``replicates`` draws, and the variance of their noise (``Var(r_i) / replicates``
-    per direction with spread).
+@dataclass
+class Stein:
+    """Stein estimates of ``S_a^(1/2) E[g_ia]`` for the R ratings in factored form,
+    ``estimate[i, a] = sum_b centred[b, i] draws[b, a]`` (a vector of the N payoffs of joint
+    a), so that memory is linear in the joints: the ``[R, K_1, ..., K_N, N]`` array itself
+    would hold joints x strategies x players floats (32 GB at 1,000 x 1,000).
+
+    Several rounds' estimates are summed by stacking their factors (`squared_norms`).
+    """
+
+    centred: np.ndarray  # [B, R]: each replicate's ratings minus their mean, divided by B
+    draws: np.ndarray  # [B, K_1, ..., K_N, N]: the draws Z_a in the payoffs' basis, 0 where no spread
+    noise: np.ndarray  # [K_1, ..., K_N]: the noise of each joint's squared norm, summed over the ratings
+
+    def scaled(self, scale: np.ndarray) -> "Stein":
+        """The estimates times ``scale`` per joint (``[K_1, ..., K_N]``)."""
+        return Stein(self.centred, self.draws * scale[None, ..., None], self.noise * scale**2)
+
+
+def squared_norms(parts: list[Stein], divisor: float = 1.0) -> np.ndarray:
+    """Per joint, ``sum_i |sum_parts estimate_ia / divisor|^2`` debiased by the parts' noise,
+    clipped at 0: ``sum_n w_an^T (C C^T) w_an`` with the parts' factors stacked (C their
+    ``centred``, w_an their ``draws`` of joint a), stacked one chunk of joints at a time."""
+    centred = np.concatenate([part.centred for part in parts])
+    gram = centred @ centred.T
+    flats = [part.draws.reshape(len(part.draws), -1) for part in parts]
+    norms = np.empty(flats[0].shape[1])
+    for start in range(0, len(norms), EDGE_CHUNK):
+        block = np.concatenate([flat[:, start:start + EDGE_CHUNK] for flat in flats])
+        norms[start:start + EDGE_CHUNK] = np.einsum("bj,bj->j", block, gram @ block)
+    norms = norms.reshape(parts[0].draws.shape[1:]).sum(axis=-1)
+    return np.maximum((norms - sum(part.noise for part in parts)) / divisor**2, 0.0)
+
+
+def stein(game: MetaGame, rater, options: dict, replicates: int, rng, covariance=None) -> Stein:
+    """Stein estimates of ``S_a^(1/2) E[g_ia]`` for the R ratings from ``replicates`` draws,
+    and the variance of their noise (``Var(r_i) / replicates`` per direction with spread).
 
     ``S_a`` is the covariance of joint a's mean payoffs (``covariance``, ``[K_1, ..., K_N,
     N, N]``; default ``diag(stderr^2)``), ``g_ia = d r_i / d G_a``. With
@@ -122,23 +155,18 @@ def stein(game: MetaGame, rater, options: dict, replicates: int, rng, covariance
     ratings = np.array([
         np.concatenate(rater(MetaGame(game.payoffs + shift), **options).ratings) for shift in shifts
     ])
+    del shifts
     centred = ratings - ratings.mean(axis=0)
     active = spread > 0  # directions without spread have no Stein signal, only noise
-    estimates = np.tensordot(centred, noise * active, axes=(0, 0)) / replicates
-    # back from the eigenbasis, so that estimates of successive rounds can be averaged
-    estimates = np.einsum("...ij,r...j->r...i", vectors, estimates)
-    floor = centred.var(axis=0) / replicates
-    return estimates, floor.reshape(-1, *[1] * active.ndim) * ((vectors**2) @ active[..., None])[..., 0]
-
-
-def squared_norms(estimates: np.ndarray, noise: np.ndarray) -> np.ndarray:
-    """Per joint, ``sum_i |estimate_ia|^2`` with each square debiased by its ``noise``, clipped at 0."""
-    return np.maximum((estimates**2 - noise).sum(axis=(0, -1)), 0.0)
+    # back from the eigenbasis, so that estimates of successive rounds can be summed
+    draws = np.einsum("...ij,b...j->b...i", vectors, noise * active)
+    floor = float(centred.var(axis=0).sum()) / replicates
+    return Stein(centred / replicates, draws, floor * ((vectors**2) @ active[..., None])[..., 0].sum(axis=-1))
 
 
 def sensitivity(game: MetaGame, rater, options: dict, replicates: int, rng, covariance=None) -> np.ndarray:
     """Per joint a, the variance ``sum_i g_ia^T S_a g_ia`` it adds to the ratings (`stein`)."""
-    return squared_norms(*stein(game, rater, options, replicates, rng, covariance))
+    return squared_norms([stein(game, rater, options, replicates, rng, covariance)])
 
 
 def uncertain_edges(payoffs: np.ndarray, covariance: np.ndarray, counts: np.ndarray, z: float) -> np.ndarray:
@@ -246,15 +274,15 @@ def adaptive_metagame(
                                ("budget", budget, initial * joints)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
             raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
-    if rule == "variance":  # Stein's noise and shifts [B, joints, N], and the estimates [R, joints, N]
-        shape = streams.counts.shape
-        memory.check(memory.FLOAT * joints * len(shape) * (2 * replicates + sum(shape)),
-                     f"the sensitivities from {replicates} replicates", "use fewer replicates")
+    if rule == "variance":  # a round's noise, shifts and draws [B, joints, N], the draws of every round
+        memory.check(memory.FLOAT * joints * len(streams.counts.shape) * replicates * (rounds + 4),
+                     f"the sensitivities from {replicates} replicates over {rounds} rounds",
+                     "use fewer replicates or rounds")
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
     for joint in np.ndindex(streams.counts.shape):
         streams.play(joint, initial)
     history = [Checkpoint(streams.episodes, streams.metagame())]
-    pooled, pooled_noise = 0.0, 0.0
+    estimates = []
     remaining = budget - streams.episodes
     for r in range(rounds):
         spend = remaining // (rounds - r)
@@ -267,11 +295,10 @@ def adaptive_metagame(
             if rule == "response_graph":
                 weight = uncertain_edges(history[-1].metagame.payoffs, covariance, streams.counts, confidence)
             else:
-                estimates, noise = stein(history[-1].metagame, rater, options, replicates, rng, covariance)
-                scale = np.sqrt(streams.counts)[..., None]
-                pooled = pooled + estimates * scale
-                pooled_noise = pooled_noise + noise * scale**2
-                weight = np.sqrt(squared_norms(pooled / (r + 1), pooled_noise / (r + 1) ** 2))
+                # per-episode estimates C_a^(1/2) g_ia (S_a = C_a / n_a), averaged over the rounds
+                estimates.append(stein(history[-1].metagame, rater, options, replicates, rng, covariance)
+                                 .scaled(np.sqrt(streams.counts)))
+                weight = np.sqrt(squared_norms(estimates, r + 1))
             share = weight / weight.sum() if weight.sum() > 0 else 1.0 / joints
             targets = total * ((1 - UNIFORM_SHARE) * share + UNIFORM_SHARE / joints)
         for joint, episodes in np.ndenumerate(allocate(targets, streams.counts, spend)):

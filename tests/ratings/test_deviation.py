@@ -311,6 +311,37 @@ def test_zero_sum_with_many_nash_is_stricter_than_nash_averaging():
     assert_ratings_close(ratings, reference_ratings(MetaGame.from_matrix(scores)), atol=1e-9)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 7), st.integers(2, 7), st.booleans(), st.floats(-5, 5), st.integers(0, 2**32 - 1))
+def test_constant_sum_games_rated_player_by_player_as_by_the_joint_lps(rows, columns, integer, total, seed):
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(-3, 4, size=(rows, columns)).astype(float) if integer else rng.uniform(-1, 1, (rows, columns))
+    game = MetaGame.from_matrix(scores, total - scores)
+    split = metaeval.rate(game, "deviation")
+    assert split.diagnostics["zero_sum"] and split.diagnostics["lp_columns"] <= rows + columns
+    joint = rated(game, column_generation=False)
+    assert not metaeval.rate(game, "deviation", column_generation=False).diagnostics["zero_sum"]
+    assert_ratings_close(rated(game), joint, atol=1e-9)
+    assert_ratings_close(joint, reference_ratings(game), atol=1e-7)
+
+
+def test_noisy_zero_sum_game_is_rated_over_each_players_strategies():
+    """A noisy zero-sum game: minimax strategies mixing many strategies, so the joint LP's
+    optimal face grows with their product (on a sampled league's 130 x 130 meta-game its
+    later rounds took 155 warm re-solves and pricings over all joints); each player's LPs
+    hold at most the opponent's K strategies."""
+    scores = np.random.default_rng(7).normal(size=(60, 60))
+    game = MetaGame.from_matrix(scores)
+    rating = metaeval.rate(game, "deviation")
+    d = rating.diagnostics
+    assert d.get("zero_sum") and d["lp_columns"] <= 120
+    gains = deviation_gains(game, rating.distribution)
+    for p in range(2):
+        np.testing.assert_allclose(rating.ratings[p], gains[p], rtol=0, atol=1e-9)
+        assert rating.ratings[p].max() == 0.0 and (rating.ratings[p] > -1e-9).sum() > 15  # a wide minimax support
+    assert_ratings_close(rating.ratings, metaeval.rate(game, "deviation", column_generation=True).ratings, atol=1e-9)
+
+
 def test_rock_paper_scissors_all_equal():
     ratings = rated(rock_paper_scissors())
     for r in ratings:

@@ -86,8 +86,12 @@ def test_fallback_beyond_the_memory_budget_is_refused(monkeypatch):
     it in one line."""
     game = scale.dominated_game(16, 4, copies=2)
     monkeypatch.setenv("METAEVAL_MAX_MEMORY", "1M")
-    with pytest.raises(MetaEvalError, match="the CCE constraint matrix over 16 x 16 x 16 .* over the memory budget"):
+    with pytest.raises(MetaEvalError, match="its stored 48 x 4096 constraint matrix .* over the memory budget"):
         max_entropy_implicit(GameColumns(game), lambda: cce_constraints(game))
+    # The copies the solve makes count: a budget that holds the matrix once refuses too.
+    monkeypatch.setenv("METAEVAL_MAX_MEMORY", str(2 * 48 * 4096 * 8))
+    with pytest.raises(MetaEvalError, match="8 copies of it at once.* over the memory budget"):
+        metaeval.rate(game, "payoff")
     random = MetaGame(np.random.default_rng(0).uniform(-1, 1, size=(3, 16, 16, 16)))
     assert metaeval.rate(random, "payoff").diagnostics["safeguard_dense_fallbacks"] == 0
 

@@ -5,7 +5,8 @@ import pytest
 
 import metaeval
 from metaeval import MetaEvalError, MetaGame, games, spiel
-from metaeval.spiel.adaptive import EpisodeStreams, adaptive_metagame, allocate, sensitivity, uncertain_edges
+from metaeval.spiel.adaptive import (EpisodeStreams, adaptive_metagame, allocate, sensitivity, squared_norms, stein,
+                                    uncertain_edges)
 from metaeval.spiel.population import random_policies
 
 
@@ -66,6 +67,19 @@ def test_covariance_sees_zero_sum_returns(one_noisy_row):
         np.testing.assert_allclose(covariance[joint], np.cov(sample.T) / 50, atol=1e-12)
     np.testing.assert_array_equal(covariance[:2], 0.0)
     assert np.all(covariance[2, :, 0, 1] < 0)  # the returns are (x, -x), x = +-1
+
+
+def test_factored_estimates_pool_as_the_estimates_themselves():
+    """Rounds' Stein estimates kept as factors (replicates x ratings, replicates x joints)
+    give the squared norms of the summed [ratings, joints, players] estimates."""
+    rng = np.random.default_rng(4)
+    game = MetaGame(rng.uniform(-1, 1, (2, 3, 4)), stderr=rng.uniform(0.1, 0.3, (2, 3, 4)))
+    parts = [stein(game, metaeval.RATERS["payoff"], {}, 6, rng).scaled(rng.uniform(1, 3, (3, 4))) for _ in range(3)]
+    summed = sum(np.tensordot(part.centred, part.draws, axes=(0, 0)) for part in parts)  # [R, 3, 4, N]
+    assert summed.shape == (7, 3, 4, 2)
+    explicit = np.maximum(((summed / 3) ** 2).sum(axis=(0, -1)) - sum(part.noise for part in parts) / 9, 0.0)
+    np.testing.assert_allclose(squared_norms(parts, 3), explicit, rtol=1e-12, atol=1e-15)
+    assert explicit.max() > 0
 
 
 def test_stein_draws_keep_a_zero_sum_game_zero_sum(one_noisy_row):
