@@ -123,7 +123,16 @@ def against(payoff: np.ndarray, opponents: np.ndarray, p: int) -> np.ndarray:
     """sum_{a_-p} payoff(a'_p, a_-p) opponents(a_-p) for every a'_p: player p's expected
     payoff of each strategy against the opponents' joint distribution ``opponents``
     (``[K_q for q != p]``). Read as stored, [before, K_p, after] against [before, after]:
-    np.tensordot's transposed copy of the payoffs took 10 times longer at 7 x 12."""
+    np.tensordot's transposed copy of the payoffs took 10 times longer at 7 x 12.
+
+    Args:
+        payoff: player p's payoffs ``[K_1, ..., K_N]``.
+        opponents: the other players' joint distribution, their axes in order.
+        p: the player.
+
+    Returns:
+        The expected payoffs ``[K_p]``.
+    """
     before = int(np.prod(payoff.shape[:p]))
     stacked = payoff.reshape(before, payoff.shape[p], -1)
     return np.einsum("bac,bc->a", stacked, opponents.reshape(before, -1))

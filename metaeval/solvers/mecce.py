@@ -393,7 +393,12 @@ def max_entropy(matrix: np.ndarray) -> MaxEntropy:
 
 
 def check_stored(rows: int, joints: int) -> None:
-    """Refuse, through the memory budget, `max_entropy` of a stored ``rows x joints`` matrix."""
+    """Refuse, through the memory budget, `max_entropy` of a stored ``rows x joints`` matrix.
+
+    Args:
+        rows: the constraint matrix's rows.
+        joints: its columns, one per joint strategy.
+    """
     budget.check(STORED_COPIES * budget.FLOAT * rows * joints,
                  f"the maximum-entropy CCE over its stored {rows} x {joints} constraint matrix "
                  f"({STORED_COPIES} copies of it at once)")
