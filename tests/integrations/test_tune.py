@@ -200,11 +200,12 @@ def test_the_approximate_gap_is_reported_when_asked(tmp_path):
 
 def test_pb2_exploits_and_explores_on_the_rating(ray_session, tmp_path):
     """Tune's PB2 (a Gaussian-process explore) reads the same flat metric, timed and stopped by
-    the round: every round completes, and the copied trial gets a learning rate of PB2's choosing."""
+    the round and synchronous (ratings compare within a round): every round completes, and the
+    copied trial gets a learning rate of PB2's choosing."""
     from ray.tune.schedulers.pb2 import PB2
 
     pb2 = PB2(time_attr=ROUND, metric=METRIC, mode="max", perturbation_interval=1, quantile_fraction=0.5,
-              hyperparam_bounds={"learning_rate": [1e-4, 1e-2]})
+              hyperparam_bounds={"learning_rate": [1e-4, 1e-2]}, synch=True)
     results, state = two_trials_of_kuhn(ray_session, tmp_path, "pb2", pb2, learning_rate=1e-3)
     assert sorted(state["rounds"]) == [0, 1, 2, 3]
     assert [result.metrics[ROUND] for result in results] == [3, 3]
