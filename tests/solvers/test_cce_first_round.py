@@ -5,25 +5,19 @@ import importlib
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from scipy.optimize import linprog
 
 import metaeval
 from metaeval.data.simulated import simulated_judge
 from metaeval.solvers.cce_columns import GameColumns
 from tests.conftest import random_games
+from tests.solvers.test_matrix_game import game_value
 
 deviation_module = importlib.import_module("metaeval.ratings.deviation")  # the name is the rater's
 
 
 def full_first_lp(source):
-    """min t s.t. A sigma <= t over every row and joint, by one dense LP (scipy's HiGHS)."""
-    a = source.columns(np.arange(source.num_columns))
-    rows, joints = a.shape
-    res = linprog(np.r_[np.zeros(joints), 1.0], A_ub=np.c_[a, -np.ones(rows)], b_ub=np.zeros(rows),
-                  A_eq=np.r_[np.ones(joints), 0.0][None], b_eq=[1.0],
-                  bounds=[(0, None)] * joints + [(None, None)], method="highs")
-    assert res.status == 0
-    return res.fun
+    """min t s.t. A sigma <= t over every row and joint: the value of the matrix game over them."""
+    return game_value(source.columns(np.arange(source.num_columns)))
 
 
 def first_round(game):
