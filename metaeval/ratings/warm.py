@@ -40,8 +40,10 @@ from metaeval.ratings.base import Rating
 from metaeval.ratings.warm_chains import ChainReplicates
 from metaeval.solvers import king_of_the_hill
 from metaeval.solvers.cce_columns import GameColumns
-from metaeval.solvers.equilibria import cce_constraints, deviation_gains
-from metaeval.solvers.mecce import NEWTON_FIRST_JOINTS, max_entropy_from, scaled_matrix
+from metaeval.runs import budget
+from metaeval.solvers.equilibria import cce_constraint_stack, cce_constraints, deviation_gains
+from metaeval.solvers.mecce import NEWTON_FIRST_JOINTS, STORED_COPIES, max_entropy_from, scaled_matrix
+from metaeval.solvers.mecce_batch import has_linear_directions, max_entropy_batch
 
 
 def warm_replicates(rater, rating: Rating, options: dict):
@@ -81,25 +83,57 @@ def _uniform(payoffs: np.ndarray) -> np.ndarray:
 
 
 class PayoffReplicate:
-    """A replicate's MECCE by Newton from the point's dual multipliers."""
+    """Replicates' MECCEs by Newton from the point's dual multipliers: a batch's together on
+    their stored CCE matrices (`metaeval.solvers.mecce_batch`) where the point's dual has no
+    linear direction; one by one (`metaeval.solvers.mecce.max_entropy_from`) above
+    NEWTON_FIRST_JOINTS joints (implicit), elsewhere, and where the batch leaves one
+    uncertified."""
 
-    def __init__(self, implicit: bool, start: np.ndarray):
-        self.implicit, self.start = implicit, start
+    batched = True  # rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap)
+
+    def __init__(self, implicit: bool, start: np.ndarray, together: bool = False):
+        self.implicit, self.start, self.together = implicit, start, together
 
     @classmethod
     def from_game(cls, game: MetaGame) -> "PayoffReplicate | None":
         """The point's multipliers, by Newton from zero on ``game`` (None where its MECCE
         leaves joints out)."""
         implicit = game.num_joints > NEWTON_FIRST_JOINTS
-        found = max_entropy_from(cls.system(game, implicit), np.zeros(sum(game.shape)))
-        return None if found is None else cls(implicit, found[1])
+        system = cls.system(game, implicit)
+        found = max_entropy_from(system, np.zeros(sum(game.shape)))
+        if found is None:
+            return None
+        return cls(implicit, found[1], together=not implicit and not has_linear_directions(system.matrix))
 
     @staticmethod
     def system(game: MetaGame, implicit: bool):
         """The CCE matrix of ``game`` as the maximum-entropy dual's Newton uses it."""
         return GameColumns(game) if implicit else scaled_matrix(cce_constraints(game))
 
-    def __call__(self, payoffs: np.ndarray) -> np.ndarray | None:
+    def __call__(self, payoffs: np.ndarray) -> list:
+        """Each replicate's ratings (every player's, concatenated), or None to rate it from scratch.
+
+        Args:
+            payoffs: the replicates' payoff tensors ``[B, N, K_1, ..., K_N]``.
+
+        Returns:
+            One entry per replicate.
+        """
+        if not self.together:
+            return [self.one(drawn) for drawn in payoffs]
+        count = len(payoffs)
+        budget.check(STORED_COPIES * budget.FLOAT * count * len(self.start) * payoffs[0, 0].size,
+                     f"the CCE matrices of {count} payoff replicates")
+        matrices = cce_constraint_stack(payoffs)
+        scale = np.abs(matrices).max(axis=(1, 2))
+        scale[scale == 0] = 1.0
+        matrices /= scale[:, None, None]  # as scaled_matrix scales each
+        sigma, certified = max_entropy_batch(matrices, np.broadcast_to(self.start, (count, len(self.start))))
+        gains = (matrices @ sigma[:, :, None])[:, :, 0] * scale[:, None]  # each player's deviation gains
+        return [gains[b] if certified[b] else self.one(payoffs[b]) for b in range(count)]
+
+    def one(self, payoffs: np.ndarray) -> np.ndarray | None:
+        """One replicate's ratings by `metaeval.solvers.mecce.max_entropy_from`, or None."""
         game = MetaGame(payoffs)
         if king_of_the_hill.structured(game):
             return None

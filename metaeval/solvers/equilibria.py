@@ -94,9 +94,29 @@ def cce_constraints(game: MetaGame) -> np.ndarray:
         A ``[sum_p K_p, prod_p K_p]``.
     """
     budget.check_joints(game.shape, sum(game.shape), "the CCE constraint matrix")
-    return np.concatenate(
-        [deviation_payoffs(game, p).reshape(game.shape[p], -1) for p in range(game.num_players)]
-    )
+    return cce_constraint_stack(game.payoffs[None])[0]
+
+
+def cce_constraint_stack(payoffs: np.ndarray) -> np.ndarray:
+    """The CCE matrices of a stack of payoff tensors, each as
+    [`cce_constraints`][metaeval.solvers.equilibria.cce_constraints] forms it, written in
+    place: no copy beyond the result.
+
+    Args:
+        payoffs: the payoff tensors ``[B, N, K_1, ..., K_N]``.
+
+    Returns:
+        A ``[B, sum_p K_p, prod_p K_p]``.
+    """
+    count, shape = len(payoffs), payoffs.shape[2:]
+    matrices = np.empty((count, sum(shape), int(np.prod(shape))))
+    start = 0
+    for p, k in enumerate(shape):
+        own = np.moveaxis(payoffs[:, p], 1 + p, 1)[:, None]  # [B, 1, K_p(a_p), rest]
+        block = matrices[:, start : start + k].reshape(count, k, *shape)  # [B, a'_p, K_1, ..., K_N]
+        np.subtract(np.swapaxes(own, 1, 2), own, out=np.moveaxis(block, 2 + p, 2))  # G_p(a'_p, a_-p) - G_p(a)
+        start += k
+    return matrices
 
 
 def deviation_gains(game: MetaGame, sigma) -> list[np.ndarray]:
