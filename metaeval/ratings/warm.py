@@ -9,10 +9,12 @@ scratch, as without a warm start):
 - ``uniform``: the means, without building a game and a Rating (where the replicates
   are not drawn from their Gaussian law, `metaeval.ratings.gaussian_replicates`: in
   win-probability games and from episodes).
-- ``payoff``: the maximum-entropy dual's Newton started from the point's multipliers;
-  a KKT point with every joint's mass positive is the MECCE itself (the entropy is
-  strictly concave), so nothing else is checked. A replicate whose MECCE leaves joints
-  out is solved from scratch.
+- ``payoff``: the maximum-entropy dual's Newton started from the point's multipliers,
+  a batch's replicates in lock-step on their stored CCE matrices
+  (`metaeval.solvers.mecce_batch`) where the point's dual has no linear direction; a KKT
+  point with every joint's mass positive is the MECCE itself (the entropy is strictly
+  concave), so nothing else is checked. A replicate whose MECCE leaves joints out is
+  solved from scratch.
 - ``deviation``: Algorithm 1 by column generation over the game's joints (as the rater
   runs it above COLUMN_GENERATION_JOINTS joints) with the first working set the point's
   support instead of one joint; pricing over every joint makes the LPs' optima those over

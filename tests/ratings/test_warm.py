@@ -58,6 +58,37 @@ def test_payoff_has_no_warm_start_where_the_mecce_leaves_joints_out():
     np.testing.assert_array_equal(warm, cold)
 
 
+def test_payoff_replicates_of_a_batch_are_solved_together_or_one_by_one():
+    """On stored CCE matrices a batch's replicates are solved in lock-step; one the batch
+    leaves uncertified (here strategy 0 strictly dominates for every player, so the MECCE
+    is that one joint) goes the one-by-one way, which declines it too (None: rated from
+    scratch)."""
+    game = noisy_random_game((3, 4, 3))
+    warm = warm_replicates(RATERS["payoff"], RATERS["payoff"](game), {})
+    assert warm.together
+    payoffs = np.stack([Resampler(game).draw(np.random.default_rng(seed)) for seed in range(3)])
+    payoffs[2, 0, 1:] = payoffs[2, 0, :1] - 1.0
+    payoffs[2, 1, :, 1:] = payoffs[2, 1, :, :1] - 1.0
+    payoffs[2, 2, :, :, 1:] = payoffs[2, 2, :, :, :1] - 1.0
+    rows = warm(payoffs)
+    assert rows[2] is None and warm.one(payoffs[2]) is None
+    for drawn, row in zip(payoffs[:2], rows[:2]):
+        np.testing.assert_allclose(row, warm.one(drawn), rtol=0, atol=1e-11)
+        np.testing.assert_allclose(row, np.concatenate(RATERS["payoff"](MetaGame(drawn)).ratings), rtol=0, atol=1e-11)
+
+
+def test_payoff_replicates_of_a_game_with_clones_are_solved_one_by_one():
+    """Cloned strategies make the dual linear along a direction, which the lock-step
+    Newton does not follow."""
+    payoffs = np.random.default_rng(4).uniform(-1, 1, (3, 3, 3, 3))
+    payoffs = np.concatenate([payoffs, payoffs[:, :1]], axis=1)  # player 0's strategy 0 twice
+    game = MetaGame(payoffs, stderr=np.full(payoffs.shape, 0.05))
+    warm = warm_replicates(RATERS["payoff"], RATERS["payoff"](game), {})
+    assert warm is not None and not warm.together
+    warm_rows, cold, from_scratch = both_ways(game, "payoff")
+    np.testing.assert_allclose(warm_rows, cold, rtol=0, atol=1e-11)
+
+
 def test_a_replicate_the_warm_start_declines_is_rated_from_scratch():
     game = noisy_random_game((3, 3, 3))
     seeds = np.random.SeedSequence(0).spawn(4)

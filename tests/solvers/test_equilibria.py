@@ -33,6 +33,19 @@ def test_gains_match_brute_force_and_constraint_matrix(game):
     np.testing.assert_allclose(eq.cce_constraints(game) @ sigma.ravel(), np.concatenate(gains), atol=1e-12)
 
 
+@settings(max_examples=30, deadline=None)
+@given(random_games())
+def test_cce_constraint_stack_holds_each_game_s_deviation_payoffs(game):
+    """Row (p, a'_p) of each matrix is player p's deviation payoffs to a'_p, bit for bit."""
+    stack = np.stack([game.payoffs, -game.payoffs[::-1]])
+    matrices = eq.cce_constraint_stack(stack)
+    for payoffs, matrix in zip(stack, matrices):
+        drawn = MetaGame(payoffs)
+        rows = [eq.deviation_payoffs(drawn, p).reshape(drawn.shape[p], -1) for p in range(drawn.num_players)]
+        np.testing.assert_array_equal(matrix, np.concatenate(rows))
+    np.testing.assert_array_equal(eq.cce_constraints(game), matrices[0])
+
+
 def test_uniform_is_a_cce_of_rps_and_pure_profile_is_not():
     rps = rock_paper_scissors()
     assert eq.cce_gap(rps, np.full((3, 3), 1 / 9)) == pytest.approx(0, abs=1e-15)
