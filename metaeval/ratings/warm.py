@@ -87,14 +87,15 @@ def _uniform(payoffs: np.ndarray) -> np.ndarray:
 class PayoffReplicate:
     """Replicates' MECCEs by Newton from the point's dual multipliers: a batch's together on
     their stored CCE matrices (`metaeval.solvers.mecce_batch`) where the point's dual has no
-    linear direction; one by one (`metaeval.solvers.mecce.max_entropy_from`) above
-    NEWTON_FIRST_JOINTS joints (implicit), elsewhere, and where the batch leaves one
-    uncertified."""
+    linear direction; otherwise (above NEWTON_FIRST_JOINTS joints, implicit, or along a
+    linear direction), and where the batch leaves one uncertified, one by one
+    (`metaeval.solvers.mecce.max_entropy_from`)."""
 
-    batched = True  # rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap)
-
-    def __init__(self, implicit: bool, start: np.ndarray, together: bool = False):
-        self.implicit, self.start, self.together = implicit, start, together
+    def __init__(self, implicit: bool, start: np.ndarray, batched: bool = False):
+        self.implicit, self.start = implicit, start
+        # Rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap), else one
+        # payoff tensor a call: a chunk's tensors are then not all held (8 of 3 x 320 are 6 GiB).
+        self.batched = batched
 
     @classmethod
     def from_game(cls, game: MetaGame) -> "PayoffReplicate | None":
@@ -105,24 +106,25 @@ class PayoffReplicate:
         found = max_entropy_from(system, np.zeros(sum(game.shape)))
         if found is None:
             return None
-        return cls(implicit, found[1], together=not implicit and not has_linear_directions(system.matrix))
+        return cls(implicit, found[1], batched=not implicit and not has_linear_directions(system.matrix))
 
     @staticmethod
     def system(game: MetaGame, implicit: bool):
         """The CCE matrix of ``game`` as the maximum-entropy dual's Newton uses it."""
         return GameColumns(game) if implicit else scaled_matrix(cce_constraints(game))
 
-    def __call__(self, payoffs: np.ndarray) -> list:
+    def __call__(self, payoffs: np.ndarray) -> list | np.ndarray | None:
         """Each replicate's ratings (every player's, concatenated), or None to rate it from scratch.
 
         Args:
-            payoffs: the replicates' payoff tensors ``[B, N, K_1, ..., K_N]``.
+            payoffs: the replicates' payoff tensors ``[B, N, K_1, ..., K_N]`` where
+                ``batched``, else one tensor ``[N, K_1, ..., K_N]``.
 
         Returns:
-            One entry per replicate.
+            One entry per replicate (where ``batched``), or the one replicate's entry.
         """
-        if not self.together:
-            return [self.one(drawn) for drawn in payoffs]
+        if not self.batched:
+            return self.one(payoffs)
         count = len(payoffs)
         budget.check(STORED_COPIES * budget.FLOAT * count * len(self.start) * payoffs[0, 0].size,
                      f"the CCE matrices of {count} payoff replicates")

@@ -65,7 +65,7 @@ def test_payoff_replicates_of_a_batch_are_solved_together_or_one_by_one():
     scratch)."""
     game = noisy_random_game((3, 4, 3))
     warm = warm_replicates(RATERS["payoff"], RATERS["payoff"](game), {})
-    assert warm.together
+    assert warm.batched
     payoffs = np.stack([Resampler(game).draw(np.random.default_rng(seed)) for seed in range(3)])
     payoffs[2, 0, 1:] = payoffs[2, 0, :1] - 1.0
     payoffs[2, 1, :, 1:] = payoffs[2, 1, :, :1] - 1.0
@@ -84,7 +84,7 @@ def test_payoff_replicates_of_a_game_with_clones_are_solved_one_by_one():
     payoffs = np.concatenate([payoffs, payoffs[:, :1]], axis=1)  # player 0's strategy 0 twice
     game = MetaGame(payoffs, stderr=np.full(payoffs.shape, 0.05))
     warm = warm_replicates(RATERS["payoff"], RATERS["payoff"](game), {})
-    assert warm is not None and not warm.together
+    assert warm is not None and not warm.batched
     warm_rows, cold, from_scratch = both_ways(game, "payoff")
     np.testing.assert_allclose(warm_rows, cold, rtol=0, atol=1e-11)
 
