@@ -65,7 +65,7 @@ class _Points:
             getattr(self, name)[rows] = getattr(other, name)[rows]
 
     def keep(self, rows: np.ndarray) -> None:
-        """Drop every system but ``rows`` (a mask)."""
+        """Drop every system but ``rows`` (indices or a mask)."""
         for name in ("lam", "sigma", "value", "gradient"):
             setattr(self, name, getattr(self, name)[rows])
 
