@@ -169,8 +169,9 @@ class LineRates:
                 y += spread
         return y
 
-    def row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """The moves out of ``state``: target profiles and their scaled log rates (exact)."""
+    def row(self, state: int, into: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The moves out of ``state``: target profiles and their scaled log rates (exact); with
+        ``into``, the moves into it from those profiles (a column of N)."""
         coords = np.unravel_index(state, self.shape)
         targets, gains = [], []
         for p, k in enumerate(self.shape):
@@ -180,7 +181,8 @@ class LineRates:
             ids = np.ravel_multi_index(profiles.T, self.shape)
             targets.append(ids)
             gains.append(self._payoff(p, ids) - self._payoff(p, np.array([state]))[0])
-        return np.concatenate(targets), self.log_rate(np.concatenate(gains)) - self.log_scale
+        gains = np.concatenate(gains)
+        return np.concatenate(targets), self.log_rate(-gains if into else gains) - self.log_scale
 
     def _payoff(self, p, ids):
         return self.payoffs[p].reshape(-1)[ids]
