@@ -16,9 +16,10 @@ of size "transitions" is stored:
 * One class: fix pi at an anchor and solve ``x (D - Q)_rest = q_anchor`` by Krylov products.
 * Several: Courtois aggregation as in markov.py -- internal distributions of the classes,
   absorption probabilities of the transient profiles (re-solved in tiers where a needed
-  value is below ``TIER`` of the largest), class-to-class rates (in log space for
-  single-profile classes, whose exits may underflow), the macro chain by the sparse
-  solver, transient masses from the balance ``pi_T (D - Q)_TT = pi_C Q_CT``.
+  value is below ``TIER`` of the largest; the last class's are one minus the others',
+  see ``COMPLEMENT_SHARE``), class-to-class rates (in log space for single-profile
+  classes, whose exits may underflow), the macro chain by the sparse solver, transient
+  masses from the balance ``pi_T (D - Q)_TT = pi_C Q_CT``.
 
 Linear solves go through ``markov._solve`` (Krylov with a backward-error check).
 """
