@@ -16,9 +16,10 @@ of size "transitions" is stored:
 * One class: fix pi at an anchor and solve ``x (D - Q)_rest = q_anchor`` by Krylov products.
 * Several: Courtois aggregation as in markov.py -- internal distributions of the classes,
   absorption probabilities of the transient profiles (re-solved in tiers where a needed
-  value is below ``TIER`` of the largest), class-to-class rates (in log space for
-  single-profile classes, whose exits may underflow), the macro chain by the sparse
-  solver, transient masses from the balance ``pi_T (D - Q)_TT = pi_C Q_CT``.
+  value is below ``TIER`` of the largest; the last class's are one minus the others',
+  see ``COMPLEMENT_SHARE``), class-to-class rates (in log space for single-profile
+  classes, whose exits may underflow), the macro chain by the sparse solver, transient
+  masses from the balance ``pi_T (D - Q)_TT = pi_C Q_CT``.
 
 Linear solves go through ``markov._solve`` (Krylov with a backward-error check).
 """
@@ -35,6 +36,12 @@ from metaeval.solvers.markov import MAX_TIERS, RESIDUAL_TOL, STRONG, TIER, _MMat
 #: More closed classes than this are refused (each costs closures over every profile).
 MAX_CLASSES = 64
 
+#: The last class's absorption probabilities are one minus the others' (no solve of their
+#: own) when every other class sends at least this share of its exits into it: an
+#: absolute error e of the solved ones is then at most (classes - 1) e / COMPLEMENT_SHARE
+#: relative in a class-to-class rate.
+COMPLEMENT_SHARE = 0.01
+
 
 def line_stationary_distribution(rates: LineRates) -> tuple[np.ndarray, dict]:
     """pi with pi Q = 0, sum(pi) = 1, for the chain of ``rates``; ``info`` as markov's
@@ -43,19 +50,20 @@ def line_stationary_distribution(rates: LineRates) -> tuple[np.ndarray, dict]:
     threshold = _strong_gain(rates)
     classes = _sink_classes(rates, threshold)
     num_classes = int(classes.max()) + 1
+    exits = rates.product(np.ones(rates.n))
     if num_classes == 1:
-        pi, levels = np.exp(_class_log_distribution(rates, np.ones(rates.n, bool), classes == 0, None)), 1
+        everyone = np.ones(rates.n, bool)
+        pi, levels = np.exp(_class_log_distribution(rates, everyone, classes == 0, None, exits)), 1
     else:
-        pi, levels = _aggregate(rates, classes, num_classes)
-    residual = _residual(rates, pi)
+        pi, levels = _aggregate(rates, classes, num_classes, exits)
+    residual = _residual(rates, pi, exits)
     if not residual <= RESIDUAL_TOL:
         raise MetaEvalError(f"stationary distribution: residual ||pi P - pi|| = {residual:.3g} is too large")
     return pi, {"residual": residual, "levels": levels, "classes": num_classes}
 
 
-def _residual(rates, pi) -> float:
-    """``||pi P - pi||_1`` of the uniformised chain, as markov's ``_residual``."""
-    exits = rates.product(np.ones(rates.n))
+def _residual(rates, pi, exits) -> float:
+    """``||pi P - pi||_1`` of the uniformised chain, as markov's ``_residual`` (``exits``: N 1)."""
     return float(np.abs(rates.transpose_product(pi) - exits * pi).sum() / exits.max())
 
 
@@ -193,25 +201,27 @@ def _tiered(rates, transpose, diagonal, free, rhs, needed) -> np.ndarray:
     raise MetaEvalError("stationary distribution: tiered solve did not settle")
 
 
-def _class_log_distribution(rates, members, candidates, needed) -> np.ndarray:
+def _class_log_distribution(rates, members, candidates, needed, exits=None) -> np.ndarray:
     """log pi (flat, -inf outside) of the chain restricted to ``members``, anchored at the
-    candidate with the largest in-rate / out-rate ratio (markov's ``_anchored``)."""
+    candidate with the largest in-rate / out-rate ratio (markov's ``_anchored``); ``exits``
+    (N 1) when ``members`` is every profile."""
     log_pi = np.full(rates.n, -np.inf)
     if members.sum() == 1:
         log_pi[members] = 0.0
         return log_pi
-    out_rate = rates.product(members * 1.0) * members
+    out_rate = rates.product(members * 1.0) * members if exits is None else exits
     ratio = rates.transpose_product(members * 1.0)  # in-rate, then in-rate / out-rate
     np.divide(ratio, out_rate, out=ratio, where=out_rate > 0)
     ratio[out_rate == 0] = np.inf  # a state with no exits holds all the mass
     ratio[~candidates] = -np.inf
     anchor = int(np.argmax(ratio))
     del ratio
-    unit = np.zeros(rates.n)
-    unit[anchor] = 1.0
     free = members.copy()
     free[anchor] = False
-    x = _tiered(rates, True, out_rate, free, rates.transpose_product(unit), needed)
+    targets, log_rate = rates.row(anchor)  # the anchor's flows, N^T e_anchor, without a product
+    flows = np.zeros(rates.n)
+    flows[targets] = np.exp(log_rate)
+    x = _tiered(rates, True, out_rate, free, flows, needed)
     del out_rate
     with np.errstate(divide="ignore"):
         np.log(x, out=log_pi, where=free)
@@ -219,11 +229,18 @@ def _class_log_distribution(rates, members, candidates, needed) -> np.ndarray:
     return log_pi - logsumexp(log_pi[members])
 
 
-def _aggregate(rates, classes, num_classes) -> tuple[np.ndarray, int]:
+def _complement_reliable(macro_log, last) -> bool:
+    """Whether every other class sends at least COMPLEMENT_SHARE of its exit rate into ``last``."""
+    rates = macro_log.copy()
+    np.fill_diagonal(rates, -np.inf)
+    share = rates[:, last] - logsumexp(rates, axis=1)
+    return bool(np.all(np.delete(share, last) >= np.log(COMPLEMENT_SHARE)))
+
+
+def _aggregate(rates, classes, num_classes, exits) -> tuple[np.ndarray, int]:
     n = rates.n
     in_class = classes >= 0
     sizes = np.bincount(classes[in_class], minlength=num_classes)
-    exits = rates.product(np.ones(n))
     log_within = np.full(n, -np.inf)
     for c in range(num_classes):
         members = classes == c
@@ -234,26 +251,53 @@ def _aggregate(rates, classes, num_classes) -> tuple[np.ndarray, int]:
         log_within = np.where(members, _class_log_distribution(rates, members, members, gateway), log_within)
     within = np.exp(log_within)
     del log_within
-    members_of = np.flatnonzero(in_class)  # the classes' profiles
 
     transient = ~in_class
     entered = ~in_class & _neighbours(rates.shape, in_class)
-    macro_log = np.full((num_classes, num_classes), -np.inf)
-    singletons = np.flatnonzero(sizes == 1)
-    rows = {int(c): rates.row(int(np.flatnonzero(classes == c)[0])) for c in singletons}
-    for j in range(num_classes):
-        # h_j: probability of entering class j first, 1 on it, 0 on the other classes.
+    singletons = {int(c): int(np.flatnonzero(classes == c)[0]) for c in np.flatnonzero(sizes == 1)}
+    rows = {c: rates.row(state) for c, state in singletons.items()}
+    grouped = np.flatnonzero(in_class & (sizes[np.maximum(classes, 0)] > 1))  # profiles of larger classes
+
+    def absorption(j):
+        """h_j: probability of entering class j first, 1 on it, 0 on the other classes."""
         h = (classes == j).astype(np.float64)
         if transient.any():
-            h += _tiered(rates, False, exits, transient, rates.product(h), entered)
-        np.minimum(h, 1.0, out=h)
-        # sum_t q(s, t) h_j(t), weighted by pi_i(s), summed over each class i
-        flow = rates.product(h)[members_of] * within[members_of]
+            if j in singletons:  # N 1_j is the one column of flows into the profile
+                targets, log_rate = rates.row(singletons[j], into=True)
+                into = np.zeros(n)
+                into[targets] = np.exp(log_rate)
+            else:
+                into = rates.product(h)
+            h += _tiered(rates, False, exits, transient, into, entered)
+        return np.minimum(h, 1.0, out=h)
+
+    def log_rates_into(h):
+        """log sum_t q(s, t) h(t), weighted by pi_i(s), summed over each class i."""
+        column = np.full(num_classes, -np.inf)
         with np.errstate(divide="ignore"):
-            macro_log[:, j] = np.log(np.bincount(classes[members_of], flow, num_classes))
+            if len(grouped):
+                flow = rates.product(h)[grouped] * within[grouped]
+                column = np.log(np.bincount(classes[grouped], flow, num_classes))
             for c, (targets, log_rate) in rows.items():  # single profiles: in log space
-                macro_log[c, j] = logsumexp(log_rate + np.log(h[targets]))
+                column[c] = logsumexp(log_rate + np.log(h[targets]))
+        return column
+
+    # Every transient profile enters some class first, so the last class's h is one minus
+    # the others': one solve fewer, accepted where no class's exits into the last class are
+    # below COMPLEMENT_SHARE of its exits (there the difference loses no digits that count).
+    macro_log = np.full((num_classes, num_classes), -np.inf)
+    last = num_classes - 1
+    others = np.zeros(n)
+    for j in range(last):
+        h = absorption(j)
+        macro_log[:, j] = log_rates_into(h)
+        others += h
         del h
+    np.subtract(1.0, others, out=others)
+    macro_log[:, last] = log_rates_into(np.clip(others, 0.0, 1.0, out=others))
+    del others
+    if not _complement_reliable(macro_log, last):
+        macro_log[:, last] = log_rates_into(absorption(last))
     np.fill_diagonal(macro_log, -np.inf)
     i, j = np.nonzero(np.isfinite(macro_log))
     try:

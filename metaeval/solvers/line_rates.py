@@ -116,8 +116,8 @@ class LineRates:
             position = np.flatnonzero(close)
             position = position.astype(np.int32) if gain.size < 2**31 else position
             d = gain.reshape(-1)[position]
-            up = np.exp(self.log_rate(d) - self.log_scale) - self.unit * _far(self.up, d)
-            down = np.exp(self.log_rate(-d) - self.log_scale) - self.unit * _far(self.down, d)
+            up = np.exp(self.log_rate(d)) - _far(self.up, d)  # unscaled, as the far terms (r <= 1)
+            down = np.exp(self.log_rate(-d)) - _far(self.down, d)
             if dense:
                 up, down = _spread(up, position, close.size), _spread(down, position, close.size)
             pairs.append((offset * width, None if dense else position, up, down))
@@ -143,12 +143,10 @@ class LineRates:
             for lines in _chunks(sorted_ids):
                 np.take(x, sorted_ids[:, lines], out=xs[:, lines], mode="clip")  # ids are valid; "raise" copies
             ys = summed.reshape(sorted_ids.shape)
-            ys[...] = 0.0
-            for c, lam in below:  # sum_{i < j} x_i e^{-l (f_j - f_i)}
-                _add_running_sum(ys, c, xs, factors[lam])
+            for term, (c, lam) in enumerate(below):  # sum_{i < j} x_i e^{-l (f_j - f_i)}
+                _add_running_sum(ys, c, xs, factors[lam], start=term == 0)
             for c, lam in above:  # sum_{i > j} x_i e^{-l (f_i - f_j)}
                 _add_running_sum(ys[::-1], c, xs[::-1], [factor[::-1] for factor in factors[lam]])
-            ys *= self.unit
             flat_x, flat_y = xs.reshape(-1), ys.reshape(-1)
             for offset, low, up, down in near:
                 into_high, into_low = (up, down) if transpose else (down, up)
@@ -167,10 +165,12 @@ class LineRates:
                 y = into
             else:
                 y += spread
+        y *= self.unit  # the far terms' scale, once for every player (corrections are stored unscaled)
         return y
 
-    def row(self, state: int) -> tuple[np.ndarray, np.ndarray]:
-        """The moves out of ``state``: target profiles and their scaled log rates (exact)."""
+    def row(self, state: int, into: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """The moves out of ``state``: target profiles and their scaled log rates (exact); with
+        ``into``, the moves into it from those profiles (a column of N)."""
         coords = np.unravel_index(state, self.shape)
         targets, gains = [], []
         for p, k in enumerate(self.shape):
@@ -180,7 +180,8 @@ class LineRates:
             ids = np.ravel_multi_index(profiles.T, self.shape)
             targets.append(ids)
             gains.append(self._payoff(p, ids) - self._payoff(p, np.array([state]))[0])
-        return np.concatenate(targets), self.log_rate(np.concatenate(gains)) - self.log_scale
+        gains = np.concatenate(gains)
+        return np.concatenate(targets), self.log_rate(-gains if into else gains) - self.log_scale
 
     def _payoff(self, p, ids):
         return self.payoffs[p].reshape(-1)[ids]
@@ -215,19 +216,25 @@ def _spread(values, position, size):
     return dense
 
 
-def _add_running_sum(out, c, xs, factors):
-    """``out_j += c sum_{i < j} x_i prod_{i <= t < j} w_t`` down the rows, w the product of ``factors``."""
+def _add_running_sum(out, c, xs, factors, start=False):
+    """``out_j += c sum_{i < j} x_i prod_{i <= t < j} w_t`` down the rows, w the product of ``factors``
+    (``start``: ``out_j =``, and row 0 zero, so ``out`` needs no zeroing first)."""
     running = np.zeros_like(xs[0])
+    if start:
+        out[0] = 0.0
     for j in range(1, len(xs)):
         running += xs[j - 1]
         for factor in factors:
             running *= factor[j - 1]
-        _add(out[j], c, running)
+        _add(out[j], c, running, start)
 
 
-def _add(out, c, values):
-    """``out += c values``, without forming ``c values`` when c is 1 or -1 (alpha-Rank's far terms)."""
-    if c == 1:
+def _add(out, c, values, start=False):
+    """``out += c values`` (``out = c values`` when ``start``), without forming ``c values`` when c
+    is 1 or -1 (alpha-Rank's far terms)."""
+    if start:
+        np.multiply(values, c, out=out)
+    elif c == 1:
         out += values
     elif c == -1:
         out -= values

@@ -68,6 +68,31 @@ def test_a_cycle_class_beside_a_strict_equilibrium():
         assert info["levels"] >= 2
 
 
+def test_the_last_class_from_the_others_equals_its_own_solve(monkeypatch):
+    """k metastable classes cost k - 1 absorption solves (the last class's probabilities are
+    one minus the others'); the stationary distribution equals the one with every class solved."""
+    absorption_solves = []
+    tiered = line_markov._tiered
+
+    def counted(rates, transpose, *args):
+        absorption_solves.append(not transpose)  # absorption systems are the forward ones
+        return tiered(rates, transpose, *args)
+
+    monkeypatch.setattr(line_markov, "_tiered", counted)
+    for seed, num_classes in ((2, 2), (7, 3), (10, 3), (14, 3)):  # 4 x 16 random games
+        rates = line_rates(game_of("random", seed, (16,) * 4), 100.0, 50, 0.01)
+        absorption_solves.clear()
+        pi, info = line_stationary_distribution(rates)
+        assert info["classes"] == num_classes and sum(absorption_solves) == num_classes - 1
+        with monkeypatch.context() as every_class_solved:
+            every_class_solved.setattr(line_markov, "COMPLEMENT_SHARE", 2.0)  # no share qualifies
+            absorption_solves.clear()
+            expected, _ = line_stationary_distribution(rates)
+            assert sum(absorption_solves) == num_classes
+        # class masses reach 1e-120 here: compared relatively
+        np.testing.assert_allclose(pi, expected, rtol=1e-11, atol=1e-250)
+
+
 @pytest.mark.parametrize("shape, alpha, m", [((3, 3), 0.5, 2), ((2, 3, 2), 0.1, 50), ((3, 3, 3), 1.0, 10),
                                               ((2, 2, 2, 2), 0.3, 20)])
 def test_matches_openspiel(shape, alpha, m):
