@@ -209,7 +209,8 @@ def adaptive_child(players: int, size: int, episodes: int, workers: int, seed: i
     or the first ``size`` per player of the league saved at ``reference``) against uniform
     allocation and each adaptive rule on half its episodes, played on ``workers`` Ray actors."""
     import metaeval
-    from metaeval.distributed import build_metagame, shutdown
+    from metaeval.distributed import build_metagame, current_pool, shutdown
+    from metaeval.runs.memory import resident_memory
     from metaeval.spiel.adaptive import adaptive_metagame
 
     game = GAME[players]
@@ -243,9 +244,11 @@ def adaptive_child(players: int, size: int, episodes: int, workers: int, seed: i
                              "joints_touched": [int((b.metagame.counts > a.metagame.counts).sum())
                                                 for a, b in zip(history, history[1:])],
                              "distance": distances(estimate, truth)}
+        pool = current_pool()
+        memory = {"driver": resident_memory(), "actors": pool.memory() if pool else []}
     finally:
         shutdown()
-    return {"full_episodes": int(full.counts.sum()), "full_seconds": full_seconds, "budget": budget,
+    return {"memory": memory, "full_episodes": int(full.counts.sum()), "full_seconds": full_seconds, "budget": budget,
             "initial": initial, "rounds": rounds, "results": results,
             "reference_rating": {label: {"seconds": seconds, "cpu_seconds": cpu}
                                  for label, (_, seconds, cpu) in truth.items()}}
@@ -482,6 +485,10 @@ def main(argv=None) -> None:
             for rater, d in figures["distance"].items():
                 print(f"    {rater:<24} max {d['max']:.4f}  rmse {d['rmse']:.4f}  rated in {d['rate_seconds']:.1f} s "
                       f"({d['rate_cpu_seconds']:.1f} CPU s)")
+        if "memory" in result:
+            actors = ", ".join(f"{a['peak_mib']:.0f}" for a in result["memory"]["actors"])
+            print(f"  peak memory of the whole comparison: driver {result['memory']['driver']['peak_mib']:.0f} MiB, "
+                  f"actors {actors} MiB")
         for rater, d in result.get("reference_rating", {}).items():
             print(f"  fully sampled, {rater}: rated in {d['seconds']:.1f} s ({d['cpu_seconds']:.1f} CPU s)")
         if "results" not in result:
