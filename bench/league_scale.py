@@ -24,7 +24,8 @@ of its own, killed past ``--rate-limit`` seconds:
   joints it evaluates (a least-squares line a + b x joints over all additions, and
   the line extrapolated to a league of 1,000 per player with 2 players, 100 with 3,
   labelled as such), the peak resident memory
-  of the driver and of each actor, the weights each holds, and the seconds of every rater
+  of the driver and of each actor, the weights each holds (and the spilled ones on disk), the
+  CPU seconds of the driver and actors, and the seconds of every rater
   on the final meta-game. Both runs must build the same meta-game (checked by digest).
 - ``exact``: the league to ``--exact-size`` per player in exact mode (in-process; each
   policy is tabulated once when added, and its joints are exact), timed per addition; then
@@ -43,7 +44,7 @@ of its own, killed past ``--rate-limit`` seconds:
   player: the league fully sampled, then half its episodes spent uniformly, and half
   spent as a pilot of `INITIAL` per joint plus `metaeval.distributed.refine.refine`
   (episodes where the response graph is uncertain: it targets alpha-Rank at infinite
-  alpha; nash and payoff distances are shown beside it).
+  alpha; nash distances are shown beside it).
 """
 
 from __future__ import annotations
@@ -68,9 +69,10 @@ REPORTED_SIZES = 4
 TARGET = {2: 1000, 3: 100}
 #: Adaptive estimates: pilot episodes per joint, then rounds of allocation.
 INITIAL, ROUNDS = 4, 4
-#: The ratings estimates are compared on: rater and options.
-TARGETS = {"nash": ("nash", {}), "payoff": ("payoff", {}), "alpharank (alpha = inf)": ("alpharank", {"alpha": math.inf})}
-#: Each adaptive rule and the rating it makes precise (nash and payoff coincide on zero-sum leduc).
+#: The ratings estimates are compared on: rater and options (payoff ratings are nash's on 2-player
+#: leduc: its maximum-entropy CCE is the product of the players' maximum-entropy minimax strategies).
+TARGETS = {"nash": ("nash", {}), "alpharank (alpha = inf)": ("alpharank", {"alpha": math.inf})}
+#: Each adaptive rule and the rating it makes precise.
 RULE_TARGETS = {"variance": ("nash", {}), "response_graph": ("alpharank", {"alpha": math.inf})}
 
 
