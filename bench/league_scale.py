@@ -263,7 +263,11 @@ def target_ratings(metagame) -> dict:
 
     result = {}
     for label, (rater, options) in TARGETS.items():
-        rating, seconds, cpu = timed(lambda game: metaeval.rate(game, rater, **options), metagame)
+        try:
+            rating, seconds, cpu = timed(lambda game: metaeval.rate(game, rater, **options), metagame)
+        except metaeval.MetaEvalError as exc:  # recorded, so that the other raters' figures survive
+            result[label] = (f"refused: {exc}", None, None)
+            continue
         result[label] = (np.concatenate(rating.ratings), seconds, cpu)
     return result
 
@@ -273,6 +277,9 @@ def distances(estimate, truth: dict) -> dict:
     and the reference ratings ``truth`` (`target_ratings`), and its seconds rating ``estimate``."""
     result = {}
     for label, (ratings, seconds, cpu) in target_ratings(estimate).items():
+        if isinstance(ratings, str) or isinstance(truth[label][0], str):
+            result[label] = {"status": ratings if isinstance(ratings, str) else f"reference {truth[label][0]}"}
+            continue
         result[label] = {"max": float(np.abs(ratings - truth[label][0]).max()),
                          "rmse": float(np.sqrt(np.mean((ratings - truth[label][0]) ** 2))),
                          "rate_seconds": seconds, "rate_cpu_seconds": cpu}
@@ -485,6 +492,9 @@ def main(argv=None) -> None:
                   + (f", joints given episodes each round {figures['joints_touched']}" if "joints_touched" in figures
                      else ""))
             for rater, d in figures["distance"].items():
+                if "status" in d:
+                    print(f"    {rater:<24} {d['status']}")
+                    continue
                 print(f"    {rater:<24} max {d['max']:.4f}  rmse {d['rmse']:.4f}  rated in {d['rate_seconds']:.1f} s "
                       f"({d['rate_cpu_seconds']:.1f} CPU s)")
         if "memory" in result:
@@ -492,7 +502,8 @@ def main(argv=None) -> None:
             print(f"  peak memory of the whole comparison: driver {result['memory']['driver']['peak_mib']:.0f} MiB, "
                   f"actors {actors} MiB")
         for rater, d in result.get("reference_rating", {}).items():
-            print(f"  fully sampled, {rater}: rated in {d['seconds']:.1f} s ({d['cpu_seconds']:.1f} CPU s)")
+            print(f"  fully sampled, {rater}: " + (f"rated in {d['seconds']:.1f} s ({d['cpu_seconds']:.1f} CPU s)"
+                                                    if d["seconds"] is not None else "refused"))
         if "results" not in result:
             print(f"  {result.get('status')}")
     if "refine" in args.parts and args.refine_size:
