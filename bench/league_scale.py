@@ -3,6 +3,7 @@ the weights take with and without spilling, and how long every rater takes on th
 
     python -m bench.league_scale [--size 300] [--players 2] [--episodes 8] [--workers 2]
                                  [--budget-mib 1] [--exact-size 1000] [--adaptive-size 48]
+                                 [--adaptive-reference FILE] [--adaptive-initial 4] [--adaptive-rounds 4]
                                  [--limit 3600] [--rate-limit 300] [--json FILE] [--save DIR]
     python -m bench.league_scale --rate-saved FILE [--rate-limit 300] [--memory-limit 5]
 
@@ -23,23 +24,27 @@ of its own, killed past ``--rate-limit`` seconds:
   joints it evaluates (a least-squares line a + b x joints over all additions, and
   the line extrapolated to a league of 1,000 per player with 2 players, 100 with 3,
   labelled as such), the peak resident memory
-  of the driver and of each actor, the weights each holds, and the seconds of every rater
+  of the driver and of each actor, the weights each holds (and the spilled ones on disk), the
+  CPU seconds of the driver and actors, and the seconds of every rater
   on the final meta-game. Both runs must build the same meta-game (checked by digest).
 - ``exact``: the league to ``--exact-size`` per player in exact mode (in-process; each
   policy is tabulated once when added, and its joints are exact), timed per addition; then
   every rater on the resulting meta-game.
 - ``adaptive``: the league's first ``--adaptive-size`` policies per player, fully sampled
-  (``--adaptive-episodes`` per joint); then, on half that budget, uniform allocation and
-  `metaeval.spiel.adaptive.adaptive_metagame` (the ``variance`` rule for nash and payoff
-  ratings, ``response_graph`` for alpha-Rank at infinite alpha), on the same per-joint
-  episode streams (a pilot of `INITIAL` episodes per joint, then `ROUNDS` rounds),
-  played in-process joint by joint; reported: each estimate's distance from the fully
-  sampled ratings (largest and root-mean-square difference over all strategies) and its seconds.
+  (``--adaptive-episodes`` per joint, or read from a league saved by ``--save`` with
+  ``--adaptive-reference``); then, on half that budget, uniform allocation (one build) and
+  `metaeval.spiel.adaptive.adaptive_metagame` with each of ``--adaptive-rules`` (``variance``
+  for nash ratings, ``response_graph`` for alpha-Rank at infinite alpha), on the same
+  per-joint episode streams (a pilot of ``--adaptive-initial`` episodes per joint, then
+  ``--adaptive-rounds`` rounds), all played on ``--workers`` Ray actors; reported: each
+  estimate's distance from the fully sampled ratings (largest and root-mean-square
+  difference over all strategies), its seconds and CPU seconds (this process and the
+  actors'), and the seconds to rate it.
 - ``refine``: the same comparison at league scale on Ray, ``--refine-size`` policies per
   player: the league fully sampled, then half its episodes spent uniformly, and half
   spent as a pilot of `INITIAL` per joint plus `metaeval.distributed.refine.refine`
   (episodes where the response graph is uncertain: it targets alpha-Rank at infinite
-  alpha; nash and payoff distances are shown beside it).
+  alpha; nash distances are shown beside it).
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ import argparse
 import hashlib
 import json
 import math
+import pathlib
 import sys
 import tempfile
 import time
@@ -63,9 +69,11 @@ REPORTED_SIZES = 4
 TARGET = {2: 1000, 3: 100}
 #: Adaptive estimates: pilot episodes per joint, then rounds of allocation.
 INITIAL, ROUNDS = 4, 4
-#: The ratings adaptive estimates are compared on: rater, options, the adaptive rule for it.
-TARGETS = {"nash": ("nash", {}, "variance"), "payoff": ("payoff", {}, "variance"),
-           "alpharank (alpha = inf)": ("alpharank", {"alpha": math.inf}, "response_graph")}
+#: The ratings estimates are compared on: rater and options (payoff ratings are nash's on 2-player
+#: leduc: its maximum-entropy CCE is the product of the players' maximum-entropy minimax strategies).
+TARGETS = {"nash": ("nash", {}), "alpharank (alpha = inf)": ("alpharank", {"alpha": math.inf})}
+#: Each adaptive rule and the rating it makes precise.
+RULE_TARGETS = {"variance": ("nash", {}), "response_graph": ("alpharank", {"alpha": math.inf})}
 
 
 def policy_seed(seed: int, player: int, index: int) -> int:
@@ -147,13 +155,16 @@ def sampled_child(players: int, size: int, episodes: int, workers: int, seed: in
             records = grow(evaluator, game, (size,) * players, seed, store)
             actors = current_pool().memory()
             driver = resident_memory()
+            cpu = cpu_clock()
             held = store.cache.held if store else weights_held(p for ps in evaluator.population.policies for p in ps)
+            on_disk = sum(f.stat().st_size for f in pathlib.Path(directory).rglob("*") if f.is_file())
             metagame = evaluator.metagame()
         finally:
             shutdown()
         metagame.save(path)
         return {"records": records, "driver": driver, "actors": actors, "driver_weights": held,
-                "digest": digest(metagame), "reads": store.cache.reads if store else 0}
+                "weights_on_disk": on_disk, "cpu_seconds": cpu, "digest": digest(metagame),
+                "reads": store.cache.reads if store else 0}
 
 
 def exact_child(players: int, size: int, seed: int, path: str) -> dict:
@@ -169,47 +180,109 @@ def exact_child(players: int, size: int, seed: int, path: str) -> dict:
     return {"records": records, "driver": memory}
 
 
-def adaptive_child(players: int, size: int, episodes: int, workers: int, seed: int) -> dict:
-    """The fully sampled league of ``size`` per player against uniform and adaptive estimates on half the budget."""
+def league_population(game, size: int, players: int, seed: int):
+    """The league's first ``size`` policies per player, ids ``0 .. size - 1`` (as `grow` adds them)."""
+    from metaeval import spiel
+    from metaeval.spiel.mlp import MLPPolicy
+
+    return spiel.Population(game, [[MLPPolicy(game, player, seed=policy_seed(seed, player, index))
+                                    for index in range(size)] for player in range(players)])
+
+
+def cpu_clock() -> float:
+    """CPU seconds of this process and of the build pool's actors, if any."""
+    from bench.timing import cpu_seconds
+    from metaeval.distributed import current_pool
+
+    pool = current_pool()
+    return time.process_time() + (sum(cpu_seconds(pid) for pid in pool.pids()) if pool else 0.0)
+
+
+def timed_estimate(estimate) -> tuple:
+    """``(estimate(), wall seconds, CPU seconds of this process and the actors)``."""
+    start, cpu = time.perf_counter(), cpu_clock()
+    result = estimate()
+    return result, time.perf_counter() - start, cpu_clock() - cpu
+
+
+def adaptive_child(players: int, size: int, episodes: int, workers: int, seed: int, reference: str | None = None,
+                   rules=tuple(RULE_TARGETS), initial: int = INITIAL, rounds: int = ROUNDS) -> dict:
+    """The fully sampled league of ``size`` per player (grown here with ``episodes`` per joint,
+    or the first ``size`` per player of the league saved at ``reference``) against uniform
+    allocation and each adaptive rule on half its episodes, played on ``workers`` Ray actors."""
     import metaeval
-    from metaeval.distributed import shutdown
+    from metaeval.distributed import build_metagame, current_pool, shutdown
+    from metaeval.runs.memory import resident_memory
     from metaeval.spiel.adaptive import adaptive_metagame
 
     game = GAME[players]
-    evaluator = metaeval.Evaluator(game, mode="sampled", episodes=episodes, seed=seed, workers=workers)
     try:
-        records = grow(evaluator, game, (size,) * players, seed)
-        full = evaluator.metagame()
+        if reference is None:
+            evaluator = metaeval.Evaluator(game, mode="sampled", episodes=episodes, seed=seed, workers=workers)
+            records = grow(evaluator, game, (size,) * players, seed)
+            full, full_seconds, population = evaluator.metagame(), sum(r["seconds"] for r in records), evaluator.population
+        else:
+            saved = metaeval.MetaGame.load(reference)
+            full = metaeval.MetaGame(saved.payoffs[(slice(None),) + (slice(0, size),) * players],
+                                     counts=saved.counts[(slice(0, size),) * players],
+                                     stderr=saved.stderr[(slice(None),) + (slice(0, size),) * players])
+            episodes, full_seconds = int(full.counts.max()), None
+            if full.counts.shape != (size,) * players or full.counts.min() != episodes:
+                raise metaeval.MetaEvalError(f"{reference} is no league of {size} per player with equal counts")
+            population = league_population(metaeval.games.load(game), size, players, seed)
+        budget = full.counts.size * episodes // 2
+        truth, results = target_ratings(full), {}
+        estimate, seconds, cpu = timed_estimate(lambda: build_metagame(
+            game, population, mode="sampled", episodes=episodes // 2, workers=workers, seed=seed))
+        results["uniform"] = {"episodes": int(estimate.counts.sum()), "seconds": seconds, "cpu_seconds": cpu,
+                              "distance": distances(estimate, truth)}
+        for rule in rules:
+            rater, options = RULE_TARGETS[rule]
+            history, seconds, cpu = timed_estimate(lambda: adaptive_metagame(
+                game, population, budget, rater, rule=rule, initial=initial, rounds=rounds, seed=seed,
+                workers=workers, **options))
+            estimate = history[-1].metagame
+            results[rule] = {"episodes": int(estimate.counts.sum()), "seconds": seconds, "cpu_seconds": cpu,
+                             "joints_touched": [int((b.metagame.counts > a.metagame.counts).sum())
+                                                for a, b in zip(history, history[1:])],
+                             "distance": distances(estimate, truth)}
+        pool = current_pool()
+        memory = {"driver": resident_memory(), "actors": pool.memory() if pool else []}
     finally:
         shutdown()
-    population = evaluator.population
-    budget = full.counts.size * episodes // 2
-    results = {}
-    for label, (rater, options, rule) in TARGETS.items():
-        truth = np.concatenate(metaeval.rate(full, rater, **options).ratings)
-        for name in ("uniform", rule):
-            start = time.perf_counter()
-            estimate = adaptive_metagame(game, population, budget, rater, rule=name, initial=INITIAL, rounds=ROUNDS,
-                                         seed=seed, **options)[-1].metagame
-            seconds = time.perf_counter() - start
-            ratings = np.concatenate(metaeval.rate(estimate, rater, **options).ratings)
-            results[f"{label}: {name}"] = {"max": float(np.abs(ratings - truth).max()),
-                                            "rmse": float(np.sqrt(np.mean((ratings - truth) ** 2))),
-                                            "seconds": seconds, "episodes": int(estimate.counts.sum())}
-    return {"full_episodes": int(full.counts.sum()), "full_seconds": sum(r["seconds"] for r in records),
-            "budget": budget, "results": results}
+    return {"memory": memory, "full_episodes": int(full.counts.sum()), "full_seconds": full_seconds, "budget": budget,
+            "initial": initial, "rounds": rounds, "results": results,
+            "reference_rating": {label: {"seconds": seconds, "cpu_seconds": cpu}
+                                 for label, (_, seconds, cpu) in truth.items()}}
 
 
-def distances(estimate, full) -> dict:
-    """Each target rater's largest and root-mean-square rating difference from ``full``'s."""
+def target_ratings(metagame) -> dict:
+    """Each target rater's ratings of ``metagame``, all strategies in one vector, with its
+    seconds and CPU seconds."""
     import metaeval
 
     result = {}
-    for label, (rater, options, _) in TARGETS.items():
-        truth = np.concatenate(metaeval.rate(full, rater, **options).ratings)
-        ratings = np.concatenate(metaeval.rate(estimate, rater, **options).ratings)
-        result[label] = {"max": float(np.abs(ratings - truth).max()),
-                         "rmse": float(np.sqrt(np.mean((ratings - truth) ** 2)))}
+    for label, (rater, options) in TARGETS.items():
+        try:
+            rating, seconds, cpu = timed(lambda game: metaeval.rate(game, rater, **options), metagame)
+        except metaeval.MetaEvalError as exc:  # recorded, so that the other raters' figures survive
+            result[label] = (f"refused: {exc}", None, None)
+            continue
+        result[label] = (np.concatenate(rating.ratings), seconds, cpu)
+    return result
+
+
+def distances(estimate, truth: dict) -> dict:
+    """Each target rater's largest and root-mean-square rating difference between ``estimate``
+    and the reference ratings ``truth`` (`target_ratings`), and its seconds rating ``estimate``."""
+    result = {}
+    for label, (ratings, seconds, cpu) in target_ratings(estimate).items():
+        if isinstance(ratings, str) or isinstance(truth[label][0], str):
+            result[label] = {"status": ratings if isinstance(ratings, str) else f"reference {truth[label][0]}"}
+            continue
+        result[label] = {"max": float(np.abs(ratings - truth[label][0]).max()),
+                         "rmse": float(np.sqrt(np.mean((ratings - truth[label][0]) ** 2))),
+                         "rate_seconds": seconds, "rate_cpu_seconds": cpu}
     return result
 
 
@@ -234,8 +307,8 @@ def refine_child(players: int, size: int, episodes: int, workers: int, seed: int
         builds["refined"] = (refined, pilot_seconds + time.perf_counter() - start)
     finally:
         shutdown()
-    full = builds["full"][0]
-    return {label: {"episodes": int(mg.counts.sum()), "seconds": seconds, "distance": distances(mg, full)}
+    truth = target_ratings(builds["full"][0])
+    return {label: {"episodes": int(mg.counts.sum()), "seconds": seconds, "distance": distances(mg, truth)}
             for label, (mg, seconds) in builds.items()}
 
 
@@ -296,7 +369,9 @@ def extrapolate(records, episodes: int, players: int) -> str:
 def memory_line(label: str, result: dict) -> str:
     actors = ", ".join(f"{a['peak_mib']:.0f}" for a in result["actors"])
     return (f"  {label:<22} driver peak {result['driver']['peak_mib']:6.0f} MiB, actors' peaks {actors} MiB; "
-            f"driver's weights {result['driver_weights'] / 2**20:6.1f} MiB (host and device copies)")
+            f"driver's weights {result['driver_weights'] / 2**20:6.1f} MiB (host and device copies), "
+            f"{result.get('weights_on_disk', 0) / 2**20:.1f} MiB on disk; {result.get('cpu_seconds', 0):.0f} CPU s "
+            "(driver and actors)")
 
 
 def rating_lines(rating: dict) -> str:
@@ -327,6 +402,11 @@ def main(argv=None) -> None:
     parser.add_argument("--adaptive-size", type=int, default=48, help="adaptive comparison: policies per player (0: skip)")
     parser.add_argument("--adaptive-episodes", type=int, default=32, help="adaptive comparison: episodes per joint "
                         "of the fully sampled league (the estimates get half)")
+    parser.add_argument("--adaptive-reference", metavar="FILE", help="adaptive comparison: the fully sampled league "
+                        "saved by --save (held.npz), its first --adaptive-size per player, instead of growing it")
+    parser.add_argument("--adaptive-rules", nargs="+", default=list(RULE_TARGETS), choices=list(RULE_TARGETS))
+    parser.add_argument("--adaptive-initial", type=int, default=INITIAL, help="adaptive pilot: episodes per joint")
+    parser.add_argument("--adaptive-rounds", type=int, default=ROUNDS, help="adaptive allocation rounds")
     parser.add_argument("--refine-size", type=int, default=100, help="refinement on Ray: policies per player (0: skip)")
     parser.add_argument("--parts", nargs="+", default=list(PARTS), choices=PARTS)
     parser.add_argument("--rate-limit", type=float, default=300.0, help="seconds each rater may take (0: rate nothing)")
@@ -395,14 +475,35 @@ def main(argv=None) -> None:
         else:
             print(f"  {result.get('status')}")
     if "adaptive" in args.parts and args.adaptive_size:
-        result = results["adaptive"] = run_child("adaptive", [args.players, args.adaptive_size, args.adaptive_episodes,
-                                                              args.workers, args.seed], args.limit, args.memory_limit)
-        print(f"\nadaptive, {args.adaptive_size} policies per player: half of the fully sampled league's "
-              f"{result.get('full_episodes', 0):,} episodes ({result.get('full_seconds', 0):.0f} s on Ray); "
-              "distance from the fully sampled ratings")
+        result = results["adaptive"] = run_child(
+            "adaptive", [args.players, args.adaptive_size, args.adaptive_episodes, args.workers, args.seed,
+                         args.adaptive_reference, args.adaptive_rules, args.adaptive_initial, args.adaptive_rounds],
+            args.limit, args.memory_limit)
+        where = f"{args.workers} Ray actors" if args.workers > 1 else "in-process"
+        source = (f"{result.get('full_seconds') or 0:.0f} s on Ray" if args.adaptive_reference is None
+                  else f"saved at {args.adaptive_reference}")
+        print(f"\nadaptive, {args.adaptive_size} policies per player, {where}: half of the fully "
+              f"sampled league's {result.get('full_episodes', 0):,} episodes ({source}); a pilot of "
+              f"{args.adaptive_initial} per joint and {args.adaptive_rounds} rounds; distance from the fully "
+              "sampled ratings, and seconds to rate the estimate")
         for label, figures in result.get("results", {}).items():
-            print(f"  {label:<40} max {figures['max']:.4f}  rmse {figures['rmse']:.4f}  "
-                  f"({figures['episodes']:,} episodes, {figures['seconds']:.1f} s)")
+            print(f"  {label:<15} {figures['episodes']:>11,} episodes {figures['seconds']:8.1f} s "
+                  f"({figures['cpu_seconds']:.1f} CPU s with the actors')"
+                  + (f", joints given episodes each round {figures['joints_touched']}" if "joints_touched" in figures
+                     else ""))
+            for rater, d in figures["distance"].items():
+                if "status" in d:
+                    print(f"    {rater:<24} {d['status']}")
+                    continue
+                print(f"    {rater:<24} max {d['max']:.4f}  rmse {d['rmse']:.4f}  rated in {d['rate_seconds']:.1f} s "
+                      f"({d['rate_cpu_seconds']:.1f} CPU s)")
+        if "memory" in result:
+            actors = ", ".join(f"{a['peak_mib']:.0f}" for a in result["memory"]["actors"])
+            print(f"  peak memory of the whole comparison: driver {result['memory']['driver']['peak_mib']:.0f} MiB, "
+                  f"actors {actors} MiB")
+        for rater, d in result.get("reference_rating", {}).items():
+            print(f"  fully sampled, {rater}: " + (f"rated in {d['seconds']:.1f} s ({d['cpu_seconds']:.1f} CPU s)"
+                                                    if d["seconds"] is not None else "refused"))
         if "results" not in result:
             print(f"  {result.get('status')}")
     if "refine" in args.parts and args.refine_size:

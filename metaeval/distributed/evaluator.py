@@ -50,6 +50,8 @@ class ShardTask:
             by one), see [`metaeval.spiel.sample_joints`][metaeval.spiel.sample_joints].
         first: ``[M]`` numbers of the joints' first episodes (sampled mode; None: 0), for
             episodes that continue the ones a joint has played.
+        moments: sampled mode: the result carries the returns' sums and cross-products
+            (`metaeval.spiel.sampled.return_moments`) for running sums, not standard errors.
     """
 
     index: int
@@ -61,6 +63,7 @@ class ShardTask:
     seed: int = 0
     batch_size: int | None = BATCH_SIZE
     first: np.ndarray | None = None
+    moments: bool = False
 
     @property
     def tokens(self) -> set[int]:
@@ -69,12 +72,15 @@ class ShardTask:
 
 @dataclass(frozen=True)
 class ShardResult:
-    """Values of a shard's joints: ``mean [M, N]``; sampled mode adds ``stderr`` and ``counts``."""
+    """Values of a shard's joints: ``mean [M, N]``; sampled mode adds ``counts`` and
+    ``stderr``, or, for a task asking for moments, ``sums [M, N]`` and ``products [M, N, N]``."""
 
     index: int
     mean: np.ndarray
     stderr: np.ndarray | None = None
     counts: np.ndarray | None = None
+    sums: np.ndarray | None = None
+    products: np.ndarray | None = None
 
     @property
     def evaluated(self) -> int:
@@ -224,8 +230,11 @@ class ShardEvaluator:
 
         policies = [[self._policies[t] for t in tokens] for tokens in task.columns]
         seeds = [joint_seed(task.seed, ids) for ids in task.ids]
-        mean, stderr, counts = sample_joints(
+        first, second, counts = sample_joints(
             self.game, policies, task.joints, task.episodes, seeds, task.batch_size, ids=task.ids, advance=advance,
-            first=task.first,
+            first=task.first, moments=task.moments,
         )
-        return ShardResult(task.index, mean, stderr, np.asarray(counts, dtype=np.float64))
+        counts = np.asarray(counts, dtype=np.float64)
+        if task.moments:
+            return ShardResult(task.index, first / counts[:, None], counts=counts, sums=first, products=second)
+        return ShardResult(task.index, first, second, counts)

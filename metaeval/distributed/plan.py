@@ -56,10 +56,10 @@ class BuildPlan:
 
 
 def cut_shards(all_joints: np.ndarray, population, count: int, mode: str, tokens, episodes, seed: int,
-               batch_size=BATCH_SIZE, first=None) -> list[Shard]:
+               batch_size=BATCH_SIZE, first=None, moments: bool = False) -> list[Shard]:
     """``all_joints [M, N]`` (population indices) cut into at most ``count`` contiguous shards
     of near-equal size; ``episodes`` per joint (one count, or one per joint) and, per joint,
-    its ``first`` episode (sampled mode; default 0)."""
+    its ``first`` episode (sampled mode; default 0); ``moments`` as in `ShardTask`."""
     ids = [np.asarray(player, dtype=np.int64) for player in population.ids]
     shards = []
     if len(all_joints) == 0:
@@ -74,7 +74,7 @@ def cut_shards(all_joints: np.ndarray, population, count: int, mode: str, tokens
         joint_ids = np.stack([ids[p][joints[:, p]] for p in range(joints.shape[1])], axis=1)
         task = ShardTask(index, mode, tuple(columns), local, joint_ids,
                          np.asarray(episodes)[rows] if per_joint else episodes, seed, batch_size,
-                         None if first is None else np.asarray(first)[rows])
+                         None if first is None else np.asarray(first)[rows], moments)
         shards.append(Shard(rows, task))
     return shards
 

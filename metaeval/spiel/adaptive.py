@@ -39,7 +39,8 @@ from metaeval import games
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.spiel.lockstep import play_episodes
-from metaeval.spiel.sampled import joint_seed
+from metaeval.runs.progress import Progress
+from metaeval.spiel.sampled import joint_seed, return_moments
 from metaeval.spiel.population import check_seed
 
 RULES = ("uniform", "variance", "response_graph")
@@ -50,14 +51,17 @@ EDGE_CHUNK = 1 << 22
 
 
 class EpisodeStreams:
-    """Running sums of episode returns per joint, each joint drawing from its own stream."""
+    """Running sums of episode returns per joint, each joint drawing from its own stream;
+    `play_joints` plays many joints' episodes in lock-step shards, in-process or on the
+    meta-game builds' Ray actors (``workers > 1`` or a cluster ``address``)."""
 
-    def __init__(self, game, population, seed: int):
+    def __init__(self, game, population, seed: int, workers: int = 1, address: str | None = None):
         self.game = games.load(game)
         if population.game_string != str(self.game):
             raise MetaEvalError(f"the population is for {population.game_string}, not {self.game}")
         self.population = population
         self.seed = check_seed(seed)
+        self.workers, self.address = workers, address
         shape = tuple(population.sizes)
         self.counts = np.zeros(shape, dtype=np.int64)
         self.sums = np.zeros((self.game.num_players(), *shape))
@@ -68,17 +72,42 @@ class EpisodeStreams:
         return int(self.counts.sum())
 
     def play(self, joint, episodes: int = 1) -> np.ndarray:
-        """Play the next ``episodes`` episodes of ``joint``; returns them ``[episodes, N]``."""
+        """Play the next ``episodes`` episodes of ``joint`` in-process; returns them ``[episodes, N]``."""
         joint = tuple(int(i) for i in joint)
         ids = [self.population.ids[p][i] for p, i in enumerate(joint)]
         policies = [self.population.policies[p][i] for p, i in enumerate(joint)]
         played = int(self.counts[joint])
         returns = play_episodes(self.game, policies, joint_seed(self.seed, ids), range(played, played + episodes))
-        index = (slice(None), *joint)
-        self.sums[index] += returns.sum(axis=0)
-        self.products[(slice(None), *index)] += np.einsum("ei,ej->ij", returns, returns)
-        self.counts[joint] += episodes
+        self._add(np.array([joint]), *(x[None] for x in return_moments(returns)), np.array([episodes]))
         return returns
+
+    def play_joints(self, joints: np.ndarray, episodes: np.ndarray, progress=None) -> None:
+        """Play the next ``episodes [M]`` episodes of each of ``joints [M, N]``, cut into
+        shards as a meta-game build's (`metaeval.distributed.build_metagame`), on the same
+        actors; each joint's episodes continue its stream, so the sums are those of `play`."""
+        from metaeval.distributed.build import LOCAL_SAMPLED_SHARDS, SAMPLED_SHARDS_PER_WORKER, evaluation_backend
+        from metaeval.distributed.plan import cut_shards
+        from metaeval.distributed.pool import MAX_RETRIES, SHARD_TIMEOUT
+
+        if not len(joints):
+            return
+        backend = evaluation_backend(self.game, self.workers, self.address)
+        pool = self.workers > 1 or self.address is not None
+        sync = backend.registry.sync(self.population)
+        shards = cut_shards(joints, self.population, self.workers * SAMPLED_SHARDS_PER_WORKER if pool
+                            else LOCAL_SAMPLED_SHARDS, "sampled", sync.tokens, episodes, self.seed,
+                            first=self.counts[tuple(joints.T)], moments=True)
+        with Progress(int(np.sum(episodes)), "adaptive sampling", "episode", progress) as bar:
+            results, _ = backend.run(shards, sync, bar, MAX_RETRIES, SHARD_TIMEOUT)
+        for shard, result in zip(shards, results, strict=True):
+            self._add(joints[shard.rows], result.sums, result.products, result.counts.astype(np.int64))
+
+    def _add(self, joints: np.ndarray, sums: np.ndarray, products: np.ndarray, counts: np.ndarray) -> None:
+        """Add the moments of new episodes (``[M, N]``, ``[M, N, N]``, ``[M]``) of distinct ``joints [M, N]``."""
+        where = tuple(joints.T)
+        self.sums[(slice(None), *where)] += sums.T
+        self.products[(slice(None), slice(None), *where)] += np.moveaxis(products, 0, -1)
+        self.counts[where] += counts
 
     def covariance(self) -> np.ndarray:
         """Per joint, the covariance of the players' mean returns, ``[K_1, ..., K_N, N, N]``."""
@@ -239,6 +268,9 @@ def adaptive_metagame(
     replicates: int = 32,
     confidence: float = 1.96,
     seed: int = 0,
+    workers: int = 1,
+    address: str | None = None,
+    progress=None,
     **options,
 ) -> list[Checkpoint]:
     """Estimate the meta-game of ``population`` from ``budget`` episodes allocated by ``rule``.
@@ -256,6 +288,10 @@ def adaptive_metagame(
         replicates: bootstrap draws per round for the sensitivities (``"variance"``).
         confidence: z of the normal interval deciding an edge (``"response_graph"``).
         seed: seeds the episodes (per joint) and the bootstrap draws.
+        workers: Ray actors playing the episodes in lock-step shards, as a meta-game
+            build's (1: in-process); the estimates are the same for any number.
+        address: the Ray cluster they run on (None: an embedded Ray, or ``$RAY_ADDRESS``).
+        progress: as in ``build_metagame``, counting each batch's episodes.
 
     Returns:
         One `Checkpoint` after the initial episodes and one after each round;
@@ -268,10 +304,10 @@ def adaptive_metagame(
     rater = check_options(rater, options)
     if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not 0 < confidence < math.inf:
         raise MetaEvalError(f"confidence (the z of an edge's interval) must be a positive number, got {confidence!r}")
-    streams = EpisodeStreams(game, population, seed)
+    streams = EpisodeStreams(game, population, seed, workers, address)
     joints = streams.counts.size
     for name, value, least in (("initial", initial, 2), ("rounds", rounds, 1), ("replicates", replicates, 2),
-                               ("budget", budget, initial * joints)):
+                               ("budget", budget, initial * joints), ("workers", workers, 1)):
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < least:
             raise MetaEvalError(f"{name} must be an int of at least {least}, got {value!r}")
     if rule == "variance":  # a round's noise, shifts and draws [B, joints, N], the draws of every round
@@ -279,8 +315,8 @@ def adaptive_metagame(
                      f"the sensitivities from {replicates} replicates over {rounds} rounds",
                      "use fewer replicates or rounds")
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
-    for joint in np.ndindex(streams.counts.shape):
-        streams.play(joint, initial)
+    every = np.argwhere(np.ones(streams.counts.shape, dtype=bool))
+    streams.play_joints(every, np.full(len(every), initial), progress)
     history = [Checkpoint(streams.episodes, streams.metagame())]
     estimates = []
     remaining = budget - streams.episodes
@@ -301,8 +337,8 @@ def adaptive_metagame(
                 weight = np.sqrt(squared_norms(estimates, r + 1))
             share = weight / weight.sum() if weight.sum() > 0 else 1.0 / joints
             targets = total * ((1 - UNIFORM_SHARE) * share + UNIFORM_SHARE / joints)
-        for joint, episodes in np.ndenumerate(allocate(targets, streams.counts, spend)):
-            if episodes:
-                streams.play(joint, int(episodes))
+        given = allocate(targets, streams.counts, spend)
+        chosen = np.argwhere(given > 0)  # C order, as the joints were played one by one
+        streams.play_joints(chosen, given[tuple(chosen.T)], progress)
         history.append(Checkpoint(streams.episodes, streams.metagame()))
     return history

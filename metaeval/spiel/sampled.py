@@ -64,7 +64,7 @@ def joint_seeds(seed: int, population, joints) -> list[np.random.SeedSequence]:
 
 def sample_joints(
     game, policies_per_player, joints, episodes, seeds, batch_size: int | None = BATCH_SIZE, ids=None,
-    advance=None, first=None,
+    advance=None, first=None, moments: bool = False,
 ):
     """Simulate ``episodes`` episodes of each joint profile.
 
@@ -85,10 +85,14 @@ def sample_joints(
         first: per joint, the number of its first episode (default 0): a joint's episodes
             ``first .. first + episodes - 1`` continue the ones it has played, the same
             episodes whichever call plays them.
+        moments: return the returns' sums and cross-products (`return_moments`) in place
+            of their mean and standard error, to be added to a joint's running sums (then
+            a joint may get a single episode).
 
     Returns:
         ``(mean [M, N], stderr [M, N], counts [M])``: mean return per player, its
-        standard error (sample std / sqrt(episodes)), and the episode count.
+        standard error (sample std / sqrt(episodes)), and the episode count; with
+        ``moments``, ``(sums [M, N], products [M, N, N], counts [M])``.
     """
     game = games.load(game)
     if len(policies_per_player) != game.num_players():
@@ -98,15 +102,17 @@ def sample_joints(
         raise MetaEvalError(f"need one episode count per joint: {len(joints)} joints, {np.shape(episodes)} counts")
     counts = np.broadcast_to(np.asarray(episodes, dtype=np.int64), len(joints))
     starts = np.zeros(len(joints), dtype=np.int64) if first is None else np.asarray(first, dtype=np.int64)
-    if len(counts) and counts.min() < 2:
-        raise MetaEvalError(f"episodes must be at least 2 to estimate a standard error, got {counts.min()}")
+    least = 1 if moments else 2
+    if len(counts) and counts.min() < least:
+        reason = "" if moments else " to estimate a standard error"
+        raise MetaEvalError(f"episodes must be at least {least}{reason}, got {counts.min()}")
     seeds = list(seeds)
     if len(seeds) != len(joints):
         raise MetaEvalError(f"need one seed per joint: {len(joints)} joints, {len(seeds)} seeds")
     if starts.shape != (len(joints),) or (len(starts) and starts.min() < 0):
         raise MetaEvalError(f"need one non-negative first episode per joint: {len(joints)} joints, got {starts}")
     mean = np.empty((len(joints), game.num_players()))
-    stderr = np.empty_like(mean)
+    stderr = np.empty((*mean.shape, game.num_players()) if moments else mean.shape)
     names = joints if ids is None else np.asarray(ids)
     for m, (joint, seed) in enumerate(zip(joints, seeds)):
         policies = [policies_per_player[p][i] for p, i in enumerate(joint)]
@@ -124,9 +130,18 @@ def sample_joints(
         except Exception as exc:  # the game's own errors (pyspiel.SpielError, ...): they would recur
             raise MetaEvalError(f"{game} raised {type(exc).__name__}: {first_line(exc)} playing joint "
                                 f"{tuple(int(i) for i in names[m])}") from None
-        mean[m] = returns.mean(axis=0)
-        stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(counts[m])
+        if moments:
+            mean[m], stderr[m] = return_moments(returns)
+        else:
+            mean[m] = returns.mean(axis=0)
+            stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(counts[m])
     return mean, stderr, counts.copy()
+
+
+def return_moments(returns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sums ``[N]`` and cross-products ``[N, N]`` of returns ``[E, N]``: what a joint's
+    running sums add, so that its estimate is the same whichever call played its episodes."""
+    return returns.sum(axis=0), np.einsum("ei,ej->ij", returns, returns)
 
 
 def play_one_by_one(game, policies, seed, episodes) -> np.ndarray:

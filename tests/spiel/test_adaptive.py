@@ -29,6 +29,19 @@ def test_streams_match_sampled_metagame_whatever_the_batching(kuhn):
     np.testing.assert_array_equal(estimate.counts, reference.counts)
 
 
+def test_joints_played_in_shards_add_what_playing_them_one_by_one_adds(kuhn):
+    game, population = kuhn
+    joints = np.array([[1, 0, 1], [0, 0, 0], [1, 1, 0]])
+    by_shards, one_by_one = (EpisodeStreams(game, population, seed=5) for _ in range(2))
+    for episodes in ([3, 1, 2], [2, 5, 1]):  # the second batch continues each joint's stream
+        by_shards.play_joints(joints, np.array(episodes))
+        for joint, count in zip(joints, episodes):
+            one_by_one.play(joint, count)
+    for field in ("counts", "sums", "products"):
+        assert getattr(by_shards, field).tobytes() == getattr(one_by_one, field).tobytes(), field
+    assert by_shards.counts.sum() == 14
+
+
 def test_allocate_spends_exactly_and_follows_the_shortfall():
     counts = np.array([[10, 0], [5, 5]])
     given = allocate(np.array([[10.0, 20.0], [10.0, 5.0]]), counts, 12)
@@ -145,7 +158,8 @@ def test_budget_is_spent_and_runs_are_reproducible(kuhn, rule):
 
 @pytest.mark.parametrize(
     "kwargs, message",
-    [(dict(rule="greedy"), "rule must be"), (dict(budget=10), "budget must be"), (dict(initial=1), "initial must be")],
+    [(dict(rule="greedy"), "rule must be"), (dict(budget=10), "budget must be"), (dict(initial=1), "initial must be"),
+     (dict(workers=0, budget=200), "workers must be")],
 )
 def test_bad_arguments(kuhn, kwargs, message):
     game, population = kuhn
