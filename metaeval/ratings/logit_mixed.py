@@ -9,11 +9,11 @@ memory. Here, with q the first opponent of player p:
   kept as the step's base C_p), from which G_p(., x_-p), the residual at x, and every
   block but q's follow exactly; q's block dG_p / dx_q is a pass over a float32 copy of
   G_p (half the bytes): a chord corrector and the tangent only need it close.
-- a residual at x' is (C_p + G_p x_q (x'_q - x_q)) contracted with x'_-p: the difference
-  term is a pass over the float32 copy. Its error is at most (K_q + 3) 2^-24 max|G_p|
-  |x'_q - x_q|_1, and the residual multiplies payoff differences by lambda; where that
-  bound exceeds MIXED_TOLERANCE (a tenth of the corrector's tolerance) the residual is a
-  float64 pass, as without this.
+- a residual at x' is (C_p + G_p contracted with x'_q - x_q) contracted with x'_-p,q: the
+  difference term is a pass over the float32 copy. Its error is at most (K_q + 3) 2^-24
+  max|G_p| |x'_q - x_q|_1, and the residual multiplies differences of two payoffs by
+  lambda; where 2 lambda times that bound exceeds MIXED_TOLERANCE (a tenth of the
+  corrector's tolerance) the residual is a float64 pass, as without this.
 
 So a step reads about 1.5 float64 tensors for its Jacobian instead of 2, and half a
 tensor per corrector iterate instead of one. The points the corrector accepts move
