@@ -18,10 +18,11 @@ earlier metaeval's seconds (3 players, 16, 24 and 32 per player). ``--sizes K ..
 
 Each run also prints its accuracy figure (:data:`ACCURACY`): deviation's largest
 |delta(sigma*) - rating|, payoff's KKT residual and CCE violation, nash's max regret,
-alpha-Rank's stationary residual. ``--full`` adds, for deviation and payoff, a run of the
-full solver (deviation: the LPs over every joint of the reduced system; payoff: the dense
-CCE matrix and its support LP) with the same figures and the largest rating difference
-from the default path, where the full solver fits the limits.
+alpha-Rank's stationary residual. ``--full`` adds, for deviation, payoff and nash, a run of
+the full solver (deviation: the LPs over every joint of the reduced system; payoff: the dense
+CCE matrix and its support LP; nash: the logit tracer with every pass over the payoffs in
+float64) with the same figures, the largest rating difference from the default path and
+the default path's CPU seconds over the full solver's, where the full solver fits the limits.
 
 ``--polarix`` adds polarix's ``ce_maxent`` (DeepMind's JAX library: a maximum-entropy
 *correlated* equilibrium by Adam on its dual, float32 as JAX defaults, default tolerance
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import tempfile
@@ -57,8 +59,8 @@ ACCURACY = {
     "nash": ("max_regret",),
     "alpharank": ("residual",),
 }
-#: Options of the full solver, for ``--full``.
-FULL = {"deviation": {"column_generation": False}, "payoff": {"implicit": False}}
+#: Options of the full solver, for ``--full`` (nash's is its tracer in float64: see :func:`child`).
+FULL = {"deviation": {"column_generation": False}, "payoff": {"implicit": False}, "nash": {}}
 #: Wall seconds of an earlier ``metaeval.rate`` on a random 3-player game (quoted in issue 14).
 BEFORE = {
     "deviation": {16: 0.74, 24: 7.0, 32: 59.0},
@@ -138,6 +140,10 @@ def child(rater: str, players: int, size: int, seed: int, family: str = "random"
 
     game = make_game(family, players, size, seed)
     name, _, variant = rater.partition(":")
+    if name == "nash" and variant:
+        from metaeval.ratings import logit_mixed
+
+        logit_mixed.MIXED_SIZE = math.inf  # no float32 passes
 
     def solve(game):
         if name == "polarix":
@@ -259,6 +265,7 @@ def _accuracy(result: dict, fast: dict | None = None) -> str:
         difference = max(np.abs(np.asarray(a) - np.asarray(b)).max()
                          for a, b in zip(result["ratings"], fast["ratings"]))
         figures.append(f"|full - default| {difference:.2g}")
+        figures.append(f"default CPU s / full {fast['cpu_seconds'] / max(result['cpu_seconds'], 1e-9):.3g}")
     return ", ".join(figures)
 
 
@@ -270,7 +277,7 @@ def main(argv=None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--game", choices=sorted(GAMES), default="random")
     parser.add_argument("--polarix", action="store_true", help="run polarix's ce_maxent on every shape")
-    parser.add_argument("--full", action="store_true", help="also run deviation's and payoff's full solvers")
+    parser.add_argument("--full", action="store_true", help="also run deviation's, payoff's and nash's full solvers")
     parser.add_argument("--limit", type=float, default=120.0, help="seconds per run")
     parser.add_argument("--memory-limit", type=float, default=8.0, help="GiB resident per run")
     parser.add_argument("--cpu-limit", type=float, help="CPU seconds per run (on a shared machine the wall "

@@ -4,6 +4,7 @@ call, and every ratio column the rater's CPU seconds over polarix's."""
 import json
 import sys
 
+import numpy as np
 import pytest
 
 from bench import scale
@@ -38,3 +39,21 @@ def test_a_child_that_prints_more_than_a_pipe_holds_finishes_and_is_read():
     """A child's output goes to files: 1 MB on stderr before its JSON line does not block it."""
     child = "import sys, json; sys.stderr.write('x' * 1_000_000); print(json.dumps({'status': 'ok'}))"
     assert scale.run_limited([sys.executable, "-c", child], limit=60, memory_limit_gib=4) == {"status": "ok"}
+
+
+def test_nashs_full_solver_is_its_tracer_in_float64(monkeypatch, capsys):
+    """``--full`` runs nash with every pass over the payoffs in float64 (no float32 copies),
+    the default with them where `logit_mixed` applies (here to any size)."""
+    from metaeval.ratings import logit_mixed
+
+    monkeypatch.setattr(logit_mixed, "MIXED_SIZE", 0)
+    made = []
+    original = logit_mixed.MixedEquations.__init__
+    monkeypatch.setattr(logit_mixed.MixedEquations, "__init__", lambda self, payoffs: made.append(1) or original(self, payoffs))
+    ratings = {}
+    for rater in ("nash", "nash:full"):
+        made.clear()
+        scale.child(rater, 3, 4, 0)
+        ratings[rater] = json.loads(capsys.readouterr().out.splitlines()[-1])["ratings"]
+        assert bool(made) == (rater == "nash")
+    np.testing.assert_allclose(sum(ratings["nash"], []), sum(ratings["nash:full"], []), rtol=0, atol=1e-12)

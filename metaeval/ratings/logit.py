@@ -40,12 +40,12 @@ pass is made only near the end (`_branch_regret`). At 4 x 64 a Jacobian takes
 by the step control (comment above `trace_logit_branch`): on a random 4 x 32 game
 the branch turns back in lambda 14 times between lambda = 100 and 1e4, where 1,024 of the
 1,184 Jacobians went with pygambit's growth of 1.1 a step and 391 of 426 go now.
-Payoffs stay float64, the Jacobian included: the residuals multiply payoff differences by
-lambda (up to ~1e8 at the end), so float32's 1e-7 would exceed the corrector's 1e-4
-tolerance from lambda ~1e3; and the corrector's first residual, at the predicted point,
-comes with the Jacobian from the same contractions, so a float32 Jacobian (two passes at
-half the bytes) would need a float64 pass for that residual besides: about the cost of the
-float64 Jacobian's two passes.
+The residuals multiply payoff differences by lambda (up to ~1e8 at the end), so
+float32 payoffs would exceed the corrector's 1e-4 tolerance from lambda ~1e3. On large
+games of 3 players or more (`metaeval.ratings.logit_mixed`) float32 copies serve only
+where their error is bounded below a tenth of that tolerance: one of the Jacobian's two
+passes (the float64 one gives the residual at the predicted point) and each corrector
+residual's pass, which contracts the difference from the Jacobian's float64 contraction.
 """
 
 from __future__ import annotations
@@ -308,19 +308,22 @@ def trace_logit_branch(payoffs: np.ndarray, target: float, symmetric: bool = Fal
     other players' strategies. The small dense solves run on one BLAS thread: threaded
     LAPACK on 200 x 200 matrices is up to 100 times slower on a busy 2-core machine.
     """
+    from metaeval.ratings import logit_mixed  # it builds on this module
+
     sizes = payoffs.shape[1:2] if symmetric else payoffs.shape[1:]
     offsets = np.cumsum([0, *sizes])
     goal = target * float(np.ptp(payoffs))
     v = np.concatenate([np.full(k, -np.log(k)) for k in sizes] + [[0.0]])
     x = _profile(_strategies(v, offsets), len(payoffs))
+    equations = logit_mixed.MixedEquations(payoffs) if logit_mixed.applies(payoffs) else None
     with one_blas_thread():
-        tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets)[:2]
+        tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets, equations)[:2]
         step = _FIRST_STEP
         for _ in range(_MAX_STEPS):
             near_end = _branch_regret(v, offsets) <= 2 * goal
             if near_end and max_regret(payoffs, x) <= goal:
                 return x
-            point, new_tangent, slow_down = _step(payoffs, v + step * tangent, tangent, orientation, offsets)
+            point, new_tangent, slow_down = _step(payoffs, v + step * tangent, tangent, orientation, offsets, equations)
             step = next_step(step, slow_down, point is not None, near_end)
             if point is None:
                 if step < _MIN_STEP:
@@ -402,9 +405,25 @@ def _step(payoffs, v, tangent, orientation, offsets, equations=None):
     return None, None, slow_down
 
 
-def _branch_equations(payoffs, v, offsets, jacobian=True):
+class Contractions:
+    """The passes over the payoffs that the branch equations make, in float64: every
+    Jacobian block of player p (`_all_cross_payoffs`) and G_p(., x_-p)."""
+
+    def __init__(self, payoffs: np.ndarray):
+        self.payoffs = payoffs
+
+    def cross(self, p: int, x) -> dict:
+        return _all_cross_payoffs(self.payoffs[p], x, p)
+
+    def values(self, p: int, x) -> np.ndarray:
+        return payoff_against(self.payoffs, x, p)
+
+
+def _branch_equations(payoffs, v, offsets, jacobian=True, contractions=None):
     """Residuals of `trace_logit_branch`'s equations at v and their Jacobian in v
-    (with a spare zero last row, making it square; None if not ``jacobian``)."""
+    (with a spare zero last row, making it square; None if not ``jacobian``), the payoffs
+    contracted by ``contractions`` (default: `Contractions`, in float64)."""
+    contractions = contractions or Contractions(payoffs)
     n = offsets[-1]
     y, lam = v[:n], v[n]
     blocks = _strategies(v, offsets)
@@ -414,8 +433,8 @@ def _branch_equations(payoffs, v, offsets, jacobian=True):
     for p in range(len(blocks)):
         first, stop = offsets[p], offsets[p + 1]
         rest = slice(first + 1, stop)
-        cross = _all_cross_payoffs(payoffs[p], x, p) if jacobian else None
-        values = _payoff_from(cross, x) if jacobian else payoff_against(payoffs, x, p)
+        cross = contractions.cross(p, x) if jacobian else None
+        values = _payoff_from(cross, x) if jacobian else contractions.values(p, x)
         residual[first] = x[p].sum() - 1.0
         residual[rest] = y[rest] - y[first] - lam * (values[1:] - values[0])
         if not jacobian:
@@ -583,15 +602,16 @@ def _equations(local, blocks, w, offsets):
     return residual, jacobian
 
 
-def _all_cross_payoffs(payoff, x, p) -> dict:
+def _all_cross_payoffs(payoff, x, p, axes=None) -> dict:
     """``{q: d G_p(i, x_-p) / d x_q(j)}`` for every q != p: the payoff tensor contracted
     with every player but p and q, as K_p x K_q matrices. Computed by halving: the players
     other than p are split in two, the tensor is contracted with each half's strategies
     and each result recursively split again (leave-one-out products on a binary tree).
     Only the first contraction of each half reads the whole tensor, so the Jacobian of an
     N-player step reads each payoff tensor twice instead of N - 1 times (the tracer's
-    cost on large games: 64^4 payoffs are 134 MB a player)."""
-    axes = list(range(len(x)))
+    cost on large games: 64^4 payoffs are 134 MB a player). ``axes``: the players of
+    ``payoff``'s axes (default every player, in order)."""
+    axes = list(range(len(x))) if axes is None else list(axes)
 
     def split(values, axes, others):
         if len(others) == 1:

@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pytest
 
-from metaeval.ratings import logit
+from metaeval.ratings import logit, logit_mixed
 from metaeval.ratings.logit import limiting_logit_equilibrium, max_regret
 from metaeval.ratings.nash import well_scaled
 from tests.ratings import tracer_corpus
@@ -20,8 +20,34 @@ RECORDED = np.load(tracer_corpus.RECORDED)
 CONTINUA = ("tied_", "nearly_tied_", "weakly_dominant_")
 
 
-@pytest.mark.parametrize("name, payoffs, symmetric", tracer_corpus.games(), ids=lambda value: value if isinstance(value, str) else "")
+GAMES = tracer_corpus.games()
+IDS = dict(ids=lambda value: value if isinstance(value, str) else "")
+
+
+@pytest.mark.parametrize("name, payoffs, symmetric", GAMES, **IDS)
 def test_selects_the_recorded_limiting_logit_equilibrium(name, payoffs, symmetric):
+    assert_selects_the_recorded(name, payoffs, symmetric)
+
+
+@pytest.mark.parametrize("name, payoffs, symmetric", [game for game in GAMES if game[1].ndim >= 4], **IDS)
+def test_traced_in_mixed_precision_selects_the_recorded_equilibrium(monkeypatch, name, payoffs, symmetric):
+    """Large games of 3 players or more are traced with float32 passes (logit_mixed): on
+    the corpus, traced that way whatever its size, the same equilibria are selected."""
+    monkeypatch.setattr(logit_mixed, "MIXED_SIZE", 0)
+    traced = []
+    monkeypatch.setattr(logit_mixed.MixedEquations, "__init__", spy(logit_mixed.MixedEquations.__init__, traced))
+    assert_selects_the_recorded(name, payoffs, symmetric)
+    assert traced
+
+
+def spy(function, calls):
+    def called(*args, **kwargs):
+        calls.append(args)
+        return function(*args, **kwargs)
+    return called
+
+
+def assert_selects_the_recorded(name, payoffs, symmetric):
     strategies = limiting_logit_equilibrium(payoffs, symmetric=symmetric)
     recorded = [RECORDED[f"{name}/{p}"] for p in range(len(payoffs))]
     assert max_regret(payoffs, strategies) <= max(max_regret(payoffs, recorded), 1e-13)  # Newton's 1e-14 residuals

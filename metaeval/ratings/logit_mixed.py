@@ -1,0 +1,93 @@
+"""Branch equations of large games whose passes over the payoffs are half in float32.
+
+A step of the logit tracer (`metaeval.ratings.logit.trace_logit_branch`) builds the
+Jacobian at its predicted point x and evaluates the residuals at the corrector's iterates
+x'; on large games each is a pass over every player's payoff tensor at the speed of
+memory. Here, with q the first opponent of player p:
+
+- the Jacobian contracts G_p with x_q in float64 once (a tensor K_q times smaller,
+  kept as the step's base C_p), from which G_p(., x_-p), the residual at x, and every
+  block but q's follow exactly; q's block dG_p / dx_q is a pass over a float32 copy of
+  G_p (half the bytes): a chord corrector and the tangent only need it close.
+- a residual at x' is (C_p + G_p contracted with x'_q - x_q) contracted with x'_-p,q: the
+  difference term is a pass over the float32 copy. Its error is at most (K_q + 3) 2^-24
+  max|G_p| |x'_q - x_q|_1, and the residual multiplies differences of two payoffs by
+  lambda; where 2 lambda times that bound exceeds MIXED_TOLERANCE (a tenth of the
+  corrector's tolerance) the residual is a float64 pass, as without this.
+
+So a step reads about 1.5 float64 tensors for its Jacobian instead of 2, and half a
+tensor per corrector iterate instead of one. The points the corrector accepts move
+within its tolerance of the branch; the end point is confirmed (`max_regret`) and refined
+in float64, so the equilibrium selected is the branch's limit as before.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from metaeval.ratings import logit
+
+#: Tensors of at least this many entries (and 3 players or more) are traced this way;
+#: smaller ones stay in cache, where float32 saves nothing.
+MIXED_SIZE = 2**20
+#: Largest bound on a residual's error from the float32 pass (module docstring).
+MIXED_TOLERANCE = 1e-5
+FLOAT32_ROUNDING = 2.0**-24
+
+
+def applies(payoffs: np.ndarray) -> bool:
+    """Whether `MixedEquations` traces this game (at least 3 players, MIXED_SIZE entries)."""
+    return payoffs.ndim >= 4 and payoffs[0].size >= MIXED_SIZE
+
+
+class MixedEquations(logit.Contractions):
+    """The branch equations (called as `logit._branch_equations`) with the contractions of
+    the module docstring; float32 copies of the payoffs are made on first use."""
+
+    def __init__(self, payoffs: np.ndarray):
+        super().__init__(payoffs)
+        self.single = {}  # player -> (float32 copy of G_p, max |G_p|)
+        self.base = {}  # player -> (x_q, C_p) of the last Jacobian
+        self.lam = 0.0
+
+    def __call__(self, payoffs, v, offsets, jacobian=True):
+        self.lam = abs(float(v[-1]))
+        return logit._branch_equations(payoffs, v, offsets, jacobian, contractions=self)
+
+    def cross(self, p, x):
+        q = _first_opponent(p)
+        axes = list(range(len(x)))
+        rest = [a for a in axes if a != q]
+        base = logit._contract(self.payoffs[p], x[q], q)
+        self.base[p] = x[q].copy(), base
+        found = logit._all_cross_payoffs(base, x, p, axes=rest)  # float64; first, for _payoff_from
+        single = [s.astype(np.float32) for s in x]
+        block, kept = logit._contract_axes(self._single(p)[0], axes, [r for r in rest if r != p], single)
+        found[q] = (block if kept[0] == p else block.T).astype(np.float64)
+        return found
+
+    def values(self, p, x):
+        if p not in self.base:
+            return super().values(p, x)
+        start, base = self.base[p]
+        q = _first_opponent(p)
+        change = x[q] - start
+        single, largest = self._single(p)
+        bound = 2 * self.lam * (len(change) + 3) * FLOAT32_ROUNDING * largest * float(np.abs(change).sum())
+        if not bound <= MIXED_TOLERANCE:
+            return super().values(p, x)
+        moved = base + logit._contract(single, change.astype(np.float32), q)
+        rest = [a for a in range(len(x)) if a != q]
+        return logit._contract_axes(moved, rest, [r for r in rest if r != p], x)[0]
+
+    def _single(self, p):
+        if p not in self.single:
+            payoff = self.payoffs[p]
+            self.single[p] = payoff.astype(np.float32), max(float(payoff.max()), -float(payoff.min()))
+        return self.single[p]
+
+
+def _first_opponent(p: int) -> int:
+    """The opponent whose strategy the base C_p is contracted with: the first axis after p's
+    own (rows of the tensor read in order)."""
+    return 1 if p == 0 else 0
