@@ -209,6 +209,15 @@ def test_bootstrap_of_an_ordinary_zero_sum_game_rates_every_replicate():
     assert rating.replicates[0].shape == (200, 4)
 
 
+def test_a_strategy_of_tiny_equilibrium_mass_stays_in_the_support():
+    game = regression.load("leduc_adaptive_500_face")
+    rating = metaeval.rate(game, "nash")
+    x, y = marginals(rating.distribution)
+    assert rating.diagnostics["max_regret"] <= 1e-9 * rating.diagnostics["payoff_range"]
+    assert max_regret(game.payoffs, [x, y]) <= 1e-9 * rating.diagnostics["payoff_range"]
+    assert 0 < x[66] <= 2.1e-8  # the strategy the value needs, at its tiny mass
+
+
 def largest_masses_and_gaps(row):
     """Per row strategy of the zero-sum game ``row``, by its own LPs: the largest mass it
     carries in a maximin strategy and its largest payoff gap against a minimax strategy."""

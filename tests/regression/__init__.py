@@ -47,6 +47,14 @@ GAMES = {
         "the same bootstrap with 'payoff', replicate 79: HiGHS ends the MECCE's largest-support "
         "LP 'Unknown' at a feasibility tolerance of 1e-10 and solves a fresh model at 1e-7"
     ),
+    "leduc_adaptive_500_face": (
+        "bench.league_scale --parts adaptive --adaptive-size 500 --adaptive-initial 2 "
+        "--adaptive-rounds 1 --adaptive-rules response_graph (seed 0): the 186 x 186 sub-game, on "
+        "the optimal supports and one more row, of the rule's 500 x 500 leduc estimate, whose row "
+        "66 carries at most 2e-8 in any maximin strategy; the optimal-support LP read it as losing, "
+        "and without it the value falls by 1.6e-10, beyond the value slack, so nash refused the "
+        "game ('the feasible set is empty')"
+    ),
     "leduc_2p_psro_search_seed1_iteration110": (
         "PSRO on leduc_2p (nash meta-solver, exact meta-game, search oracle of 18,000 episodes, "
         "seed 1; bench.search_oracle's configuration): the 27 x 40 sub-game, payoffs rounded to "
