@@ -111,8 +111,9 @@ def sample_joints(
         raise MetaEvalError(f"need one seed per joint: {len(joints)} joints, {len(seeds)} seeds")
     if starts.shape != (len(joints),) or (len(starts) and starts.min() < 0):
         raise MetaEvalError(f"need one non-negative first episode per joint: {len(joints)} joints, got {starts}")
-    mean = np.empty((len(joints), game.num_players()))
-    stderr = np.empty((*mean.shape, game.num_players()) if moments else mean.shape)
+    summarise = return_moments if moments else mean_and_stderr
+    sums_or_means = np.empty((len(joints), game.num_players()))
+    products_or_stderrs = np.empty((*sums_or_means.shape, game.num_players()) if moments else sums_or_means.shape)
     names = joints if ids is None else np.asarray(ids)
     for m, (joint, seed) in enumerate(zip(joints, seeds)):
         policies = [policies_per_player[p][i] for p, i in enumerate(joint)]
@@ -130,12 +131,13 @@ def sample_joints(
         except Exception as exc:  # the game's own errors (pyspiel.SpielError, ...): they would recur
             raise MetaEvalError(f"{game} raised {type(exc).__name__}: {first_line(exc)} playing joint "
                                 f"{tuple(int(i) for i in names[m])}") from None
-        if moments:
-            mean[m], stderr[m] = return_moments(returns)
-        else:
-            mean[m] = returns.mean(axis=0)
-            stderr[m] = returns.std(axis=0, ddof=1) / np.sqrt(counts[m])
-    return mean, stderr, counts.copy()
+        sums_or_means[m], products_or_stderrs[m] = summarise(returns)
+    return sums_or_means, products_or_stderrs, counts.copy()
+
+
+def mean_and_stderr(returns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean ``[N]`` of returns ``[E, N]`` and its standard error (sample std / sqrt(E))."""
+    return returns.mean(axis=0), returns.std(axis=0, ddof=1) / np.sqrt(len(returns))
 
 
 def return_moments(returns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
