@@ -297,7 +297,8 @@ def _rate_replicates(game, rater, options, resampler, replicates, seed, warm, wo
     from metaeval.distributed.session import resolve_address
 
     children = np.random.SeedSequence(seed).spawn(replicates)
-    chunks = [children[i : i + CHUNK] for i in range(0, replicates, CHUNK)]
+    size = getattr(warm, "chunk", CHUNK)  # a batched warm start may take more replicates a task
+    chunks = [children[i : i + size] for i in range(0, replicates, size)]
     task = functools.partial(replicate_ratings, game, rater, dict(options), resampler.samples, warm=warm)
     address = resolve_address(address)
     if workers > 1 or address is not None:

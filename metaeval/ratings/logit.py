@@ -87,7 +87,7 @@ JOINT_SIZE, JOINT_LENGTH = 2**20, 4096
 SYMMETRIC_MASS = 1e-9
 
 
-def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> list[np.ndarray]:
+def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False, reached=None) -> list[np.ndarray]:
     """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``.
 
     ``symmetric`` (players identical up to relabelling, G_p(a) = G_0(a_p, a_-p)) traces
@@ -105,8 +105,11 @@ def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> 
     Where the trace stalls far from an equilibrium (at a branch point whose Jacobian is
     singular, which pygambit's follower does not pass either), `_nearest_equilibrium`
     selects the equilibrium nearest the point reached.
+
+    ``reached``: the branch's point at ``TRACE_REGRET`` where it is already traced (by
+    `metaeval.ratings.logit_batch`), refined and checked here as the tracer's own.
     """
-    reached = _branch_end(payoffs, symmetric)
+    reached = _branch_end(payoffs, symmetric) if reached is None else reached
     strategies = _refined(payoffs, reached, symmetric)
     if max_regret(payoffs, strategies) > STALLED_REGRET * float(np.ptp(payoffs)):
         strategies = _nearest_equilibrium(payoffs, reached, symmetric) or strategies
@@ -119,8 +122,12 @@ def _refined(payoffs, strategies, symmetric):
     traced_regret = max_regret(payoffs, strategies)
     supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
     supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
-    candidates = []
+    candidates, seen = [], set()
     for support in supports:
+        key = tuple(tuple(s) for s in support)
+        if key in seen:  # the same refinement as an earlier support's
+            continue
+        seen.add(key)
         refined = _refine(payoffs, strategies, support, symmetric)
         if refined is not None and (regret := max_regret(payoffs, refined)) < traced_regret:
             candidates.append((refined, regret))

@@ -34,11 +34,14 @@ traced.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
+from metaeval.ratings.logit_batch import trace_logit_branches
 from metaeval.ratings.warm_chains import ChainReplicates
 from metaeval.solvers import king_of_the_hill
 from metaeval.solvers.cce_columns import GameColumns
@@ -46,6 +49,11 @@ from metaeval.runs import budget
 from metaeval.solvers.equilibria import cce_constraint_stack, cce_constraints, deviation_gains
 from metaeval.solvers.mecce import NEWTON_FIRST_JOINTS, STORED_COPIES, max_entropy_from, scaled_matrix
 from metaeval.solvers.mecce_batch import has_linear_directions, max_entropy_batch
+
+#: Games of at most this many joints get nash's warm start (`NashReplicate`); a chunk's
+#: replicates are traced in lock-step, where a step of one small game's branch costs more
+#: in numpy's calls than in arithmetic.
+BATCH_JOINTS = 2**14
 
 
 def warm_replicates(rater, rating: Rating, options: dict):
@@ -63,6 +71,7 @@ def warm_replicates(rater, rating: Rating, options: dict):
     """
     from metaeval.ratings.alpharank import alpharank
     from metaeval.ratings.deviation import deviation
+    from metaeval.ratings.nash import nash
     from metaeval.ratings.payoff import payoff
     from metaeval.ratings.uniform import uniform
 
@@ -74,6 +83,8 @@ def warm_replicates(rater, rating: Rating, options: dict):
         return DeviationReplicate(np.flatnonzero(rating.distribution.ravel() > 0))
     if rater is alpharank:
         return ChainReplicates.from_rating(rating)
+    if rater is nash and not options and NashReplicate.applies(rating):
+        return NashReplicate()
     return None
 
 
@@ -166,3 +177,59 @@ class DeviationReplicate:
         except MetaEvalError:
             return None
         return source.scale * result.values
+
+
+class NashReplicate:
+    """Replicates' nash ratings with their logit branches traced in lock-step
+    (`metaeval.ratings.logit_batch`), each then refined and checked as its own trace is
+    (`metaeval.ratings.logit.limiting_logit_equilibrium`); a replicate whose selection is
+    not the general logit branch, or whose branch the batch does not end, is rated from
+    scratch."""
+
+    #: Rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap).
+    batched = True
+    #: Replicates a task (metaeval.ratings.bootstrap's CHUNK otherwise): a step of the
+    #: batch costs about as much with more branches, so larger batches take fewer steps.
+    chunk = 50
+
+    @staticmethod
+    def applies(rating: Rating) -> bool:
+        """Whether the point's equilibrium is the general logit branch's, on a game of at
+        most BATCH_JOINTS joints."""
+        from metaeval.ratings.nash import LOGIT
+
+        return rating.diagnostics.get("equilibrium") == LOGIT and rating.game.num_joints <= BATCH_JOINTS
+
+    def __call__(self, payoffs: np.ndarray) -> list:
+        """Each replicate's ratings (every player's, concatenated), or None to rate it from scratch.
+
+        Args:
+            payoffs: the replicates' payoff tensors ``[B, N, K_1, ..., K_N]``.
+
+        Returns:
+            One entry per replicate.
+        """
+        from metaeval.ratings.logit import TRACE_REGRET, limiting_logit_equilibrium
+        from metaeval.ratings.nash import LOGIT, equilibrium_selection, rated_against, well_scaled
+
+        start = time.perf_counter()
+        games = [MetaGame(tensor) for tensor in payoffs]
+        scaled = [well_scaled(tensor) for tensor in payoffs]
+        traced = [b for b, (game, (tensor, spread)) in enumerate(zip(games, scaled))
+                  if equilibrium_selection(game, tensor, spread) == LOGIT]
+        rows = [None] * len(payoffs)
+        if not traced:
+            return rows
+        ends = trace_logit_branches(np.stack([scaled[b][0] for b in traced]), TRACE_REGRET)
+        for b, reached in zip(traced, ends):
+            if reached is None:
+                continue
+            tensor, spread = scaled[b]
+            strategies = limiting_logit_equilibrium(tensor, reached=reached)
+            diagnostics = {"payoff_range": spread, "equilibrium": LOGIT}
+            try:
+                rating = rated_against(games[b], tensor, spread, strategies, diagnostics, start)
+            except MetaEvalError:
+                continue  # refused: rated from scratch, which refuses it with its own message
+            rows[b] = np.concatenate(rating.ratings)
+        return rows

@@ -1,0 +1,207 @@
+"""The logit branches of a batch of games, traced in lock-step.
+
+Bootstrap replicates of one game have payoff tensors of the same shape, so their
+principal logit branches (`metaeval.ratings.logit.trace_logit_branch`) are traced
+together: every step of the predictor-corrector is taken on the whole batch at once,
+one numpy call doing every branch's branch equations, Jacobian, tangent and corrector
+step, each branch keeping its own step length, acceptance, orientation and stop, and
+leaving the batch when it ends. The equations, the step control and its tolerances are
+`trace_logit_branch`'s, so each branch follows the path its own tracer follows, up to
+the rounding of the sums; on a small game (24 strategies over 512 joints) a step of one
+branch costs far more in Python and numpy's calls than in arithmetic, so a step of the
+batch costs little more than a step of one branch.
+
+A branch ends where its own tracer's end test holds: the max regret read off the branch
+within twice the target, then `logit.max_regret` (the single tracer's test, on that
+game's tensor) at most the target. A branch whose steps fall below the tracer's
+smallest step, that runs past its step limit, or whose end fails the single test, has
+no end here: the caller traces it alone, as without the batch (its fallbacks included).
+"""
+
+from __future__ import annotations
+
+import string
+
+import numpy as np
+
+from metaeval.ratings import logit
+from metaeval.ratings.logit import (_CORRECTOR_TOLERANCE, _END_ACCELERATION, _ETA, _FIRST_STEP, _MAX_ACCELERATION,
+                                    _MAX_CONTRACTION, _MAX_CORRECTOR_STEPS, _MAX_DISTANCE, _MAX_STEPS, _MIN_STEP,
+                                    _NOMINAL_CONTRACTION, _NOMINAL_DISTANCE)
+from metaeval.runs.threads import one_blas_thread
+
+
+class _Branches:
+    """The branch equations of a batch of games ``[B, N, K_1..K_N]`` (`logit._branch_equations`,
+    every game's at once) at the unknowns ``v = (y, lambda)`` ``[B, n + 1]`` of the games
+    ``rows`` of the batch, every player's rows in one array."""
+
+    def __init__(self, payoffs: np.ndarray):
+        self.payoffs = payoffs
+        players = payoffs.shape[1]
+        self.offsets = np.cumsum([0, *payoffs.shape[2:]])
+        n = self.offsets[-1]
+        self.owner = np.repeat(np.arange(players), payoffs.shape[2:])  # the player of each unknown y
+        self.firsts = self.offsets[:-1]
+        self.blocks = [slice(self.offsets[p], self.offsets[p + 1]) for p in range(players)]  # each player's unknowns
+        self.first_of = self.firsts[self.owner]  # each unknown's reference strategy 0
+        self.template = np.zeros((n + 1, n + 1))  # the Jacobian's entries that do not depend on v
+        rest = np.setdiff1d(np.arange(n), self.firsts)
+        self.template[rest, rest] = 1.0
+        self.template[rest, self.first_of[rest]] = -1.0
+        letters = string.ascii_letters[:players]
+        # Player p's tensor against every strategy but p's and q's (q None: all but p's).
+        self.subscripts = {(p, q): ",".join(["Z" + letters] + [f"Z{letters[r]}" for r in range(players) if r not in (p, q)])
+                           + f"->Z{letters[p]}" + (letters[q] if q is not None else "")
+                           for p in range(players) for q in [*range(players), None] if q != p}
+
+    def values(self, rows, x: np.ndarray) -> np.ndarray:
+        """Every G_p(., x_-p) ``[B, n]`` at x = exp(y) ``[B, n]``."""
+        values = np.empty_like(x)
+        strategies = [x[:, block] for block in self.blocks]
+        for p, block in enumerate(self.blocks):
+            np.einsum(self.subscripts[p, None], self.payoffs[rows, p], *(strategies[:p] + strategies[p + 1 :]),
+                      out=values[:, block])
+        return values
+
+    def residuals(self, rows, v: np.ndarray, x=None, values=None) -> np.ndarray:
+        """H(v) ``[B, n]``; ``x`` = exp(y) and ``values`` (`values`) where known."""
+        n = self.offsets[-1]
+        x = np.exp(v[:, :n]) if x is None else x
+        values = self.values(rows, x) if values is None else values
+        residual = v[:, :n] - v[:, self.first_of] - v[:, n:] * (values - values[:, self.first_of])
+        residual[:, self.firsts] = np.add.reduceat(x, self.firsts, axis=1) - 1.0
+        return residual
+
+    def jacobian(self, rows, v: np.ndarray, previous: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(H(v), [J(v); previous]): the residuals and the Jacobian with ``previous`` as its last row."""
+        n = self.offsets[-1]
+        x = np.exp(v[:, :n])
+        strategies = [x[:, block] for block in self.blocks]
+        payoffs = self.payoffs[rows]
+        cross = np.zeros((len(v), n, n))  # d G_p(i, x_-p) / d x_q(j) in the blocks p != q
+        values = np.empty_like(x)
+        for p, block in enumerate(self.blocks):
+            others = [q for q in range(len(self.blocks)) if q != p]
+            for q in others:
+                np.einsum(self.subscripts[p, q], payoffs[:, p], *(strategies[r] for r in others if r != q),
+                          out=cross[:, block, self.blocks[q]])
+            first = others[0]  # G_p(., x_-p) from its block, as logit._payoff_from
+            values[:, block] = (cross[:, block, self.blocks[first]] @ strategies[first][:, :, None])[:, :, 0]
+        jacobian = np.repeat(self.template[None], len(v), axis=0)
+        jacobian[:, :n, :n] -= v[:, n, None, None] * (cross - cross[:, self.first_of]) * x[:, None, :]
+        jacobian[:, self.firsts, :n] = np.where(self.owner == np.arange(len(self.blocks))[:, None], x[:, None, :], 0.0)
+        jacobian[:, :n, n] = -(values - values[:, self.first_of])
+        jacobian[:, self.firsts, n] = 0.0
+        jacobian[:, n] = previous
+        return self.residuals(rows, v, x, values), jacobian
+
+
+def trace_logit_branches(payoffs: np.ndarray, target: float) -> list[list[np.ndarray] | None]:
+    """Each game's point on its principal logit branch at max regret ``target`` times its
+    payoff range, as `logit.trace_logit_branch` ends there, or None where it has none
+    here (module docstring).
+
+    Args:
+        payoffs: the games ``[B, N, K_1, ..., K_N]``, each as the tracer takes it.
+
+    Returns:
+        Per game, one mixed strategy per player, or None.
+    """
+    count = len(payoffs)
+    branches = _Branches(payoffs)
+    n = branches.offsets[-1]
+    goal = target * np.ptp(payoffs.reshape(count, -1), axis=1)
+    v = np.tile(np.concatenate([np.full(k, -np.log(k)) for k in payoffs.shape[2:]] + [[0.0]]), (count, 1))
+    last = np.zeros((count, n + 1))
+    last[:, n] = 1.0
+    ended: list = [None] * count
+    with one_blas_thread(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        rows = np.arange(count)  # the branches still traced
+        residual, jacobian = branches.jacobian(rows, v, last)
+        orientation, tangent = _inverses(jacobian)[1:]
+        step = np.full(count, _FIRST_STEP)
+        for _ in range(_MAX_STEPS):
+            near_end = _branch_regret(branches, v) <= 2 * goal
+            if near_end.any():
+                near = np.flatnonzero(near_end)
+                x = np.exp(v[near, :n])
+                values = branches.values(rows[near], x)
+                best = np.maximum.reduceat(values, branches.firsts, axis=1)[:, branches.owner]
+                regret = np.add.reduceat(x * (best - values), branches.firsts, axis=1).max(axis=1)  # logit.max_regret
+                finished = regret <= goal[near]
+                for i in np.flatnonzero(finished):
+                    ended[rows[near[i]]] = [x[i, block] for block in branches.blocks]
+                going = np.ones(len(rows), dtype=bool)
+                going[near[finished]] = False
+                rows, v, tangent, orientation, step, goal, near_end = (
+                    a[going] for a in (rows, v, tangent, orientation, step, goal, near_end))
+            if not len(rows):
+                break
+            point, new_tangent, slow_down = _steps(branches, rows, v + step[:, None] * tangent, tangent, orientation)
+            accepted = ~np.isnan(point[:, 0])
+            most = np.where(near_end, _END_ACCELERATION, _MAX_ACCELERATION)
+            step = np.where(accepted, step / np.minimum(np.maximum(slow_down, 1 / most), most), step / 2)
+            v[accepted], tangent[accepted] = point[accepted], new_tangent[accepted]
+            going = accepted | (step >= _MIN_STEP)  # a rejected step below the smallest: stalled
+            if not going.all():
+                rows, v, tangent, orientation, step, goal = (a[going] for a in (rows, v, tangent, orientation, step, goal))
+    for b, x in enumerate(ended):  # the single tracer's end test, on each game's own tensor
+        if x is not None and not logit.max_regret(payoffs[b], x) <= target * float(np.ptp(payoffs[b])):
+            ended[b] = None
+    return ended
+
+
+def _branch_regret(branches: _Branches, v: np.ndarray) -> np.ndarray:
+    """`logit._branch_regret` of every branch."""
+    n = branches.offsets[-1]
+    y, lam = v[:, :n], v[:, n]
+    gaps = np.maximum.reduceat(y, branches.firsts, axis=1) - np.add.reduceat(np.exp(y) * y, branches.firsts, axis=1)
+    return np.where(lam > 0, gaps.max(axis=1) / np.where(lam > 0, lam, 1.0), np.inf)
+
+
+def _inverses(jacobian: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The inverses of the matrices [J; previous] ``[B, m, m]`` (NaN where singular or not
+    finite), the sign of their determinants (0 there), and the unit tangents t with
+    [J; previous] t = e_last, as `logit._tangent` computes them."""
+    finite = np.isfinite(jacobian).all(axis=(1, 2))
+    sign = np.zeros(len(jacobian))
+    sign[finite] = np.linalg.slogdet(jacobian[finite])[0]
+    inverse = np.full(jacobian.shape, np.nan)
+    regular = sign != 0
+    inverse[regular] = np.linalg.inv(jacobian[regular])
+    t = inverse[:, :, -1]
+    return inverse, sign, t / np.linalg.norm(t, axis=1, keepdims=True)
+
+
+def _steps(branches: _Branches, rows, predicted, tangent, orientation):
+    """`logit._step` of every branch from its predicted point: (points, tangents,
+    decelerations f), a point's row NaN where the step is rejected. The corrector's
+    chord steps are products with the predicted point's inverse."""
+    count, size = predicted.shape
+    point = np.full((count, size), np.nan)
+    slow_down = np.zeros(count)
+    residual, jacobian = branches.jacobian(rows, predicted, tangent)
+    inverse, sign, new_tangent = _inverses(jacobian)
+    active = np.flatnonzero((sign == orientation) & np.isfinite(residual).all(axis=1))
+    v, previous = predicted[active], np.full(len(active), np.nan)
+    residual, inverse = residual[active], inverse[active, :, :-1]
+    for _ in range(_MAX_CORRECTOR_STEPS):
+        if not len(active):
+            break
+        delta = -(inverse @ residual[:, :, None])[:, :, 0]
+        distance = np.linalg.norm(delta, axis=1)
+        first = np.isnan(previous)
+        contraction = distance / (previous + _CORRECTOR_TOLERANCE * _ETA)
+        going = (distance < _MAX_DISTANCE) & (first | (contraction <= _MAX_CONTRACTION))
+        slow_down[active] = np.where(first, np.sqrt(distance / _NOMINAL_DISTANCE),
+                                     np.maximum(slow_down[active], np.sqrt(contraction / _NOMINAL_CONTRACTION)))
+        v, previous = v + delta, distance
+        done = going & (distance <= _CORRECTOR_TOLERANCE)
+        point[active[done]] = v[done]
+        going &= ~done
+        if not going.all():
+            active, v, previous, inverse = active[going], v[going], previous[going], inverse[going]
+        if len(active):
+            residual = branches.residuals(rows[active], v)
+    return point, new_tangent, slow_down
