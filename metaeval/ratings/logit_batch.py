@@ -20,8 +20,6 @@ no end here: the caller traces it alone, as without the batch (its fallbacks inc
 
 from __future__ import annotations
 
-import string
-
 import numpy as np
 
 from metaeval.ratings import logit
@@ -34,14 +32,18 @@ from metaeval.runs.threads import one_blas_thread
 class _Branches:
     """The branch equations of a batch of games ``[B, N, K_1..K_N]`` (`logit._branch_equations`,
     every game's at once) at the unknowns ``v = (y, lambda)`` ``[B, n + 1]`` of the games
-    ``rows`` of the batch, every player's rows in one array."""
+    ``rows`` of the batch, every player's rows in one array.
+
+    Each contraction is one batched matrix-vector product: for every pair of players
+    p != q, player p's tensor is stored with the axes (p, q, the others in order), and
+    contracted with the Kronecker product of the others' strategies (to dG_p / dx_q), or
+    of q's and theirs (to G_p(., x_-p), q the first opponent)."""
 
     def __init__(self, payoffs: np.ndarray):
-        self.payoffs = payoffs
-        players = payoffs.shape[1]
-        self.offsets = np.cumsum([0, *payoffs.shape[2:]])
+        count, players, *sizes = payoffs.shape
+        self.offsets = np.cumsum([0, *sizes])
         n = self.offsets[-1]
-        self.owner = np.repeat(np.arange(players), payoffs.shape[2:])  # the player of each unknown y
+        self.owner = np.repeat(np.arange(players), sizes)  # the player of each unknown y
         self.firsts = self.offsets[:-1]
         self.blocks = [slice(self.offsets[p], self.offsets[p + 1]) for p in range(players)]  # each player's unknowns
         self.first_of = self.firsts[self.owner]  # each unknown's reference strategy 0
@@ -49,19 +51,21 @@ class _Branches:
         rest = np.setdiff1d(np.arange(n), self.firsts)
         self.template[rest, rest] = 1.0
         self.template[rest, self.first_of[rest]] = -1.0
-        letters = string.ascii_letters[:players]
-        # Player p's tensor against every strategy but p's and q's (q None: all but p's).
-        self.subscripts = {(p, q): ",".join(["Z" + letters] + [f"Z{letters[r]}" for r in range(players) if r not in (p, q)])
-                           + f"->Z{letters[p]}" + (letters[q] if q is not None else "")
-                           for p in range(players) for q in [*range(players), None] if q != p}
+        self.others = {(p, q): [r for r in range(players) if r not in (p, q)] for p in range(players)
+                       for q in range(players) if q != p}
+        self.tensors = {(p, q): np.ascontiguousarray(payoffs[:, p].transpose(0, 1 + p, 1 + q, *(1 + r for r in others)))
+                        .reshape(count, sizes[p], sizes[q], -1) for (p, q), others in self.others.items()}
+        self.opponent = [1 if p == 0 else 0 for p in range(players)]  # the first opponent q of each player
 
     def values(self, rows, x: np.ndarray) -> np.ndarray:
         """Every G_p(., x_-p) ``[B, n]`` at x = exp(y) ``[B, n]``."""
         values = np.empty_like(x)
         strategies = [x[:, block] for block in self.blocks]
         for p, block in enumerate(self.blocks):
-            np.einsum(self.subscripts[p, None], self.payoffs[rows, p], *(strategies[:p] + strategies[p + 1 :]),
-                      out=values[:, block])
+            q = self.opponent[p]
+            tensor = self.tensors[p, q][rows]
+            against = _kron([strategies[q]] + [strategies[r] for r in self.others[p, q]])
+            values[:, block] = (tensor.reshape(len(tensor), tensor.shape[1], -1) @ against[:, :, None])[:, :, 0]
         return values
 
     def residuals(self, rows, v: np.ndarray, x=None, values=None) -> np.ndarray:
@@ -78,18 +82,21 @@ class _Branches:
         n = self.offsets[-1]
         x = np.exp(v[:, :n])
         strategies = [x[:, block] for block in self.blocks]
-        payoffs = self.payoffs[rows]
         cross = np.zeros((len(v), n, n))  # d G_p(i, x_-p) / d x_q(j) in the blocks p != q
+        for (p, q), others in self.others.items():
+            tensor = self.tensors[p, q][rows]
+            against = _kron([strategies[r] for r in others])
+            products = tensor.reshape(len(tensor), -1, tensor.shape[3]) @ against[:, :, None]
+            cross[:, self.blocks[p], self.blocks[q]] = products.reshape(tensor.shape[:3])
         values = np.empty_like(x)
-        for p, block in enumerate(self.blocks):
-            others = [q for q in range(len(self.blocks)) if q != p]
-            for q in others:
-                np.einsum(self.subscripts[p, q], payoffs[:, p], *(strategies[r] for r in others if r != q),
-                          out=cross[:, block, self.blocks[q]])
-            first = others[0]  # G_p(., x_-p) from its block, as logit._payoff_from
-            values[:, block] = (cross[:, block, self.blocks[first]] @ strategies[first][:, :, None])[:, :, 0]
+        for p, block in enumerate(self.blocks):  # G_p(., x_-p) from the first opponent's block, as logit._payoff_from
+            q = self.opponent[p]
+            values[:, block] = (cross[:, block, self.blocks[q]] @ strategies[q][:, :, None])[:, :, 0]
         jacobian = np.repeat(self.template[None], len(v), axis=0)
-        jacobian[:, :n, :n] -= v[:, n, None, None] * (cross - cross[:, self.first_of]) * x[:, None, :]
+        cross -= cross[:, self.first_of]  # in place, as (lambda (cross_i - cross_0)) x_q in logit._branch_equations
+        cross *= v[:, n, None, None]
+        cross *= x[:, None, :]
+        jacobian[:, :n, :n] -= cross
         jacobian[:, self.firsts, :n] = np.where(self.owner == np.arange(len(self.blocks))[:, None], x[:, None, :], 0.0)
         jacobian[:, :n, n] = -(values - values[:, self.first_of])
         jacobian[:, self.firsts, n] = 0.0
@@ -150,6 +157,14 @@ def trace_logit_branches(payoffs: np.ndarray, target: float) -> list[list[np.nda
         if x is not None and not logit.max_regret(payoffs[b], x) <= target * float(np.ptp(payoffs[b])):
             ended[b] = None
     return ended
+
+
+def _kron(strategies: list[np.ndarray]) -> np.ndarray:
+    """The Kronecker products ``[B, prod K]`` of the strategies ``[B, K]`` (ones ``[1, 1]`` for none)."""
+    product = np.ones((len(strategies[0]) if strategies else 1, 1))
+    for x in strategies:
+        product = (product[:, :, None] * x[:, None, :]).reshape(len(x), -1)
+    return product
 
 
 def _branch_regret(branches: _Branches, v: np.ndarray) -> np.ndarray:
