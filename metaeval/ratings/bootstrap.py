@@ -38,7 +38,8 @@ depend on how replicates are split among Ray actors.
 
 Where the rater allows, a replicate is rated from the point rating (payoff ratings from
 its dual multipliers, deviation ratings from its support, alpha-Rank a task's replicates
-together on the point's chain; `metaeval.ratings.warm`):
+together on the point's chain, nash a task's replicates' logit branches traced together;
+`metaeval.ratings.warm`):
 the same ratings to the solver's precision, at a fraction of the cost, and rated from
 scratch wherever the warm start cannot certify its result. Uniform ratings under the
 parametric bootstrap are drawn from their exact Gaussian law instead of from payoff

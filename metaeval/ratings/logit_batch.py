@@ -31,8 +31,9 @@ from metaeval.runs.threads import one_blas_thread
 
 class _Branches:
     """The branch equations of a batch of games ``[B, N, K_1..K_N]`` (`logit._branch_equations`,
-    every game's at once) at the unknowns ``v = (y, lambda)`` ``[B, n + 1]`` of the games
-    ``rows`` of the batch, every player's rows in one array.
+    every game's at once) at the unknowns ``v = (y, lambda)`` ``[B, n + 1]``, every
+    player's rows in one array; the residuals of some games of the batch, ``rows`` (an
+    index or a slice), alone.
 
     Each contraction is one batched matrix-vector product: for every pair of players
     p != q, player p's tensor is stored with the axes (p, q, the others in order), and
@@ -57,6 +58,10 @@ class _Branches:
                         .reshape(count, sizes[p], sizes[q], -1) for (p, q), others in self.others.items()}
         self.opponent = [1 if p == 0 else 0 for p in range(players)]  # the first opponent q of each player
 
+    def keep(self, rows: np.ndarray) -> None:
+        """Drop every game of the batch but ``rows`` (a mask)."""
+        self.tensors = {pair: tensor[rows] for pair, tensor in self.tensors.items()}
+
     def values(self, rows, x: np.ndarray) -> np.ndarray:
         """Every G_p(., x_-p) ``[B, n]`` at x = exp(y) ``[B, n]``."""
         values = np.empty_like(x)
@@ -77,14 +82,15 @@ class _Branches:
         residual[:, self.firsts] = np.add.reduceat(x, self.firsts, axis=1) - 1.0
         return residual
 
-    def jacobian(self, rows, v: np.ndarray, previous: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(H(v), [J(v); previous]): the residuals and the Jacobian with ``previous`` as its last row."""
+    def jacobian(self, v: np.ndarray, previous: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(H(v), [J(v); previous]) of every game of the batch: the residuals and the
+        Jacobian with ``previous`` as its last row."""
         n = self.offsets[-1]
         x = np.exp(v[:, :n])
         strategies = [x[:, block] for block in self.blocks]
         cross = np.zeros((len(v), n, n))  # d G_p(i, x_-p) / d x_q(j) in the blocks p != q
         for (p, q), others in self.others.items():
-            tensor = self.tensors[p, q][rows]
+            tensor = self.tensors[p, q]
             against = _kron([strategies[r] for r in others])
             products = tensor.reshape(len(tensor), -1, tensor.shape[3]) @ against[:, :, None]
             cross[:, self.blocks[p], self.blocks[q]] = products.reshape(tensor.shape[:3])
@@ -101,7 +107,7 @@ class _Branches:
         jacobian[:, :n, n] = -(values - values[:, self.first_of])
         jacobian[:, self.firsts, n] = 0.0
         jacobian[:, n] = previous
-        return self.residuals(rows, v, x, values), jacobian
+        return self.residuals(slice(None), v, x, values), jacobian
 
 
 def trace_logit_branches(payoffs: np.ndarray, target: float) -> list[list[np.ndarray] | None]:
@@ -124,8 +130,8 @@ def trace_logit_branches(payoffs: np.ndarray, target: float) -> list[list[np.nda
     last[:, n] = 1.0
     ended: list = [None] * count
     with one_blas_thread(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        rows = np.arange(count)  # the branches still traced
-        residual, jacobian = branches.jacobian(rows, v, last)
+        traced = np.arange(count)  # the games whose branches are still traced
+        residual, jacobian = branches.jacobian(v, last)
         orientation, tangent = _inverses(jacobian)[1:]
         step = np.full(count, _FIRST_STEP)
         for _ in range(_MAX_STEPS):
@@ -133,26 +139,29 @@ def trace_logit_branches(payoffs: np.ndarray, target: float) -> list[list[np.nda
             if near_end.any():
                 near = np.flatnonzero(near_end)
                 x = np.exp(v[near, :n])
-                values = branches.values(rows[near], x)
+                values = branches.values(near, x)
                 best = np.maximum.reduceat(values, branches.firsts, axis=1)[:, branches.owner]
                 regret = np.add.reduceat(x * (best - values), branches.firsts, axis=1).max(axis=1)  # logit.max_regret
                 finished = regret <= goal[near]
                 for i in np.flatnonzero(finished):
-                    ended[rows[near[i]]] = [x[i, block] for block in branches.blocks]
-                going = np.ones(len(rows), dtype=bool)
+                    ended[traced[near[i]]] = [x[i, block] for block in branches.blocks]
+                going = np.ones(len(traced), dtype=bool)
                 going[near[finished]] = False
-                rows, v, tangent, orientation, step, goal, near_end = (
-                    a[going] for a in (rows, v, tangent, orientation, step, goal, near_end))
-            if not len(rows):
+                traced, v, tangent, orientation, step, goal, near_end = (
+                    a[going] for a in (traced, v, tangent, orientation, step, goal, near_end))
+                branches.keep(going)
+            if not len(traced):
                 break
-            point, new_tangent, slow_down = _steps(branches, rows, v + step[:, None] * tangent, tangent, orientation)
+            point, new_tangent, slow_down = _steps(branches, v + step[:, None] * tangent, tangent, orientation)
             accepted = ~np.isnan(point[:, 0])
             most = np.where(near_end, _END_ACCELERATION, _MAX_ACCELERATION)
             step = np.where(accepted, step / np.minimum(np.maximum(slow_down, 1 / most), most), step / 2)
             v[accepted], tangent[accepted] = point[accepted], new_tangent[accepted]
             going = accepted | (step >= _MIN_STEP)  # a rejected step below the smallest: stalled
             if not going.all():
-                rows, v, tangent, orientation, step, goal = (a[going] for a in (rows, v, tangent, orientation, step, goal))
+                traced, v, tangent, orientation, step, goal = (
+                    a[going] for a in (traced, v, tangent, orientation, step, goal))
+                branches.keep(going)
     for b, x in enumerate(ended):  # the single tracer's end test, on each game's own tensor
         if x is not None and not logit.max_regret(payoffs[b], x) <= target * float(np.ptp(payoffs[b])):
             ended[b] = None
@@ -161,8 +170,10 @@ def trace_logit_branches(payoffs: np.ndarray, target: float) -> list[list[np.nda
 
 def _kron(strategies: list[np.ndarray]) -> np.ndarray:
     """The Kronecker products ``[B, prod K]`` of the strategies ``[B, K]`` (ones ``[1, 1]`` for none)."""
-    product = np.ones((len(strategies[0]) if strategies else 1, 1))
-    for x in strategies:
+    if not strategies:
+        return np.ones((1, 1))
+    product = strategies[0]
+    for x in strategies[1:]:
         product = (product[:, :, None] * x[:, None, :]).reshape(len(x), -1)
     return product
 
@@ -189,14 +200,14 @@ def _inverses(jacobian: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return inverse, sign, t / np.linalg.norm(t, axis=1, keepdims=True)
 
 
-def _steps(branches: _Branches, rows, predicted, tangent, orientation):
+def _steps(branches: _Branches, predicted, tangent, orientation):
     """`logit._step` of every branch from its predicted point: (points, tangents,
     decelerations f), a point's row NaN where the step is rejected. The corrector's
     chord steps are products with the predicted point's inverse."""
     count, size = predicted.shape
     point = np.full((count, size), np.nan)
     slow_down = np.zeros(count)
-    residual, jacobian = branches.jacobian(rows, predicted, tangent)
+    residual, jacobian = branches.jacobian(predicted, tangent)
     inverse, sign, new_tangent = _inverses(jacobian)
     active = np.flatnonzero((sign == orientation) & np.isfinite(residual).all(axis=1))
     v, previous = predicted[active], np.full(len(active), np.nan)
@@ -218,5 +229,5 @@ def _steps(branches: _Branches, rows, predicted, tangent, orientation):
         if not going.all():
             active, v, previous, inverse = active[going], v[going], previous[going], inverse[going]
         if len(active):
-            residual = branches.residuals(rows[active], v)
+            residual = branches.residuals(active, v)
     return point, new_tangent, slow_down

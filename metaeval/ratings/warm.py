@@ -22,14 +22,18 @@ scratch, as without a warm start):
 - ``alpharank``: the point's chain with each replicate's rates, a batch of replicates
   solved together (`metaeval.ratings.warm_chains`), where the point's chain is stored
   and has one metastable class.
+- ``nash``: where the point's equilibrium is the general limiting logit equilibrium (not
+  a 2-player zero-sum, symmetric or large king-of-the-hill game's), on games of at most
+  BATCH_ENTRIES pairwise entries: a task's replicates' logit branches traced in lock-step
+  (`metaeval.ratings.logit_batch`), each with the tracer's own equations, step control
+  and end test, then refined and checked as a traced point is. A replicate whose
+  selection is another, or whose branch the batch does not end, is rated from scratch.
+  Not from the point's equilibrium: Newton's method on its support reaches an exact
+  equilibrium of most replicates, but not always the one the logit branch selects (on a
+  random 3 x 16 game, 2 of 20 replicates reached one 0.31 away), so each replicate's
+  own branch is traced, many at once.
 
 Every accepted replicate is the cold rating to the solver's precision.
-
-nash has none: Newton's method on the point equilibrium's support, started from it,
-reaches an exact equilibrium of most replicates whose support has not changed, but not
-always the one the logit branch selects (on a random 3 x 16 game, 2 of 20 replicates
-reached an equilibrium 0.31 away from the traced one), so each replicate's branch is
-traced.
 """
 
 from __future__ import annotations
@@ -50,10 +54,10 @@ from metaeval.solvers.equilibria import cce_constraint_stack, cce_constraints, d
 from metaeval.solvers.mecce import NEWTON_FIRST_JOINTS, STORED_COPIES, max_entropy_from, scaled_matrix
 from metaeval.solvers.mecce_batch import has_linear_directions, max_entropy_batch
 
-#: Games of at most this many joints get nash's warm start (`NashReplicate`); a chunk's
-#: replicates are traced in lock-step, where a step of one small game's branch costs more
-#: in numpy's calls than in arithmetic.
-BATCH_JOINTS = 2**14
+#: nash's warm start (`NashReplicate`) holds each replicate's payoff tensors once per pair
+#: of players (`metaeval.ratings.logit_batch`), N (N - 1) x joints entries, at most this
+#: many: on small games a step of one branch costs more in numpy's calls than in arithmetic.
+BATCH_ENTRIES = 2**16
 
 
 def warm_replicates(rater, rating: Rating, options: dict):
@@ -195,10 +199,12 @@ class NashReplicate:
     @staticmethod
     def applies(rating: Rating) -> bool:
         """Whether the point's equilibrium is the general logit branch's, on a game of at
-        most BATCH_JOINTS joints."""
+        most BATCH_ENTRIES pairwise entries."""
         from metaeval.ratings.nash import LOGIT
 
-        return rating.diagnostics.get("equilibrium") == LOGIT and rating.game.num_joints <= BATCH_JOINTS
+        players = rating.game.num_players
+        return (rating.diagnostics.get("equilibrium") == LOGIT
+                and players * (players - 1) * rating.game.num_joints <= BATCH_ENTRIES)
 
     def __call__(self, payoffs: np.ndarray) -> list:
         """Each replicate's ratings (every player's, concatenated), or None to rate it from scratch.
