@@ -27,7 +27,10 @@ scratch, as without a warm start):
   BATCH_ENTRIES pairwise entries: a task's replicates' logit branches traced in lock-step
   (`metaeval.ratings.logit_batch`), each with the tracer's own equations, step control
   and end test, then refined and checked as a traced point is. A replicate whose
-  selection is another, or whose branch the batch does not end, is rated from scratch.
+  selection is another, whose branch the batch does not end, or whose refinements hold
+  two equilibria tied in regret up to rounding (the selection could then turn on the
+  last bits of the traced point, `metaeval.ratings.logit.selected_equilibrium`), is
+  rated from scratch.
   Not from the point's equilibrium: Newton's method on its support reaches an exact
   equilibrium of most replicates, but not always the one the logit branch selects (on a
   random 3 x 16 game, 2 of 20 replicates reached one 0.31 away), so each replicate's
@@ -186,9 +189,9 @@ class DeviationReplicate:
 class NashReplicate:
     """Replicates' nash ratings with their logit branches traced in lock-step
     (`metaeval.ratings.logit_batch`), each then refined and checked as its own trace is
-    (`metaeval.ratings.logit.limiting_logit_equilibrium`); a replicate whose selection is
-    not the general logit branch, or whose branch the batch does not end, is rated from
-    scratch."""
+    (`metaeval.ratings.logit.selected_equilibrium`); a replicate whose selection is not
+    the general logit branch, whose branch the batch does not end, or whose equilibrium
+    rounding may have selected among others, is rated from scratch."""
 
     #: Rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap).
     batched = True
@@ -215,7 +218,7 @@ class NashReplicate:
         Returns:
             One entry per replicate.
         """
-        from metaeval.ratings.logit import TRACE_REGRET, limiting_logit_equilibrium
+        from metaeval.ratings.logit import TRACE_REGRET, selected_equilibrium
         from metaeval.ratings.nash import LOGIT, equilibrium_selection, rated_against, well_scaled
 
         start = time.perf_counter()
@@ -231,7 +234,9 @@ class NashReplicate:
             if reached is None:
                 continue
             tensor, spread = scaled[b]
-            strategies = limiting_logit_equilibrium(tensor, reached=reached)
+            strategies, contested = selected_equilibrium(tensor, reached)
+            if contested:
+                continue  # rounding may select another equilibrium than the replicate's own trace
             diagnostics = {"payoff_range": spread, "equilibrium": LOGIT}
             try:
                 rating = rated_against(games[b], tensor, spread, strategies, diagnostics, start)

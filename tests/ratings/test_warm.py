@@ -236,3 +236,20 @@ def test_a_batched_warm_start_takes_tasks_of_its_chunk():
         patch.setattr("metaeval.ratings.bootstrap.warm_replicates", lambda *args: Declining())
         with_intervals(game, RATERS["payoff"], {}, 12, seed=0, level=0.5, progress=False)
     assert sizes == [5, 5, 2]
+
+
+def test_a_nash_replicate_whose_equilibrium_rounding_selects_is_rated_from_scratch():
+    """At the end of this replicate's branch the best responses are a pure equilibrium
+    beside the mixed one traced, both refined to max regret 0 up to rounding, so which has
+    the lowest regret turns on the last bits of the traced point: traced in the batch it
+    was the pure one, 0.88 away in ratings from the replicate's own trace."""
+    from metaeval.ratings.logit import TRACE_REGRET, selected_equilibrium
+    from metaeval.ratings.logit_batch import trace_logit_branches
+    from metaeval.ratings.nash import well_scaled
+
+    game = noisy_random_game((8, 8), seed=124)
+    drawn = Resampler(game).draw(np.random.default_rng([24, 2]))
+    warm = warm_replicates(RATERS["nash"], RATERS["nash"](game), {})
+    assert warm(drawn[None]) == [None]
+    scaled = well_scaled(drawn)[0]
+    assert selected_equilibrium(scaled, trace_logit_branches(scaled[None], TRACE_REGRET)[0])[1]
