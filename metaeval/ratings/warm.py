@@ -195,8 +195,10 @@ class NashReplicate:
 
     #: Rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap).
     batched = True
-    #: Replicates a task (metaeval.ratings.bootstrap's CHUNK otherwise): a step of the
-    #: batch costs about as much with more branches, so larger batches take fewer steps.
+    #: Replicates a task (metaeval.ratings.bootstrap's CHUNK otherwise): a batch takes as
+    #: many steps as its slowest branch, each with a fixed cost in numpy's calls, so larger
+    #: ones take fewer in all (on a goofspiel meta-game a replicate's trace cost 6.5 CPU ms
+    #: in batches of 8, 3.6 in batches of 50 and of 100).
     chunk = 50
 
     @staticmethod
