@@ -19,7 +19,8 @@ Nash averaging (2-player zero-sum) is run on two games: ``nash``, the 4 x 4 game
 response is 1.3 standard errors from a tie, so its support changes in about 9% of
 the sampled games. For these the column ``off-eq.`` is the coverage of the strategies
 outside the exact equilibrium's support; the others rate exactly 0 and are covered by
-construction.
+construction. ``nash-3p`` rates the general-sum 3-player game of the others by its
+limiting logit equilibrium, whose warm replicates' branches are traced in lock-step.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ GAMES = {  # case: (rater, shape, options)
     "uniform-zero-sum": ("uniform", (2, 4, 4), {}),
     "nash": ("nash", (2, 4, 4), {}),
     "nash-near-tie": ("nash", (2, 3, 3), {}),
+    "nash-3p": ("nash", (3, 3, 3, 3), {}),
     "alpharank": ("alpharank", (3, 3, 3, 3), {"alpha": 2.0, "population_size": 10}),
     "deviation": ("deviation", (3, 3, 3, 3), {}),
     "payoff": ("payoff", (3, 3, 3, 3), {}),

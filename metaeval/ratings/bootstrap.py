@@ -38,7 +38,8 @@ depend on how replicates are split among Ray actors.
 
 Where the rater allows, a replicate is rated from the point rating (payoff ratings from
 its dual multipliers, deviation ratings from its support, alpha-Rank a task's replicates
-together on the point's chain; `metaeval.ratings.warm`):
+together on the point's chain, nash a task's replicates' logit branches traced together;
+`metaeval.ratings.warm`):
 the same ratings to the solver's precision, at a fraction of the cost, and rated from
 scratch wherever the warm start cannot certify its result. Uniform ratings under the
 parametric bootstrap are drawn from their exact Gaussian law instead of from payoff
@@ -297,7 +298,8 @@ def _rate_replicates(game, rater, options, resampler, replicates, seed, warm, wo
     from metaeval.distributed.session import resolve_address
 
     children = np.random.SeedSequence(seed).spawn(replicates)
-    chunks = [children[i : i + CHUNK] for i in range(0, replicates, CHUNK)]
+    size = getattr(warm, "chunk", CHUNK)  # a batched warm start may take more replicates a task
+    chunks = [children[i : i + size] for i in range(0, replicates, size)]
     task = functools.partial(replicate_ratings, game, rater, dict(options), resampler.samples, warm=warm)
     address = resolve_address(address)
     if workers > 1 or address is not None:

@@ -85,9 +85,13 @@ ENUMERATED_STRATEGIES = 10
 JOINT_SIZE, JOINT_LENGTH = 2**20, 4096
 # Strategies of an enumerated equilibrium within this mass of each other are one (symmetric).
 SYMMETRIC_MASS = 1e-9
+# Refinements whose max regrets differ by less than ROUNDING_REGRET x range are tied up to
+# rounding; where such ties are DISTINCT_MASS apart, the lowest regret's selection can turn
+# on the last bits of the traced point (`selected_equilibrium`).
+ROUNDING_REGRET, DISTINCT_MASS = 1e-14, 1e-9
 
 
-def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> list[np.ndarray]:
+def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False, reached=None) -> list[np.ndarray]:
     """One mixed strategy per player: the LLE of the game ``payoffs[N, K_1..K_N]``.
 
     ``symmetric`` (players identical up to relabelling, G_p(a) = G_0(a_p, a_-p)) traces
@@ -105,34 +109,83 @@ def limiting_logit_equilibrium(payoffs: np.ndarray, symmetric: bool = False) -> 
     Where the trace stalls far from an equilibrium (at a branch point whose Jacobian is
     singular, which pygambit's follower does not pass either), `_nearest_equilibrium`
     selects the equilibrium nearest the point reached.
+
+    ``reached``: the branch's point at ``TRACE_REGRET`` where it is already traced (by
+    `metaeval.ratings.logit_batch`), refined and checked here as the tracer's own.
     """
-    reached = _branch_end(payoffs, symmetric)
-    strategies = _refined(payoffs, reached, symmetric)
+    reached = _branch_end(payoffs, symmetric) if reached is None else reached
+    return selected_equilibrium(payoffs, reached, symmetric)[0]
+
+
+def selected_equilibrium(payoffs: np.ndarray, reached: list[np.ndarray],
+                         symmetric: bool = False) -> tuple[list[np.ndarray], bool]:
+    """The equilibrium `limiting_logit_equilibrium` selects from the branch's point
+    ``reached``, and whether rounding may have decided it: another refinement within
+    ROUNDING_REGRET x range of the selected one's regret lies DISTINCT_MASS away from it
+    (two exact equilibria, as where the best responses at the end are a pure equilibrium
+    beside the mixed one traced), or no refinement is an equilibrium (the nearest one is
+    then searched). A point traced another way, equal up to rounding, may then select
+    another equilibrium.
+
+    Args:
+        payoffs: the game ``[N, K_1, ..., K_N]``.
+        reached: the branch's point at ``TRACE_REGRET``, one strategy per player.
+        symmetric: on the symmetric subspace (`limiting_logit_equilibrium`).
+
+    Returns:
+        The selected equilibrium, one mixed strategy per player, and whether rounding may
+        have decided it.
+    """
+    candidates = _refinements(payoffs, reached, symmetric)
+    strategies = _lowest_regret(candidates, reached)
+    tie = ROUNDING_REGRET * float(np.ptp(payoffs))
+    contested = any(regret <= min(r for _, r in candidates) + tie and _distance(x, strategies) > DISTINCT_MASS
+                    for x, regret in candidates)
     if max_regret(payoffs, strategies) > STALLED_REGRET * float(np.ptp(payoffs)):
-        strategies = _nearest_equilibrium(payoffs, reached, symmetric) or strategies
-    return [x.copy() for x in strategies]  # distinct arrays, also where players share one
+        strategies, contested = _nearest_equilibrium(payoffs, reached, symmetric) or strategies, True
+    return [x.copy() for x in strategies], contested  # distinct arrays, also where players share one
 
 
 def _refined(payoffs, strategies, symmetric):
     """The traced point refined by Newton's method on the supports read off it (module
     docstring), or the point itself if no refinement lowers its regret."""
+    return _lowest_regret(_refinements(payoffs, strategies, symmetric), strategies)
+
+
+def _refinements(payoffs, strategies, symmetric) -> list[tuple[list[np.ndarray], float]]:
+    """The refinements of the traced point on the supports read off it whose max regret is
+    below the point's, each with its max regret."""
     traced_regret = max_regret(payoffs, strategies)
     supports = [[np.flatnonzero(x > threshold) for x in strategies] for threshold in SUPPORT_THRESHOLDS]
     supports += [_near_best_responses(payoffs, strategies, gap) for gap in BEST_RESPONSE_GAPS]
-    candidates = []
+    candidates, seen = [], set()
     for support in supports:
+        key = tuple(tuple(s) for s in support)
+        if key in seen:  # the same refinement as an earlier support's
+            continue
+        seen.add(key)
         refined = _refine(payoffs, strategies, support, symmetric)
         if refined is not None and (regret := max_regret(payoffs, refined)) < traced_regret:
             candidates.append((refined, regret))
+    return candidates
+
+
+def _lowest_regret(candidates, point):
+    """Of the refinements of lowest regret, the one nearest ``point``; ``point`` if there are none."""
     if not candidates:
-        return strategies
+        return point
     lowest = min(regret for _, regret in candidates)
-    return _nearest([x for x, regret in candidates if regret == lowest], strategies)
+    return _nearest([x for x, regret in candidates if regret == lowest], point)
+
+
+def _distance(profile, point) -> float:
+    """The largest difference of a strategy's mass between two profiles."""
+    return max(np.abs(a - b).max() for a, b in zip(profile, point))
 
 
 def _nearest(profiles, point):
     """The profile nearest ``point`` in the largest difference of a strategy's mass."""
-    return min(profiles, key=lambda x: max(np.abs(a - b).max() for a, b in zip(x, point)))
+    return min(profiles, key=lambda x: _distance(x, point))
 
 
 def _nearest_equilibrium(payoffs, point, symmetric):

@@ -80,25 +80,69 @@ def nash(game: MetaGame, target: str = "uniform", kernel_variance: float | None 
         raise MetaEvalError("nash needs a game of at least 2 players")
     start = time.perf_counter()
     payoffs, spread = well_scaled(game.payoffs)
-    diagnostics = {"payoff_range": spread}
-    zero_sum = np.abs(payoffs.sum(axis=0)).max() <= ZERO_SUM_TOLERANCE
-    if spread == 0:  # every profile is an equilibrium; the logit path stays at uniform
+    selection = equilibrium_selection(game, payoffs, spread)
+    diagnostics = {"payoff_range": spread, "equilibrium": selection}
+    if selection == CONSTANT:  # every profile is an equilibrium; the logit path stays at uniform
         strategies = [np.full(k, 1.0 / k) for k in game.shape]
-        diagnostics.update(equilibrium="uniform (constant game)")
-    elif game.num_players == 2 and zero_sum:
+    elif selection == ZERO_SUM:
         row, column, value = max_entropy_nash(payoffs[0])
         strategies = [row, column]
-        diagnostics.update(equilibrium="maximum-entropy Nash (zero-sum)",
-                           value=value * spread + float(game.payoffs[0].mean()))
-    elif king_of_the_hill.structured(game):
+        diagnostics.update(value=value * spread + float(game.payoffs[0].mean()))
+    elif selection == KING_OF_THE_HILL:
         strategies = logit_eliminated.limiting_logit_equilibrium(payoffs)
-        diagnostics["equilibrium"] = "limiting logit equilibrium (traced with the prompt player eliminated)"
-    elif MetaGame(payoffs).is_symmetric(rtol=SYMMETRY_TOLERANCE):
-        strategies = limiting_logit_equilibrium(payoffs, symmetric=True)
-        diagnostics["equilibrium"] = "limiting logit equilibrium (symmetric branch)"
     else:
-        strategies = limiting_logit_equilibrium(payoffs)
-        diagnostics["equilibrium"] = "limiting logit equilibrium"
+        strategies = limiting_logit_equilibrium(payoffs, symmetric=selection == SYMMETRIC)
+    return rated_against(game, payoffs, spread, strategies, diagnostics, start)
+
+
+CONSTANT = "uniform (constant game)"
+ZERO_SUM = "maximum-entropy Nash (zero-sum)"
+KING_OF_THE_HILL = "limiting logit equilibrium (traced with the prompt player eliminated)"
+SYMMETRIC = "limiting logit equilibrium (symmetric branch)"
+LOGIT = "limiting logit equilibrium"
+
+
+def equilibrium_selection(game: MetaGame, payoffs: np.ndarray, spread: float) -> str:
+    """The equilibrium `nash` selects in ``game`` (module docstring), named as its
+    diagnostics name it: CONSTANT, ZERO_SUM, KING_OF_THE_HILL, SYMMETRIC or LOGIT.
+
+    Args:
+        game: the meta-game.
+        payoffs: its `well_scaled` payoffs.
+        spread: its payoff range.
+
+    Returns:
+        The selection's name.
+    """
+    if spread == 0:
+        return CONSTANT
+    if game.num_players == 2 and np.abs(payoffs.sum(axis=0)).max() <= ZERO_SUM_TOLERANCE:
+        return ZERO_SUM
+    if king_of_the_hill.structured(game):
+        return KING_OF_THE_HILL
+    if MetaGame(payoffs).is_symmetric(rtol=SYMMETRY_TOLERANCE):
+        return SYMMETRIC
+    return LOGIT
+
+
+def rated_against(game: MetaGame, payoffs: np.ndarray, spread: float, strategies: list[np.ndarray],
+                  diagnostics: dict, start: float) -> Rating:
+    """The nash Rating of ``game`` against the equilibrium ``strategies`` of its
+    `well_scaled` ``payoffs``, refused where its max regret exceeds REGRET_TOLERANCE times
+    the payoff range.
+
+    Args:
+        game: the meta-game.
+        payoffs: its `well_scaled` payoffs.
+        spread: its payoff range.
+        strategies: the selected equilibrium, one mixed strategy per player.
+        diagnostics: the diagnostics so far, its name (`equilibrium_selection`) under
+            ``"equilibrium"``.
+        start: the ``time.perf_counter()`` at which the rating started.
+
+    Returns:
+        The Rating.
+    """
     ratings = []
     for p, x in enumerate(strategies):
         values = payoff_against(payoffs, strategies, p)

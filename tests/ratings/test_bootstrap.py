@@ -97,7 +97,7 @@ def test_same_seed_same_result_and_another_seed_differs():
     np.testing.assert_array_equal(first.ratings[0], metaeval.rate(game, "deviation").ratings[0])
 
 
-@pytest.mark.parametrize("rater, options", [("payoff", {}), ("alpharank", {"alpha": 2.0})])
+@pytest.mark.parametrize("rater, options", [("payoff", {}), ("alpharank", {"alpha": 2.0}), ("nash", {})])
 def test_ray_actors_give_the_in_process_result(ray_session, rater, options):
     game = noisy_game(np.random.default_rng(2).uniform(-1, 1, (3, 3, 3, 3)))
     local = metaeval.rate(game, rater, bootstrap=20, seed=3, level=0.8, **options)

@@ -162,3 +162,94 @@ def test_a_batched_warm_start_that_refuses_declines_its_whole_batch():
     assert Refusing.shapes == [(4, 3, 3, 3, 3)]  # one call on the whole batch
     np.testing.assert_array_equal(declined[0], cold[0])
     assert declined[2] == 4
+
+
+@pytest.mark.parametrize("shape", [(4, 4, 4), (3, 3, 3, 3), (5, 6)])
+def test_warm_nash_replicates_equal_cold_ones(shape):
+    game = noisy_random_game(shape, seed=1)
+    assert RATERS["nash"](game).diagnostics["equilibrium"] == "limiting logit equilibrium"
+    warm, cold, from_scratch = both_ways(game, "nash")
+    assert from_scratch == 0  # every replicate's branch traced in the batch
+    np.testing.assert_allclose(warm, cold, rtol=0, atol=1e-10)
+
+
+def test_nash_branches_traced_in_lock_step_end_where_each_traced_alone_does():
+    from metaeval.ratings import logit
+    from metaeval.ratings.logit_batch import trace_logit_branches
+    from metaeval.ratings.nash import well_scaled
+
+    game = noisy_random_game((5, 4, 6), seed=2, stderr=0.2)
+    payoffs = np.stack([well_scaled(Resampler(game).draw(np.random.default_rng(seed)))[0] for seed in range(6)])
+    ends = trace_logit_branches(payoffs, logit.TRACE_REGRET)
+    for tensor, reached in zip(payoffs, ends):
+        assert logit.max_regret(tensor, reached) <= logit.TRACE_REGRET * np.ptp(tensor)
+        alone = logit.limiting_logit_equilibrium(tensor)
+        batched = logit.limiting_logit_equilibrium(tensor, reached=reached)
+        for x, y in zip(alone, batched):
+            np.testing.assert_allclose(y, x, rtol=0, atol=1e-12)
+
+
+def test_a_nash_replicate_off_the_general_branch_or_not_ended_is_rated_from_scratch(monkeypatch):
+    """A symmetric replicate selects the symmetric branch's equilibrium, which the batch
+    does not trace; a branch the batch leaves unended (here: step limit 5) goes from scratch."""
+    from metaeval.ratings import logit_batch
+
+    game = noisy_random_game((3, 3, 3))
+    warm = warm_replicates(RATERS["nash"], RATERS["nash"](game), {})
+    assert warm.batched
+    symmetric = np.zeros((3, 3, 3, 3))
+    for a in np.ndindex(3, 3, 3):
+        for p in range(3):
+            others = sum(a) - a[p]
+            symmetric[(p, *a)] = (a[p] - 1) * (1 + others) - others**2 / 3  # G_p(a) = f(a_p, the others' sum)
+    assert MetaGame(symmetric).is_symmetric()
+    rows = warm(np.stack([game.payoffs, symmetric]))
+    assert rows[1] is None
+    np.testing.assert_allclose(rows[0], np.concatenate(RATERS["nash"](game).ratings), rtol=0, atol=1e-10)
+    monkeypatch.setattr(logit_batch, "_MAX_STEPS", 5)
+    assert warm(game.payoffs[None]) == [None]
+    warm_rows, cold, from_scratch = both_ways(game, "nash")
+    assert from_scratch == REPLICATES
+    np.testing.assert_array_equal(warm_rows, cold)
+
+
+def test_nash_has_no_warm_start_off_the_general_logit_branch():
+    zero_sum = np.random.default_rng(0).uniform(-1, 1, (4, 4))
+    for game, options in [(noisy_random_game((3, 3, 3)), {"target": "affinity"}),
+                          (MetaGame(np.stack([zero_sum, -zero_sum])), {})]:
+        assert warm_replicates(RATERS["nash"], RATERS["nash"](game, **options), options) is None
+
+
+def test_a_batched_warm_start_takes_tasks_of_its_chunk():
+    game = noisy_random_game((3, 3, 3))
+    sizes = []
+
+    class Declining:
+        batched, chunk = True, 5
+
+        def __call__(self, payoffs):
+            sizes.append(len(payoffs))
+            return [None] * len(payoffs)
+
+    monkeypatch = pytest.MonkeyPatch()
+    with monkeypatch.context() as patch:
+        patch.setattr("metaeval.ratings.bootstrap.warm_replicates", lambda *args: Declining())
+        with_intervals(game, RATERS["payoff"], {}, 12, seed=0, level=0.5, progress=False)
+    assert sizes == [5, 5, 2]
+
+
+def test_a_nash_replicate_whose_equilibrium_rounding_selects_is_rated_from_scratch():
+    """At the end of this replicate's branch the best responses are a pure equilibrium
+    beside the mixed one traced, both refined to max regret 0 up to rounding, so which has
+    the lowest regret turns on the last bits of the traced point: traced in the batch it
+    was the pure one, 0.88 away in ratings from the replicate's own trace."""
+    from metaeval.ratings.logit import TRACE_REGRET, selected_equilibrium
+    from metaeval.ratings.logit_batch import trace_logit_branches
+    from metaeval.ratings.nash import well_scaled
+
+    game = noisy_random_game((8, 8), seed=124)
+    drawn = Resampler(game).draw(np.random.default_rng([24, 2]))
+    warm = warm_replicates(RATERS["nash"], RATERS["nash"](game), {})
+    assert warm(drawn[None]) == [None]
+    scaled = well_scaled(drawn)[0]
+    assert selected_equilibrium(scaled, trace_logit_branches(scaled[None], TRACE_REGRET)[0])[1]
