@@ -45,7 +45,7 @@ float32 payoffs would exceed the corrector's 1e-4 tolerance from lambda ~1e3. On
 games of 3 players or more (`metaeval.ratings.logit_mixed`) float32 copies serve only
 where their error is bounded below a tenth of that tolerance: one of the Jacobian's two
 passes (the float64 one gives the residual at the predicted point) and each corrector
-residual's pass, which contracts the difference from the Jacobian's float64 contraction.
+residual's pass, which contracts the difference from the last float64 contraction.
 """
 
 from __future__ import annotations
