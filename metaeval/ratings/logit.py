@@ -45,7 +45,7 @@ float32 payoffs would exceed the corrector's 1e-4 tolerance from lambda ~1e3. On
 games of 3 players or more (`metaeval.ratings.logit_mixed`) float32 copies serve only
 where their error is bounded below a tenth of that tolerance: one of the Jacobian's two
 passes (the float64 one gives the residual at the predicted point) and each corrector
-residual's pass, which contracts the difference from the Jacobian's float64 contraction.
+residual's pass, which contracts the difference from the last float64 contraction.
 """
 
 from __future__ import annotations
@@ -370,7 +370,7 @@ def trace_logit_branch(payoffs: np.ndarray, target: float, symmetric: bool = Fal
     x = _profile(_strategies(v, offsets), len(payoffs))
     equations = logit_mixed.MixedEquations(payoffs) if logit_mixed.applies(payoffs) else None
     with one_blas_thread():
-        tangent, orientation = _tangent(payoffs, v, np.eye(len(v))[-1], offsets, equations)[:2]
+        tangent, orientation = _tangent(payoffs, v, _last_unit(len(v)), offsets, equations)[:2]
         step = _FIRST_STEP
         for _ in range(_MAX_STEPS):
             near_end = _branch_regret(v, offsets) <= 2 * goal
@@ -409,14 +409,21 @@ def _tangent(payoffs, v, previous, offsets, equations=None):
     if not (np.isfinite(residual).all() and np.isfinite(jacobian).all()):
         return None
     jacobian[-1] = previous
-    factors = scipy.linalg.lu_factor(jacobian)
-    t = scipy.linalg.lu_solve(factors, np.eye(len(v))[-1])
+    factors = scipy.linalg.lu_factor(jacobian, check_finite=False)  # checked above
+    t = scipy.linalg.lu_solve(factors, _last_unit(len(v)), check_finite=False)
     lu, pivots = factors
     # det [J; t] has the sign of det [J; previous] because t is a positive multiple of the
     # cofactor vector (J t = 0, t . previous > 0).
     swaps = np.count_nonzero(pivots != np.arange(len(pivots)))
     sign = int(np.prod(np.sign(np.diag(lu)))) * (-1) ** swaps
     return t / np.linalg.norm(t), sign, factors, residual
+
+
+def _last_unit(size: int) -> np.ndarray:
+    """The unit vector along the last of ``size`` unknowns (lambda's)."""
+    unit = np.zeros(size)
+    unit[-1] = 1.0
+    return unit
 
 
 def next_step(length: float, slow_down: float, accepted: bool, near_end: bool = False) -> float:
@@ -440,7 +447,7 @@ def _step(payoffs, v, tangent, orientation, offsets, equations=None):
         return None, None, slow_down
     new_tangent, _, factors, residual = found
     for _ in range(_MAX_CORRECTOR_STEPS):
-        delta = scipy.linalg.lu_solve(factors, -np.append(residual, 0.0))
+        delta = scipy.linalg.lu_solve(factors, -np.append(residual, 0.0), check_finite=False)
         distance = float(np.linalg.norm(delta))
         if not distance < _MAX_DISTANCE:
             return None, None, slow_down

@@ -250,7 +250,7 @@ def _branch_points(payoffs, targets):
     x = _profile(payoffs, v, offsets, live)
     values = [logit.payoff_against(payoffs, x, p) for p in range(3)]
     with one_blas_thread():
-        tangent, orientation = logit._tangent(seen, v, np.eye(len(v))[-1], offsets, equations)[:2]
+        tangent, orientation = logit._tangent(seen, v, logit._last_unit(len(v)), offsets, equations)[:2]
         step = logit._FIRST_STEP
         for _ in range(logit._MAX_STEPS):
             regret = _max_regret(x, values)

@@ -45,8 +45,25 @@ def test_a_residual_far_from_the_jacobians_point_is_a_float64_pass():
     mixed = logit_mixed.MixedEquations(payoffs)
     mixed(payoffs, v, offsets)
     far = v + 0.1
-    np.testing.assert_array_equal(mixed(payoffs, far, offsets, jacobian=False)[0],
-                                  logit._branch_equations(payoffs, far, offsets, jacobian=False)[0])
+    np.testing.assert_allclose(mixed(payoffs, far, offsets, jacobian=False)[0],
+                               logit._branch_equations(payoffs, far, offsets, jacobian=False)[0], rtol=0, atol=1e-11)
+
+
+def test_a_float64_pass_is_the_base_of_the_next_residuals():
+    """A corrector iterate far from the Jacobian's point but near the last float64 pass is a
+    float32 pass over its change from that pass, within the bound."""
+    payoffs, x = game_and_profile(4, (4, 5, 3))
+    lam = 1e4
+    v, offsets = unknowns(x, lam)
+    mixed = logit_mixed.MixedEquations(payoffs)
+    mixed(payoffs, v, offsets)
+    far = v + 0.1
+    far[-1] = lam
+    mixed(payoffs, far, offsets, jacobian=False)
+    near = far + 1e-7 * np.random.default_rng(4).standard_normal(len(v))
+    near[-1] = lam
+    difference = mixed(payoffs, near, offsets, jacobian=False)[0] - logit._branch_equations(payoffs, near, offsets, jacobian=False)[0]
+    assert 0 < np.abs(difference).max() <= logit_mixed.MIXED_TOLERANCE
 
 
 def test_large_games_of_three_players_or_more_are_traced_in_mixed_precision():
