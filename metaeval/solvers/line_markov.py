@@ -162,6 +162,11 @@ class _Off:
         self.rates, self.transpose, self.free = rates, transpose, free
         self.shape = (rates.n, rates.n)
 
+    def sweep(self, diagonal):
+        """An approximate inverse of ``diag(diagonal) - (this)``: `LineRates.sweep`."""
+        free = np.ones(self.rates.n, dtype=bool) if self.free is None else self.free
+        return self.rates.sweep(diagonal, free, self.transpose)
+
     def __matmul__(self, x):
         if x.ndim == 2:  # the dense path's several right-hand sides
             return np.column_stack([self @ column for column in x.T])
