@@ -21,7 +21,10 @@ of size "transitions" is stored:
   classes, whose exits may underflow), the macro chain by the sparse solver, transient
   masses from the balance ``pi_T (D - Q)_TT = pi_C Q_CT``.
 
-Linear solves go through ``markov._solve`` (Krylov with a backward-error check).
+Linear solves go through ``markov._solve`` (Krylov with a backward-error check),
+preconditioned by line sweeps (``LineRates.sweep``: each player's up moves solved
+exactly along its sorted lines, the players in turn), which halve the products a solve
+takes against Jacobi's.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ internal rate); a linear solve loses about eps / (smallest coupling it resolves)
 ~1e-15 on alpha-Rank chains at any alpha, and at most ~1e-7 on adversarial chains whose
 rates are spread evenly over hundreds of orders of magnitude.  Linear systems are
 M-matrices: dense LU up to ``DENSE_MAX`` unknowns, otherwise BiCGSTAB with Jacobi
-preconditioning (GMRES if BiCGSTAB stalls), every answer checked by its backward error.
+preconditioning, or the system's own approximate inverse where it has one (the matrix-free
+chains' line sweeps; GMRES if BiCGSTAB stalls), every answer checked by its backward error.
 Every system is a principal submatrix of ``D - N`` (N the rates, or their transpose),
 applied without copying N (`_MMatrix`), and state ids are int32 when they fit: a
 64^3 alpha-Rank chain has 5e7 transitions.  A sparse LU is not used because these transition graphs
