@@ -34,8 +34,8 @@ Both agree with ``open_spiel.python.egt.alpharank.compute``; the chain is built 
 ``LINE_MIN_SWITCHES`` transitions on, the multi-population chain is never stored: its
 rates are applied along sorted payoff lines (`line_rates`,
 [`metaeval.solvers.line_rates`][metaeval.solvers.line_rates]) and solved by [`metaeval.solvers.line_markov`][metaeval.solvers.line_markov], so
-16.7M profiles (4.2e9 transitions) take 140-150 CPU s and 5.4 GiB when the chain has one
-metastable class, and one more linear solve per further class (370 CPU s with five;
+16.7M profiles (4.2e9 transitions) take about 95 CPU s and 5.4 GiB when the chain has one
+metastable class, and one more linear solve per further class (343 CPU s with five;
 docs/benchmarks.md).
 """
 

@@ -21,7 +21,10 @@ of size "transitions" is stored:
   classes, whose exits may underflow), the macro chain by the sparse solver, transient
   masses from the balance ``pi_T (D - Q)_TT = pi_C Q_CT``.
 
-Linear solves go through ``markov._solve`` (Krylov with a backward-error check).
+Linear solves go through ``markov._solve`` (Krylov with a backward-error check),
+preconditioned by line sweeps (``LineRates.sweep``: each player's up moves solved
+exactly along its sorted lines, the players in turn), which halve the products a solve
+takes against Jacobi's.
 """
 
 from __future__ import annotations
@@ -161,6 +164,11 @@ class _Off:
     def __init__(self, rates, transpose, free=None):
         self.rates, self.transpose, self.free = rates, transpose, free
         self.shape = (rates.n, rates.n)
+
+    def sweep(self, diagonal):
+        """An approximate inverse of ``diag(diagonal) - (this)``: `LineRates.sweep`."""
+        free = np.ones(self.rates.n, dtype=bool) if self.free is None else self.free
+        return self.rates.sweep(diagonal, free, self.transpose)
 
     def __matmul__(self, x):
         if x.ndim == 2:  # the dense path's several right-hand sides

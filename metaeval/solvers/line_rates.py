@@ -168,6 +168,43 @@ class LineRates:
         y *= self.unit  # the far terms' scale, once for every player (corrections are stored unscaled)
         return y
 
+    def sweep(self, diagonal: np.ndarray, free: np.ndarray, transpose: bool):
+        """``y -> M^-1 y``, an approximate inverse of the system ``(D - N)_FF`` (identity rows off
+        the mask F = ``free``; N^T if ``transpose``), D = diag(``diagonal``), for preconditioning.
+
+        ``M = T_1 D^-1 T_2 D^-1 ... T_P`` with ``T_p = D - U_p``, U_p player p's up moves between
+        free profiles by their far expansion (no down moves, no near-tie corrections).  Each
+        ``T_p`` is triangular along player p's sorted lines, solved by running sums in O(K) per
+        line, so ``M^-1`` costs about a product.  ``M^-1`` sums the chain's paths that move the
+        players in turn (any number of up moves of player P, then of P - 1, ...), a subset of
+        the paths ``(D - N)^-1`` sums, and so is a close inverse where moves are mostly up.
+        """
+        scaled = diagonal / self.unit  # D in the far terms' unit (their rates times unit are N's)
+        gain = np.divide(1.0, scaled, out=np.zeros(self.n), where=free)  # x_j = gain_j (y_j + flows in)
+        outside = ~free
+
+        def apply(y):
+            if self._buffers is None:
+                self._buffers = tuple(np.empty(self.n) for _ in range(3))
+            gathered, gains_gathered, _ = self._buffers
+            x = y / self.unit
+            x[outside] = 0.0
+            for p, (sorted_ids, factors, _) in enumerate(self.lines):
+                if p:
+                    x *= scaled
+                xs = gathered.reshape(sorted_ids.shape)
+                gains = gains_gathered.reshape(sorted_ids.shape)
+                for lines in _chunks(sorted_ids):
+                    np.take(x, sorted_ids[:, lines], out=xs[:, lines], mode="clip")
+                    np.take(gain, sorted_ids[:, lines], out=gains[:, lines], mode="clip")
+                _solve_lines(xs, gains, self.up, factors, ascending=transpose)
+                for lines in _chunks(sorted_ids):
+                    x[sorted_ids[:, lines]] = xs[:, lines]
+            x[outside] = y[outside]
+            return x
+
+        return apply
+
     def row(self, state: int, into: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The moves out of ``state``: target profiles and their scaled log rates (exact); with
         ``into``, the moves into it from those profiles (a column of N)."""
@@ -192,6 +229,26 @@ def _chunks(sorted_ids):
     k, width = sorted_ids.shape
     step = max(1, _CHUNK_PROFILES // k)
     return [slice(start, start + step) for start in range(0, width, step)]
+
+
+def _solve_lines(xs, gains, terms, factors, ascending):
+    """In place, along every line (rows in order if ``ascending``, else in reverse):
+    ``x_j = g_j (y_j + sum_t c_t sum_i x_i e^{-l_t |f_i - f_j|})``, i over the rows before j."""
+    rows = range(len(xs)) if ascending else range(len(xs) - 1, -1, -1)
+    running = [np.zeros_like(xs[0]) for _ in terms]
+    flows = np.empty_like(xs[0])
+    previous = None
+    for j in rows:
+        if previous is not None:
+            gap = min(j, previous)
+            for term, (run, (c, lam)) in enumerate(zip(running, terms)):
+                run += xs[previous]
+                for factor in factors[lam]:
+                    run *= factor[gap]
+                _add(flows, c, run, start=term == 0)
+            xs[j] += flows
+        xs[j] *= gains[j]
+        previous = j
 
 
 def _far(terms, d):

@@ -110,3 +110,30 @@ def test_near_ties_are_priced_before_they_are_stored(monkeypatch):
     monkeypatch.setenv("METAEVAL_MAX_MEMORY", "3M")  # the sorted lines fit, their corrections not
     with pytest.raises(MetaEvalError, match="moves between nearly tied payoffs"):
         line_rates(metaeval.MetaGame(payoffs), 100.0, 50, 0.01)
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+@pytest.mark.parametrize("alpha, m", [(100.0, 50), (1.0, 10), (0.05, 3)])
+def test_sweep_inverts_the_players_up_moves_in_turn(transpose, alpha, m):
+    """sweep(y) = M^-1 y for M = T_1 D^-1 T_2 D^-1 T_3, T_p = D - U_p: U_p player p's up moves
+    between free profiles at their far-expansion rates, identity rows off the free ones."""
+    game = game_of("random", 5, (4, 3, 5))
+    rates = line_rates(game, alpha, m, 0.01)
+    rng = np.random.default_rng(6)
+    free = rng.random(rates.n) < 0.8
+    diagonal = np.where(free, rates.product(np.ones(rates.n)) + rng.random(rates.n), 1.0)
+    coords = np.array(np.unravel_index(np.arange(rates.n), rates.shape))
+    scale = np.diag(diagonal)
+    system = np.eye(rates.n)
+    for p, f in enumerate(game.payoffs):
+        f = f.reshape(-1)
+        others = np.delete(coords, p, axis=0)
+        line = (others[:, :, None] == others[:, None, :]).all(axis=0) & free[:, None] & free[None, :]
+        gain = f[None, :] - f[:, None]  # the move s -> s' gains f(s') - f(s)
+        up = np.where(line & (gain > 0), line_rates_module._far(rates.up, np.maximum(gain, 0)) * rates.unit, 0.0)
+        move = scale - (up.T if transpose else up)
+        system = system @ (move if p == 0 else np.linalg.solve(scale, move))
+    y = rng.random(rates.n)
+    sweep = rates.sweep(diagonal, free, transpose)
+    np.testing.assert_allclose(sweep(y), np.linalg.solve(system, y), rtol=1e-10)
+    np.testing.assert_allclose(sweep(y), sweep(y.copy()), rtol=0)  # the buffers keep nothing between calls
