@@ -134,14 +134,10 @@ class LineRates:
     def _apply(self, x, transpose):
         # N^T x gathers up moves from lower payoffs and down moves from higher ones; N x the reverse.
         below, above = (self.up, self.down) if transpose else (self.down, self.up)
-        if self._buffers is None:  # kept between products: fresh ones cost page faults each time
-            self._buffers = tuple(np.empty(self.n) for _ in range(3))
-        gathered, summed, spread = self._buffers
+        gathered, summed, spread = self._work_buffers()
         y = None
         for sorted_ids, factors, near in self.lines:
-            xs = gathered.reshape(sorted_ids.shape)
-            for lines in _chunks(sorted_ids):
-                np.take(x, sorted_ids[:, lines], out=xs[:, lines], mode="clip")  # ids are valid; "raise" copies
+            xs = _gather_lines(x, sorted_ids, gathered)
             ys = summed.reshape(sorted_ids.shape)
             for term, (c, lam) in enumerate(below):  # sum_{i < j} x_i e^{-l (f_j - f_i)}
                 _add_running_sum(ys, c, xs, factors[lam], start=term == 0)
@@ -159,8 +155,7 @@ class LineRates:
                 flat_y[high] += into_high * flat_x[low]
                 flat_y[low] += into_low * flat_x[high]
             into = spread if y is not None else np.empty(self.n)  # the first player's flows start y
-            for lines in _chunks(sorted_ids):
-                into[sorted_ids[:, lines]] = ys[:, lines]
+            _scatter_lines(ys, sorted_ids, into)
             if y is None:
                 y = into
             else:
@@ -184,26 +179,28 @@ class LineRates:
         outside = ~free
 
         def apply(y):
-            if self._buffers is None:
-                self._buffers = tuple(np.empty(self.n) for _ in range(3))
-            gathered, gains_gathered, _ = self._buffers
+            gathered, gains_gathered, _ = self._work_buffers()
             x = y / self.unit
             x[outside] = 0.0
             for p, (sorted_ids, factors, _) in enumerate(self.lines):
                 if p:
                     x *= scaled
-                xs = gathered.reshape(sorted_ids.shape)
-                gains = gains_gathered.reshape(sorted_ids.shape)
-                for lines in _chunks(sorted_ids):
-                    np.take(x, sorted_ids[:, lines], out=xs[:, lines], mode="clip")
-                    np.take(gain, sorted_ids[:, lines], out=gains[:, lines], mode="clip")
+                xs = _gather_lines(x, sorted_ids, gathered)
+                # the gains gathered again each time: kept per player they would be P vectors of n
+                gains = _gather_lines(gain, sorted_ids, gains_gathered)
                 _solve_lines(xs, gains, self.up, factors, ascending=transpose)
-                for lines in _chunks(sorted_ids):
-                    x[sorted_ids[:, lines]] = xs[:, lines]
+                _scatter_lines(xs, sorted_ids, x)
             x[outside] = y[outside]
             return x
 
         return apply
+
+    def _work_buffers(self):
+        """Three vectors of n floats kept between products and sweeps (fresh ones cost page
+        faults each time)."""
+        if self._buffers is None:
+            self._buffers = tuple(np.empty(self.n) for _ in range(3))
+        return self._buffers
 
     def row(self, state: int, into: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The moves out of ``state``: target profiles and their scaled log rates (exact); with
@@ -229,6 +226,20 @@ def _chunks(sorted_ids):
     k, width = sorted_ids.shape
     step = max(1, _CHUNK_PROFILES // k)
     return [slice(start, start + step) for start in range(0, width, step)]
+
+
+def _gather_lines(values, sorted_ids, buffer):
+    """``values`` along the lines of ``sorted_ids`` [K, L], as a [K, L] view of ``buffer``."""
+    gathered = buffer.reshape(sorted_ids.shape)
+    for lines in _chunks(sorted_ids):
+        np.take(values, sorted_ids[:, lines], out=gathered[:, lines], mode="clip")  # ids are valid; "raise" copies
+    return gathered
+
+
+def _scatter_lines(gathered, sorted_ids, out):
+    """``out[sorted_ids] = gathered``, line chunk by line chunk."""
+    for lines in _chunks(sorted_ids):
+        out[sorted_ids[:, lines]] = gathered[:, lines]
 
 
 def _solve_lines(xs, gains, terms, factors, ascending):
