@@ -15,6 +15,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -733,6 +734,34 @@ class _Warnings:
                   file=sys.stderr)
 
 
+class _Redelivery:
+    """An unraisable-exception hook that sends a swallowed interrupt again: Ctrl-C or SIGTERM
+    raised where Python ignores exceptions (a garbage-collector callback, a ``__del__``) is
+    printed and dropped, and the command would run on; other exceptions go to ``previous``.
+    The signal is sent from another thread a moment later: sent while this hook runs, its
+    handler would raise in the hook, where Python ignores it again."""
+
+    def __init__(self, previous):
+        self.previous = previous
+        self.pending: list[threading.Timer] = []
+
+    def __call__(self, unraisable):
+        if not isinstance(unraisable.exc_value, KeyboardInterrupt):
+            self.previous(unraisable)
+            return
+        signum = signal.SIGTERM if isinstance(unraisable.exc_value, Terminated) else signal.SIGINT
+        again = threading.Timer(0.01, os.kill, args=(os.getpid(), signum))
+        again.daemon = True
+        self.pending.append(again)
+        again.start()
+
+    def cancel(self):
+        """Send nothing more: the command has ended."""
+        for again in self.pending:
+            again.cancel()
+            again.join()
+
+
 def interrupt_on_sigterm():
     """Make SIGTERM raise `Terminated` in this process; returns the previous handler."""
     return signal.signal(signal.SIGTERM, _terminate)
@@ -752,6 +781,7 @@ def guarded(command) -> int:
     """``command()``'s exit status, with every error a user can meet said in one line on stderr:
     bad input (exit 2), a full or read-only disk (exit 1), an interrupt (130, 143)."""
     handler = interrupt_on_sigterm()
+    redelivery = sys.unraisablehook = _Redelivery(sys.unraisablehook)
     said = _Warnings()
     try:
         with warnings.catch_warnings():
@@ -780,6 +810,8 @@ def guarded(command) -> int:
         return code
     finally:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not break the clean-up
+        redelivery.cancel()
+        sys.unraisablehook = redelivery.previous
         try:
             if "metaeval.distributed" in sys.modules:  # only when this command used Ray
                 sys.modules["metaeval.distributed"].shutdown()

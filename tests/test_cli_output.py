@@ -3,10 +3,13 @@ each default once, numbers rounded to the rater's accuracy (never -0), counts as
 warnings in one line each, and the route from a user's own policies to ``metaeval rate``."""
 
 import argparse
+import gc
 import importlib.metadata
 import re
+import signal
 import subprocess
 import sys
+import time
 import warnings
 
 import numpy as np
@@ -186,6 +189,33 @@ def test_own_policies_saved_as_a_meta_game_are_rated_from_the_command_line(tmp_p
     assert lines[0].split() == ["player", "strategy", "rating", "rank"]
     assert [line.split()[-3:] for line in lines[1:5]] == [
         [row.strategy, f"{row.rating:.6g}", str(row.rank)] for row in expected.itertuples()]
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_an_interrupt_raised_where_python_ignores_exceptions_still_stops_the_command(signum, code, capsys):
+    # Raised inside a garbage-collector callback (as JAX registers one), the interrupt is printed
+    # as "Exception ignored" and dropped by Python; the command must stop all the same.
+    raised = []
+
+    def callback(phase, info):
+        if not raised:
+            raised.append(phase)
+            signal.raise_signal(signum)  # the handler's exception is raised here, in the callback
+
+    def command():
+        gc.callbacks.append(callback)
+        try:
+            gc.collect()
+            stop = time.monotonic() + 30  # the interrupt is due within milliseconds
+            while time.monotonic() < stop:
+                sum(range(1000))
+            return 0
+        finally:
+            gc.callbacks.remove(callback)
+
+    hook = sys.unraisablehook
+    assert guarded(command) == code and raised and sys.unraisablehook is hook
+    assert "Exception ignored" not in capsys.readouterr().err
 
 
 def test_warnings_are_one_line_each_and_repeats_are_counted(capsys):
