@@ -106,8 +106,9 @@ class ChainReplicates:
         member, single = self._one_class(log_rate)
         rate = np.exp(log_rate, out=log_rate)
         into = rate[:, self.by_target]  # N^T's entries, chain by chain
-        out_rate = rate.reshape(count, n, degree).sum(axis=2)
-        in_rate = into.reshape(count, n, degree).sum(axis=2)
+        each = np.ones(degree)  # a state's switches summed by a product: a reduction along 21 took 7 times longer
+        out_rate = (rate.reshape(count * n, degree) @ each).reshape(count, n)
+        in_rate = (into.reshape(count * n, degree) @ each).reshape(count, n)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = np.where(out_rate > 0, in_rate / out_rate, np.inf)  # markov's anchor rule
         anchor = np.argmax(np.where(member, ratio, -np.inf), axis=1)
