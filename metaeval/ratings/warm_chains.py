@@ -109,7 +109,7 @@ class ChainReplicates:
         each = np.ones(degree)  # a state's switches summed by a product: a reduction along 21 took 7 times longer
         out_rate = (rate.reshape(count * n, degree) @ each).reshape(count, n)
         in_rate = (into.reshape(count * n, degree) @ each).reshape(count, n)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # inf: no exits, or nearly none
             ratio = np.where(out_rate > 0, in_rate / out_rate, np.inf)  # markov's anchor rule
         anchor = np.argmax(np.where(member, ratio, -np.inf), axis=1)
         rows = np.arange(count)

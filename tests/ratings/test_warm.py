@@ -1,5 +1,7 @@
 """Bootstrap replicates warm-started from the point rating (metaeval.ratings.warm)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -140,6 +142,21 @@ def test_alpharank_replicates_solved_in_lock_step_equal_each_solved_alone():
         np.testing.assert_allclose(together[b], alone, rtol=0, atol=1e-13)
         cold = np.concatenate(RATERS["alpharank"](MetaGame(payoffs[b])).ratings)
         np.testing.assert_allclose(together[b], cold, rtol=0, atol=1e-13)
+
+
+def test_an_alpharank_replicate_whose_state_barely_exits_raises_no_warning():
+    """Replicate 28 of a random 3 x 8 game's bootstrap (seed 0) has a state whose exit
+    rates sum below its in-rates by more than the double range: the anchor rule's ratio is
+    then infinite, as markov takes it, without a RuntimeWarning. (Its chain has several
+    metastable classes, so it is rated from scratch.)"""
+    payoffs = np.random.default_rng(0).uniform(-1.0, 1.0, (3, 8, 8, 8))
+    game = MetaGame(payoffs, stderr=np.full(payoffs.shape, 0.05))
+    warm = warm_replicates(RATERS["alpharank"], RATERS["alpharank"](game), {})
+    drawn = Resampler(game).draw(np.random.default_rng(np.random.SeedSequence(0).spawn(100)[28]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warm(drawn[None]) == [None]
+    assert RATERS["alpharank"](MetaGame(drawn)).diagnostics["aggregation_levels"] > 1
 
 
 def test_a_replicate_chain_with_several_classes_is_rated_from_scratch():
