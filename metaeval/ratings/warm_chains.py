@@ -101,11 +101,12 @@ class ChainReplicates:
         budget.check(FLOATS_PER_SWITCH * budget.FLOAT * count * len(self.source),
                      f"alpha-Rank replicates of {count} chains of {len(self.source)} switches")
         flat = payoffs.reshape(count, -1)
-        log_rate = self.log_rates(flat[:, self.gain_to] - flat[:, self.gain_from])
+        # np.take: indexing a batch's columns took 2.5 to 11 times longer
+        log_rate = self.log_rates(np.take(flat, self.gain_to, axis=1) - np.take(flat, self.gain_from, axis=1))
         log_rate -= log_rate.max(axis=1, keepdims=True)  # as markov scales each chain
         member, single = self._one_class(log_rate)
         rate = np.exp(log_rate, out=log_rate)
-        into = rate[:, self.by_target]  # N^T's entries, chain by chain
+        into = np.take(rate, self.by_target, axis=1)  # N^T's entries, chain by chain
         each = np.ones(degree)  # a state's switches summed by a product: a reduction along 21 took 7 times longer
         out_rate = (rate.reshape(count * n, degree) @ each).reshape(count, n)
         in_rate = (into.reshape(count * n, degree) @ each).reshape(count, n)
