@@ -1,5 +1,7 @@
 """Bootstrap replicates warm-started from the point rating (metaeval.ratings.warm)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -120,6 +122,41 @@ def test_warm_alpharank_replicates_equal_cold_ones(shape, spread, options):
     warm, cold, from_scratch = both_ways(game, "alpharank", options)
     assert from_scratch == 0  # every replicate took the warm path
     np.testing.assert_allclose(warm, cold, rtol=0, atol=1e-12)
+
+
+def test_alpharank_replicates_solved_in_lock_step_equal_each_solved_alone():
+    """A batch's chains share the solver's iterations, each stopping at its own residual: a
+    replicate's rating does not depend on the batch it is solved in, nor on a chain of the
+    batch that is declined (here one with three metastable classes)."""
+    game = MetaGame(np.random.default_rng(5).uniform(-0.05, 0.05, (3, 6, 6, 6)),
+                    stderr=np.full((3, 6, 6, 6), 0.0125))
+    warm = warm_replicates(RATERS["alpharank"], RATERS["alpharank"](game), {})
+    payoffs = np.stack([Resampler(game).draw(np.random.default_rng(seed)) for seed in range(5)])
+    payoffs[2] = 0.0
+    for a in range(6):
+        payoffs[2, :, a, a, a] = 10.0  # coordination: three strict equilibria and more
+    together = warm(payoffs)
+    assert together[2] is None
+    for b in (0, 1, 3, 4):
+        alone = warm(payoffs[b : b + 1])[0]
+        np.testing.assert_allclose(together[b], alone, rtol=0, atol=1e-13)
+        cold = np.concatenate(RATERS["alpharank"](MetaGame(payoffs[b])).ratings)
+        np.testing.assert_allclose(together[b], cold, rtol=0, atol=1e-13)
+
+
+def test_an_alpharank_replicate_whose_state_barely_exits_raises_no_warning():
+    """Replicate 28 of a random 3 x 8 game's bootstrap (seed 0) has a state whose exit
+    rates sum below its in-rates by more than the double range: the anchor rule's ratio is
+    then infinite, as markov takes it, without a RuntimeWarning. (Its chain has several
+    metastable classes, so it is rated from scratch.)"""
+    payoffs = np.random.default_rng(0).uniform(-1.0, 1.0, (3, 8, 8, 8))
+    game = MetaGame(payoffs, stderr=np.full(payoffs.shape, 0.05))
+    warm = warm_replicates(RATERS["alpharank"], RATERS["alpharank"](game), {})
+    drawn = Resampler(game).draw(np.random.default_rng(np.random.SeedSequence(0).spawn(100)[28]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert warm(drawn[None]) == [None]
+    assert RATERS["alpharank"](MetaGame(drawn)).diagnostics["aggregation_levels"] > 1
 
 
 def test_a_replicate_chain_with_several_classes_is_rated_from_scratch():
