@@ -15,10 +15,9 @@ of size "transitions" is stored:
   last state F(v) reached.
 * One class: fix pi at an anchor and solve ``x (D - Q)_rest = q_anchor`` by Krylov products.
 * Several: Courtois aggregation as in markov.py -- internal distributions of the classes,
-  absorption probabilities of the transient profiles (the classes' systems solved
-  together, each product and sweep one pass over the lines for all of them; re-solved in
-  tiers where a needed value is below ``TIER`` of the largest; the last class's are one
-  minus the others', see ``COMPLEMENT_SHARE``), class-to-class rates (in log space for single-profile
+  absorption probabilities of the transient profiles (re-solved in tiers where a needed
+  value is below ``TIER`` of the largest; the last class's are one minus the others',
+  see ``COMPLEMENT_SHARE``), class-to-class rates (in log space for single-profile
   classes, whose exits may underflow), the macro chain by the sparse solver, transient
   masses from the balance ``pi_T (D - Q)_TT = pi_C Q_CT``.
 
@@ -167,19 +166,19 @@ class _Off:
         self.shape = (rates.n, rates.n)
 
     def sweep(self, diagonal):
-        """An approximate inverse of ``diag(diagonal) - (this)``: `LineRates.sweep` (on columns)."""
+        """An approximate inverse of ``diag(diagonal) - (this)``: `LineRates.sweep`."""
         free = np.ones(self.rates.n, dtype=bool) if self.free is None else self.free
-        apply = self.rates.sweep(diagonal, free, self.transpose)
-        return lambda y: apply(y.T).T
+        return self.rates.sweep(diagonal, free, self.transpose)
 
     def __matmul__(self, x):
-        rows = x.T  # the vectors of x [n, k] (the columns, as a SciPy matrix takes them), in one pass
+        if x.ndim == 2:  # the dense path's several right-hand sides
+            return np.column_stack([self @ column for column in x.T])
         if self.free is not None:
-            rows = rows * self.free
-        y = self.rates.transpose_product(rows) if self.transpose else self.rates.product(rows)
+            x = x * self.free
+        y = self.rates.transpose_product(x) if self.transpose else self.rates.product(x)
         if self.free is not None:
             y *= self.free
-        return y.T
+        return y
 
 
 def _system(rates, transpose, diagonal, free) -> _MMatrix:
@@ -187,21 +186,18 @@ def _system(rates, transpose, diagonal, free) -> _MMatrix:
     return _MMatrix(np.where(free, diagonal, 1.0), _Off(rates, transpose, free))
 
 
-def _tiered(rates, transpose, diagonal, free, rhs, needed, first=None) -> np.ndarray:
+def _tiered(rates, transpose, diagonal, free, rhs, needed) -> np.ndarray:
     """x >= 0 with ``(diag(d) - N)_FF x_F = rhs_F`` (N^T if ``transpose``; x = 0 off F),
     re-solving in tiers the unknowns below TIER of the largest while any of them is
     ``needed`` (markov's ``_tiered_solve`` in linear space: flows from the unknowns
-    already fixed join the right-hand side); ``first``: the first tier's solution, when
-    solved already (`_tiered_rows`)."""
+    already fixed join the right-hand side)."""
     x = np.zeros(rates.n)
     for _ in range(MAX_TIERS):
-        if first is None:
-            b = rhs * free
-            if x.any():
-                b += _Off(rates, transpose) @ x * free
-            first = np.maximum(_solve(_system(rates, transpose, diagonal, free), b), 0.0)
-            del b
-        y, first = first, None
+        b = rhs * free
+        if x.any():
+            b += _Off(rates, transpose) @ x * free
+        y = np.maximum(_solve(_system(rates, transpose, diagonal, free), b), 0.0)
+        del b
         x = np.where(free, y, x)
         if needed is None or not y.any():
             return x
@@ -211,13 +207,6 @@ def _tiered(rates, transpose, diagonal, free, rhs, needed, first=None) -> np.nda
         x[unreliable] = 0.0
         free = unreliable
     raise MetaEvalError("stationary distribution: tiered solve did not settle")
-
-
-def _tiered_rows(rates, transpose, diagonal, free, rhs, needed) -> np.ndarray:
-    """`_tiered` for each row of ``rhs`` [k, n], the first tiers solved together (their products
-    and sweeps one pass over the lines for every row)."""
-    first = np.maximum(_solve(_system(rates, transpose, diagonal, free), (rhs * free).T), 0.0).T
-    return np.array([_tiered(rates, transpose, diagonal, free, row, needed, y) for row, y in zip(rhs, first)])
 
 
 def _class_log_distribution(rates, members, candidates, needed, exits=None) -> np.ndarray:
@@ -277,19 +266,17 @@ def _aggregate(rates, classes, num_classes, exits) -> tuple[np.ndarray, int]:
     rows = {c: rates.row(state) for c, state in singletons.items()}
     grouped = np.flatnonzero(in_class & (sizes[np.maximum(classes, 0)] > 1))  # profiles of larger classes
 
-    def absorption(targets):
-        """h_j for each class j of ``targets`` ([k, n]): probability of entering class j first, 1 on
-        it, 0 on the other classes; their solves together."""
-        h = (classes == np.reshape(targets, (-1, 1))).astype(np.float64)
+    def absorption(j):
+        """h_j: probability of entering class j first, 1 on it, 0 on the other classes."""
+        h = (classes == j).astype(np.float64)
         if transient.any():
-            into = np.zeros_like(h)
-            for h_j, into_j, j in zip(h, into, targets):
-                if j in singletons:  # N 1_j is the one column of flows into the profile
-                    targets_j, log_rate = rates.row(singletons[j], into=True)
-                    into_j[targets_j] = np.exp(log_rate)
-                else:
-                    into_j[:] = rates.product(h_j)
-            h += _tiered_rows(rates, False, exits, transient, into, entered)
+            if j in singletons:  # N 1_j is the one column of flows into the profile
+                targets, log_rate = rates.row(singletons[j], into=True)
+                into = np.zeros(n)
+                into[targets] = np.exp(log_rate)
+            else:
+                into = rates.product(h)
+            h += _tiered(rates, False, exits, transient, into, entered)
         return np.minimum(h, 1.0, out=h)
 
     def log_rates_into(h):
@@ -309,15 +296,16 @@ def _aggregate(rates, classes, num_classes, exits) -> tuple[np.ndarray, int]:
     macro_log = np.full((num_classes, num_classes), -np.inf)
     last = num_classes - 1
     others = np.zeros(n)
-    for j, h in enumerate(absorption(range(last))):
+    for j in range(last):
+        h = absorption(j)
         macro_log[:, j] = log_rates_into(h)
         others += h
-    del h
+        del h
     np.subtract(1.0, others, out=others)
     macro_log[:, last] = log_rates_into(np.clip(others, 0.0, 1.0, out=others))
     del others
     if not _complement_reliable(macro_log, last):
-        macro_log[:, last] = log_rates_into(absorption([last])[0])
+        macro_log[:, last] = log_rates_into(absorption(last))
     np.fill_diagonal(macro_log, -np.inf)
     i, j = np.nonzero(np.isfinite(macro_log))
     try:

@@ -124,54 +124,48 @@ class LineRates:
         return pairs
 
     def transpose_product(self, x: np.ndarray) -> np.ndarray:
-        """``N^T x``: the flow into every profile, ``y(s') = sum_s x(s) r(s -> s')``; x is one vector
-        of n or k of them as the rows of a [k, n] array (one pass over the lines for all)."""
+        """``N^T x``: the flow into every profile, ``y(s') = sum_s x(s) r(s -> s')``."""
         return self._apply(x, transpose=True)
 
     def product(self, x: np.ndarray) -> np.ndarray:
-        """``N x``: ``y(s) = sum_s' r(s -> s') x(s')`` (``N 1`` is the exit rate); x as in
-        `transpose_product`."""
+        """``N x``: ``y(s) = sum_s' r(s -> s') x(s')`` (``N 1`` is the exit rate)."""
         return self._apply(x, transpose=False)
 
     def _apply(self, x, transpose):
         # N^T x gathers up moves from lower payoffs and down moves from higher ones; N x the reverse.
         below, above = (self.up, self.down) if transpose else (self.down, self.up)
-        shape, x = x.shape, x.reshape(-1, self.n)  # [k, n]: k vectors, one pass over the lines
-        gathered, summed, spread = self._work_buffers(len(x))
+        gathered, summed, spread = self._work_buffers()
         y = None
         for sorted_ids, factors, near in self.lines:
-            xs = _gather_lines(x, sorted_ids, gathered)  # [k, K, L]
-            ys = summed.reshape(xs.shape)
-            rows_x, rows_y = xs.swapaxes(0, 1), ys.swapaxes(0, 1)  # [K, k, L]: row j of every vector
+            xs = _gather_lines(x, sorted_ids, gathered)
+            ys = summed.reshape(sorted_ids.shape)
             for term, (c, lam) in enumerate(below):  # sum_{i < j} x_i e^{-l (f_j - f_i)}
-                _add_running_sum(rows_y, c, rows_x, factors[lam], start=term == 0)
+                _add_running_sum(ys, c, xs, factors[lam], start=term == 0)
             for c, lam in above:  # sum_{i > j} x_i e^{-l (f_i - f_j)}
-                _add_running_sum(rows_y[::-1], c, rows_x[::-1], [factor[::-1] for factor in factors[lam]])
-            flat_x, flat_y = xs.reshape(len(x), -1), ys.reshape(len(x), -1)
+                _add_running_sum(ys[::-1], c, xs[::-1], [factor[::-1] for factor in factors[lam]])
+            flat_x, flat_y = xs.reshape(-1), ys.reshape(-1)
             for offset, low, up, down in near:
                 into_high, into_low = (up, down) if transpose else (down, up)
                 if low is None:  # every pair (i, i + offset); spread is free until the scatter
-                    product = spread[: flat_x.size - len(x) * offset].reshape(len(x), -1)
-                    flat_y[:, offset:] += np.multiply(into_high, flat_x[:, :-offset], out=product)
-                    flat_y[:, :-offset] += np.multiply(into_low, flat_x[:, offset:], out=product)
+                    product = spread[: len(up)]
+                    flat_y[offset:] += np.multiply(into_high, flat_x[:-offset], out=product)
+                    flat_y[:-offset] += np.multiply(into_low, flat_x[offset:], out=product)
                     continue
                 high = low + offset
-                for vector_x, vector_y in zip(flat_x, flat_y):
-                    vector_y[high] += into_high * vector_x[low]
-                    vector_y[low] += into_low * vector_x[high]
-            into = spread.reshape(x.shape) if y is not None else np.empty(x.shape)  # the first player's flows start y
+                flat_y[high] += into_high * flat_x[low]
+                flat_y[low] += into_low * flat_x[high]
+            into = spread if y is not None else np.empty(self.n)  # the first player's flows start y
             _scatter_lines(ys, sorted_ids, into)
             if y is None:
                 y = into
             else:
-                y += into
+                y += spread
         y *= self.unit  # the far terms' scale, once for every player (corrections are stored unscaled)
-        return y.reshape(shape)
+        return y
 
     def sweep(self, diagonal: np.ndarray, free: np.ndarray, transpose: bool):
         """``y -> M^-1 y``, an approximate inverse of the system ``(D - N)_FF`` (identity rows off
-        the mask F = ``free``; N^T if ``transpose``), D = diag(``diagonal``), for preconditioning;
-        y is one vector or the k rows of a [k, n] array, swept together.
+        the mask F = ``free``; N^T if ``transpose``), D = diag(``diagonal``), for preconditioning.
 
         ``M = T_1 D^-1 T_2 D^-1 ... T_P`` with ``T_p = D - U_p``, U_p player p's up moves between
         free profiles by their far expansion (no down moves, no near-tie corrections).  Each
@@ -185,30 +179,28 @@ class LineRates:
         outside = ~free
 
         def apply(y):
-            block = y.reshape(-1, self.n)
-            gathered, gains_gathered, _ = self._work_buffers(len(block))
-            x = block / self.unit
-            x[:, outside] = 0.0
+            gathered, gains_gathered, _ = self._work_buffers()
+            x = y / self.unit
+            x[outside] = 0.0
             for p, (sorted_ids, factors, _) in enumerate(self.lines):
                 if p:
                     x *= scaled
                 xs = _gather_lines(x, sorted_ids, gathered)
                 # the gains gathered again each time: kept per player they would be P vectors of n
-                gains = _gather_lines(gain[None], sorted_ids, gains_gathered[: self.n])
-                _solve_lines(xs.swapaxes(0, 1), gains.swapaxes(0, 1), self.up, factors, ascending=transpose)
+                gains = _gather_lines(gain, sorted_ids, gains_gathered)
+                _solve_lines(xs, gains, self.up, factors, ascending=transpose)
                 _scatter_lines(xs, sorted_ids, x)
-            x[:, outside] = block[:, outside]
-            return x.reshape(y.shape)
+            x[outside] = y[outside]
+            return x
 
         return apply
 
-    def _work_buffers(self, vectors=1):
-        """Three buffers of ``vectors`` vectors of n floats kept between products and sweeps (fresh
-        ones cost page faults each time); the first ``vectors * n`` floats of each."""
-        if self._buffers is None or len(self._buffers[0]) < vectors * self.n:
-            self._buffers = None  # the smaller ones go before the larger are allocated
-            self._buffers = tuple(np.empty(vectors * self.n) for _ in range(3))
-        return tuple(buffer[: vectors * self.n] for buffer in self._buffers)
+    def _work_buffers(self):
+        """Three vectors of n floats kept between products and sweeps (fresh ones cost page
+        faults each time)."""
+        if self._buffers is None:
+            self._buffers = tuple(np.empty(self.n) for _ in range(3))
+        return self._buffers
 
     def row(self, state: int, into: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """The moves out of ``state``: target profiles and their scaled log rates (exact); with
@@ -237,22 +229,17 @@ def _chunks(sorted_ids):
 
 
 def _gather_lines(values, sorted_ids, buffer):
-    """Each row of ``values`` [k, n] along the lines of ``sorted_ids`` [K, L], as a [k, K, L] view
-    of ``buffer``."""
-    gathered = buffer.reshape(len(values), *sorted_ids.shape)
+    """``values`` along the lines of ``sorted_ids`` [K, L], as a [K, L] view of ``buffer``."""
+    gathered = buffer.reshape(sorted_ids.shape)
     for lines in _chunks(sorted_ids):
-        ids = sorted_ids[:, lines]
-        for vector, out in zip(values, gathered):  # the chunk's ids stay in cache for every vector
-            np.take(vector, ids, out=out[:, lines], mode="clip")  # ids are valid; "raise" copies
+        np.take(values, sorted_ids[:, lines], out=gathered[:, lines], mode="clip")  # ids are valid; "raise" copies
     return gathered
 
 
 def _scatter_lines(gathered, sorted_ids, out):
-    """``out[:, sorted_ids] = gathered`` ([k, K, L] into [k, n]), line chunk by line chunk."""
+    """``out[sorted_ids] = gathered``, line chunk by line chunk."""
     for lines in _chunks(sorted_ids):
-        ids = sorted_ids[:, lines]
-        for vector, row in zip(gathered, out):
-            row[ids] = vector[:, lines]
+        out[sorted_ids[:, lines]] = gathered[:, lines]
 
 
 def _solve_lines(xs, gains, terms, factors, ascending):

@@ -33,8 +33,8 @@ internal rate); a linear solve loses about eps / (smallest coupling it resolves)
 ``STRONG = 1e-8`` balances the two.  Against exact log-space GTH elimination the error is
 ~1e-15 on alpha-Rank chains at any alpha, and at most ~1e-7 on adversarial chains whose
 rates are spread evenly over hundreds of orders of magnitude.  Linear systems are
-M-matrices: dense LU up to ``DENSE_MAX`` unknowns, otherwise BiCGSTAB (the right-hand
-sides of one system in lock-step, `_bicgstab`) with Jacobi preconditioning, or the system's own approximate inverse where it has one (the matrix-free
+M-matrices: dense LU up to ``DENSE_MAX`` unknowns, otherwise BiCGSTAB with Jacobi
+preconditioning, or the system's own approximate inverse where it has one (the matrix-free
 chains' line sweeps; GMRES if BiCGSTAB stalls), every answer checked by its backward error.
 Every system is a principal submatrix of ``D - N`` (N the rates, or their transpose),
 applied without copying N (`_MMatrix`), and state ids are int32 when they fit: a
@@ -279,7 +279,7 @@ class _MMatrix:
         if sweep is not None and self.keep is None:
             return sweep(self.full_diagonal), _SWEPT_RTOL
         diagonal = self.diagonal()
-        return (lambda v: (v.T / diagonal).T), _RTOL
+        return (lambda v: v / diagonal), _RTOL
 
     def absolute_product(self, x) -> np.ndarray:
         """|matrix| @ |x|, which is diag(d) |x| + N |x| because N >= 0."""
@@ -372,141 +372,45 @@ def _solve(matrix: _MMatrix, rhs: np.ndarray) -> np.ndarray:
     columns = rhs.reshape(len(rhs), -1)
     scale = np.abs(columns).max(axis=0)
     scale = np.where(scale > 0, scale, 1.0)
-    rows = np.divide(columns.T, scale[:, None], out=np.empty(columns.shape[::-1]))  # [k, n], contiguous
+    columns = columns / scale
     # Threaded BLAS costs more than it saves here on a busy 2-core machine: a dense 511 x 511
     # solve took 64 CPU ms on two threads and 3.4 on one; Krylov methods make many BLAS-1
     # calls on long vectors, each taking milliseconds threaded.
     with one_blas_thread():
         if matrix.shape[0] <= DENSE_MAX:
-            solution = np.linalg.solve(matrix.toarray(), rows.T).T
-            _check_backward_error(matrix, solution, rows)
+            solution = np.linalg.solve(matrix.toarray(), columns)
+            _check_backward_error(matrix, solution, columns)
         else:
-            solution = _krylov(matrix, rows)
-    return (solution.T * scale).reshape(rhs.shape)
+            solution = np.column_stack([_krylov(matrix, b) for b in columns.T])
+    return (solution * scale).reshape(rhs.shape)
 
 
 def _krylov(matrix, rhs):
-    """The solutions [k, n] of the k systems with right-hand sides ``rhs`` [k, n] (rows), by
-    `_bicgstab` on all of them at once, GMRES for any it leaves unsolved."""
     approximate_inverse, rtol = matrix.preconditioner()
-
-    # Rows kept contiguous (no copy on the line path): BLAS's dot and norm on strided rows
-    # sum in another order than on SciPy's vectors.
-    def precondition(rows):
-        return np.ascontiguousarray(approximate_inverse(rows.T).T)
-
-    def apply(rows):
-        return np.ascontiguousarray((matrix @ rows.T).T)
-
+    preconditioner = spla.LinearOperator(matrix.shape, approximate_inverse, dtype=np.float64)
+    operator = spla.LinearOperator(matrix.shape, matrix.__matmul__, dtype=np.float64)
     # Started from the preconditioner's guess: from zero, a right-hand side on a few states
     # (the anchor's moves) broke BiCGSTAB down in its first step on alpha-Rank chains, which
     # left GMRES, 100 vectors of the system's size, to do the solve.
-    x, converged = _bicgstab(apply, precondition, rhs, rtol)
-    converged &= _backward_error_ok(matrix, x, rhs)  # checked once: each check is two products
-    preconditioner = spla.LinearOperator(matrix.shape, approximate_inverse, dtype=np.float64)
-    operator = spla.LinearOperator(matrix.shape, matrix.__matmul__, dtype=np.float64)
-    for column in np.flatnonzero(~converged):
-        x[column], _ = spla.gmres(
-            operator, rhs[column], M=preconditioner, rtol=rtol, atol=0.0, restart=100, maxiter=50,
-            callback_type="pr_norm",
-        )
-        _check_backward_error(matrix, x[column], rhs[column])
+    x, info = spla.bicgstab(operator, rhs, x0=preconditioner @ rhs, M=preconditioner, rtol=rtol, atol=0.0,
+                            maxiter=1000)
+    if info == 0 and _backward_error_ok(matrix, x, rhs):
+        return x  # checked once: each check is two products with the matrix
+    x, info = spla.gmres(
+        operator, rhs, M=preconditioner, rtol=rtol, atol=0.0, restart=100, maxiter=50,
+        callback_type="pr_norm",
+    )
+    _check_backward_error(matrix, x, rhs)
     return x
 
 
-def _bicgstab(apply, precondition, rhs, rtol, maxiter=1000):
-    """Preconditioned BiCGSTAB (van der Vorst 1992) on the k systems ``apply(x) = rhs`` [k, n]
-    in lock-step, started from ``precondition(rhs)``: the solutions [k, n] and which reached
-    ``||r|| < rtol ||rhs||`` (the others broke down or ran out of steps).
-
-    Step for step and value for value SciPy's ``bicgstab`` on each row (its dots and norms
-    are taken row by row), but one call of ``apply`` and of ``precondition`` serves every
-    row still iterating; a row leaves when it converges or breaks down.  SciPy's takes one
-    vector, and the line path's products and sweeps cost less on k vectors in one pass
-    than in k (gathers and scatters share the lines' indices).
-    """
-    x = precondition(rhs)
-    r = rhs - apply(x)
-    tolerance = rtol * _norms(rhs)
-    solved, converged = np.zeros(rhs.shape), tolerance == 0  # a zero right-hand side: x = 0
-    live = np.flatnonzero(~converged)
-    tiny = np.finfo(np.float64).eps ** 2  # SciPy's breakdown thresholds for rho and omega
-    x, r, tolerance = x[live], r[live], tolerance[live]
-    shadow, p, v = r.copy(), None, None
-    rho_old = alpha = omega = None
-    for iteration in range(maxiter):
-        rho = _dots(shadow, r)
-        done = _norms(r) < tolerance
-        broken = ~done & (np.abs(rho) < tiny)
-        if iteration:
-            broken |= ~done & (np.abs(omega) < tiny)
-        leaving = done | broken
-        if leaving.any():
-            solved[live[leaving]], converged[live[done]] = x[leaving], True
-            keep = ~leaving
-            live, x, r, shadow, rho, tolerance = live[keep], x[keep], r[keep], shadow[keep], rho[keep], tolerance[keep]
-            if iteration:
-                p, v, rho_old, alpha, omega = p[keep], v[keep], rho_old[keep], alpha[keep], omega[keep]
-        if not len(live):
-            break
-        if iteration:
-            _add_scaled(p, -omega, v)
-            p *= ((rho / rho_old) * (alpha / omega))[:, None]
-            p += r
-        else:
-            p = r.copy()
-        p_hat = precondition(p)
-        v = apply(p_hat)
-        rv = _dots(shadow, v)
-        alpha = np.divide(rho, rv, out=np.zeros_like(rho), where=rv != 0)
-        _add_scaled(r, -alpha, v)
-        _add_scaled(x, alpha, p_hat)
-        del p_hat
-        done = (rv == 0) | (_norms(r) < tolerance)  # converged at s = r (or broken down at rv = 0)
-        if done.any():
-            solved[live[done]], converged[live[done & (rv != 0)]] = x[done], True
-            keep = ~done
-            live, x, r, shadow, p, v = live[keep], x[keep], r[keep], shadow[keep], p[keep], v[keep]
-            rho, alpha, tolerance = rho[keep], alpha[keep], tolerance[keep]
-            if not len(live):
-                break
-        s_hat = precondition(r)
-        t = apply(s_hat)
-        omega = _dots(t, r) / _dots(t, t)
-        _add_scaled(x, omega, s_hat)
-        del s_hat
-        _add_scaled(r, -omega, t)
-        del t
-        rho_old = rho
-    solved[live] = x
-    return solved, converged
-
-
-def _add_scaled(rows, factors, other):
-    """``rows[i] += factors[i] * other[i]`` (SciPy's ``r -= alpha * v`` when factors are -alpha:
-    the same values), one row's temporary at a time."""
-    for row, factor, other_row in zip(rows, factors, other):
-        row += factor * other_row
-
-
-def _norms(rows):
-    return np.array([np.linalg.norm(row) for row in rows])
-
-
-def _dots(a, b):
-    return np.array([np.dot(u, w) for u, w in zip(a, b)])
-
-
-def _backward_error_ok(matrix, x, rhs) -> np.ndarray:
-    """Per row of x and rhs [k, n] (or one vector): whether ``matrix @ x = rhs`` holds to _BACKWARD_TOL."""
-    columns = x.T
-    scale = matrix.absolute_product(columns).sum(axis=0) + np.abs(rhs.T).sum(axis=0)
-    error = np.abs(matrix @ columns - rhs.T).sum(axis=0)
-    return np.all(np.isfinite(columns), axis=0) & (error <= _BACKWARD_TOL * scale)
+def _backward_error_ok(matrix, x, rhs) -> bool:
+    scale = matrix.absolute_product(x).sum() + np.abs(rhs).sum()
+    return bool(np.all(np.isfinite(x))) and np.abs(matrix @ x - rhs).sum() <= _BACKWARD_TOL * scale
 
 
 def _check_backward_error(matrix, x, rhs):
-    if not np.all(_backward_error_ok(matrix, x, rhs)):
+    if not _backward_error_ok(matrix, x, rhs):
         raise MetaEvalError(
             f"stationary distribution: a linear solve with {matrix.shape[0]} unknowns did not "
             "converge; the chain is too ill-conditioned at these parameters"

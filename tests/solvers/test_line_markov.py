@@ -13,7 +13,6 @@ from metaeval.ratings.alpharank import _joint_profiles, line_rates, log_fixation
 from metaeval.solvers import line_markov, markov
 from metaeval.solvers.line_markov import line_stationary_distribution
 from tests.solvers.markov_reference import gth_stationary
-from bench.scale import random_game
 from tests.solvers.test_line_rates import game_of
 
 
@@ -155,39 +154,3 @@ def test_too_many_classes_are_refused_in_one_line():
     game = metaeval.MetaGame.from_matrix(payoffs, payoffs)
     with pytest.raises(metaeval.MetaEvalError, match=f"more than {line_markov.MAX_CLASSES} metastable classes"):
         line_stationary_distribution(line_rates(game, 100.0, 50, 0.01))
-
-
-def test_absorption_solves_share_their_passes_and_equal_separate_solves(monkeypatch):
-    """The absorption systems of k classes are solved in lock-step: each product or sweep is one
-    pass over the lines for every right-hand side still iterating, so the passes are far fewer
-    than with one solve per class, and the stationary distribution is the same, value for value."""
-    from metaeval.solvers import line_rates as line_rates_module
-
-    passes = []
-    apply, sweep = line_rates_module.LineRates._apply, line_rates_module.LineRates.sweep
-
-    def counted_apply(self, x, transpose):
-        passes.append(1)
-        return apply(self, x, transpose)
-
-    def counted_sweep(self, *args):
-        inverse = sweep(self, *args)
-        return lambda y: passes.append(1) or inverse(y)
-
-    monkeypatch.setattr(line_rates_module.LineRates, "_apply", counted_apply)
-    monkeypatch.setattr(line_rates_module.LineRates, "sweep", counted_sweep)
-
-    def one_at_a_time(rates, transpose, diagonal, free, rhs, needed):
-        return np.array([line_markov._tiered(rates, transpose, diagonal, free, row, needed) for row in rhs])
-
-    for players, size, seed in ((4, 12, 56), (6, 6, 47)):  # five and four classes
-        rates = line_rates(random_game(size, seed, players), 100.0, 50, 0.01)
-        passes.clear()
-        pi, info = line_stationary_distribution(rates)
-        together = len(passes)
-        with monkeypatch.context() as separate:
-            separate.setattr(line_markov, "_tiered_rows", one_at_a_time)
-            passes.clear()
-            expected, _ = line_stationary_distribution(rates)
-        assert info["classes"] >= 4 and together < 0.6 * len(passes)
-        np.testing.assert_array_equal(pi, expected)

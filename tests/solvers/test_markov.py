@@ -99,34 +99,3 @@ def test_principal_submatrices_match_the_dense_matrix():
     np.testing.assert_allclose(matrix @ x, expected @ x, rtol=1e-14)
     np.testing.assert_allclose(matrix.absolute_product(x), np.abs(expected) @ np.abs(x), rtol=1e-14)
     assert matrix.principal(np.arange(3)) is matrix
-
-
-def test_lock_step_bicgstab_gives_scipys_answer_on_every_column():
-    """markov's BiCGSTAB runs several right-hand sides in lock-step (one product a step for all of
-    them); each column's answer is SciPy's bicgstab's on that column alone, value for value."""
-    rng = np.random.default_rng(5)
-    size = 1500
-    off = markov.sp.random(size, size, density=0.004, random_state=6, format="csr")
-    off.setdiag(0.0)
-    off.eliminate_zeros()
-    matrix = markov._MMatrix(np.asarray(off.sum(axis=1)).ravel() + 0.05, off)
-    rhs = rng.random((3, size)) * (rng.random((3, size)) < 0.3)
-    rhs[1] = 0.0  # a zero right-hand side leaves at once
-    approximate_inverse, rtol = matrix.preconditioner()
-    products = []
-
-    def apply(rows):
-        products.append(len(rows))
-        return np.ascontiguousarray((matrix @ rows.T).T)
-
-    x, converged = markov._bicgstab(apply, lambda rows: np.ascontiguousarray(approximate_inverse(rows.T).T), rhs,
-                                    rtol)
-    assert converged.all() and not x[1].any()
-    operator = markov.spla.LinearOperator(matrix.shape, matrix.__matmul__, dtype=np.float64)
-    for column in (0, 2):
-        expected, info = markov.spla.bicgstab(operator, rhs[column], x0=approximate_inverse(rhs[column]),
-                                              M=markov.spla.LinearOperator(matrix.shape, approximate_inverse),
-                                              rtol=rtol, atol=0.0, maxiter=1000)
-        assert info == 0
-        np.testing.assert_array_equal(x[column], expected)
-    assert products[0] == 3 and max(products[1:]) == 2  # after the start, the two columns share each product
