@@ -136,14 +136,32 @@ def selected_equilibrium(payoffs: np.ndarray, reached: list[np.ndarray],
         The selected equilibrium, one mixed strategy per player, and whether rounding may
         have decided it.
     """
-    candidates = _refinements(payoffs, reached, symmetric)
-    strategies = _lowest_regret(candidates, reached)
-    tie = ROUNDING_REGRET * float(np.ptp(payoffs))
-    contested = any(regret <= min(r for _, r in candidates) + tie and _distance(x, strategies) > DISTINCT_MASS
-                    for x, regret in candidates)
+    strategies, contested = lowest_regret_selection(_refinements(payoffs, reached, symmetric), reached,
+                                                    float(np.ptp(payoffs)))
     if max_regret(payoffs, strategies) > STALLED_REGRET * float(np.ptp(payoffs)):
         strategies, contested = _nearest_equilibrium(payoffs, reached, symmetric) or strategies, True
     return [x.copy() for x in strategies], contested  # distinct arrays, also where players share one
+
+
+def lowest_regret_selection(candidates: list, reached: list[np.ndarray], spread: float) -> tuple[list, bool]:
+    """Of the refinements ``(profile, max regret)`` of the traced point ``reached``, the
+    one `selected_equilibrium` selects (``reached`` if there are none), and whether another
+    within ROUNDING_REGRET x ``spread`` (the payoff range) of its regret lies DISTINCT_MASS
+    away from it.
+
+    Args:
+        candidates: the refinements, each a profile (one strategy per player) and its max regret.
+        reached: the traced point, one strategy per player.
+        spread: the game's payoff range.
+
+    Returns:
+        The selected profile and whether the selection is contested.
+    """
+    strategies = _lowest_regret(candidates, reached)
+    tie = ROUNDING_REGRET * spread
+    contested = any(regret <= min(r for _, r in candidates) + tie and _distance(x, strategies) > DISTINCT_MASS
+                    for x, regret in candidates)
+    return strategies, contested
 
 
 def _refined(payoffs, strategies, symmetric):

@@ -134,7 +134,8 @@ def trace_logit_branches(payoffs: np.ndarray, target: float) -> list[list[np.nda
     ended: list = [None] * count
     with one_blas_thread(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         traced = np.arange(count)  # the games whose branches are still traced
-        orientation, tangent = _inverses(branches.jacobian(v, last)[1])[1:]
+        start = branches.jacobian(v, last)[1]
+        orientation, tangent = _signs(start), _tangents(np.linalg.inv(start))
         step = np.full(count, _FIRST_STEP)
         for _ in range(_MAX_STEPS):
             near_end = _branch_regret(branches, v) <= 2 * goal
@@ -188,18 +189,19 @@ def _branch_regret(branches: _Branches, v: np.ndarray) -> np.ndarray:
     return np.where(lam > 0, gaps.max(axis=1) / np.where(lam > 0, lam, 1.0), np.inf)
 
 
-def _inverses(jacobian: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The inverses of the matrices [J; previous] ``[B, m, m]`` (NaN where singular or not
-    finite), the sign of their determinants (0 there), and the unit tangents t with
-    [J; previous] t = e_last, as `logit._tangent` computes them."""
+def _signs(jacobian: np.ndarray) -> np.ndarray:
+    """The sign of the determinant of each [J; previous] ``[B, m, m]``, 0 where singular or not finite."""
     finite = np.isfinite(jacobian).all(axis=(1, 2))
     sign = np.zeros(len(jacobian))
-    sign[finite] = np.linalg.slogdet(jacobian[finite])[0]
-    inverse = np.full(jacobian.shape, np.nan)
-    regular = sign != 0
-    inverse[regular] = np.linalg.inv(jacobian[regular])
+    sign[finite] = np.linalg.slogdet(jacobian if finite.all() else jacobian[finite])[0]
+    return sign
+
+
+def _tangents(inverse: np.ndarray) -> np.ndarray:
+    """The unit tangents t with [J; previous] t = e_last, as `logit._tangent` computes
+    them, from the inverses ``[B, m, m]`` of [J; previous]."""
     t = inverse[:, :, -1]
-    return inverse, sign, t / np.linalg.norm(t, axis=1, keepdims=True)
+    return t / np.linalg.norm(t, axis=1, keepdims=True)
 
 
 def _steps(branches: _Branches, predicted, tangent, orientation):
@@ -210,10 +212,12 @@ def _steps(branches: _Branches, predicted, tangent, orientation):
     point = np.full((count, size), np.nan)
     slow_down = np.zeros(count)
     residual, jacobian = branches.jacobian(predicted, tangent)
-    inverse, sign, new_tangent = _inverses(jacobian)
-    active = np.flatnonzero((sign == orientation) & np.isfinite(residual).all(axis=1))
+    active = np.flatnonzero((_signs(jacobian) == orientation) & np.isfinite(residual).all(axis=1))
+    inverse = np.linalg.inv(jacobian[active])  # regular: its determinant's sign is the orientation
+    new_tangent = np.full((count, size), np.nan)
+    new_tangent[active] = _tangents(inverse)
     v, previous = predicted[active], np.full(len(active), np.nan)
-    residual, inverse = residual[active], inverse[active, :, :-1]
+    residual, inverse = residual[active], inverse[:, :, :-1]
     for _ in range(_MAX_CORRECTOR_STEPS):
         if not len(active):
             break

@@ -26,7 +26,8 @@ scratch, as without a warm start):
   a 2-player zero-sum, symmetric or large king-of-the-hill game's), on games of at most
   BATCH_ENTRIES pairwise entries: a task's replicates' logit branches traced in lock-step
   (`metaeval.ratings.logit_batch`), each with the tracer's own equations, step control
-  and end test, then refined and checked as a traced point is. A replicate whose
+  and end test, then their ends refined and checked in lock-step as a traced point is
+  (`metaeval.ratings.logit_refine_batch`). A replicate whose
   selection is another, whose branch the batch does not end, or whose refinements hold
   two equilibria tied in regret up to rounding (the selection could then turn on the
   last bits of the traced point, `metaeval.ratings.logit.selected_equilibrium`), is
@@ -49,6 +50,7 @@ from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
 from metaeval.ratings.logit_batch import trace_logit_branches
+from metaeval.ratings.logit_refine_batch import selected_equilibria
 from metaeval.ratings.warm_chains import ChainReplicates
 from metaeval.solvers import king_of_the_hill
 from metaeval.solvers.cce_columns import GameColumns
@@ -188,10 +190,10 @@ class DeviationReplicate:
 
 class NashReplicate:
     """Replicates' nash ratings with their logit branches traced in lock-step
-    (`metaeval.ratings.logit_batch`), each then refined and checked as its own trace is
-    (`metaeval.ratings.logit.selected_equilibrium`); a replicate whose selection is not
-    the general logit branch, whose branch the batch does not end, or whose equilibrium
-    rounding may have selected among others, is rated from scratch."""
+    (`metaeval.ratings.logit_batch`), their ends then refined and checked together as
+    each one's own trace is (`metaeval.ratings.logit_refine_batch`); a replicate whose
+    selection is not the general logit branch, whose branch the batch does not end, or
+    whose equilibrium rounding may have selected among others, is rated from scratch."""
 
     #: Rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap).
     batched = True
@@ -220,7 +222,7 @@ class NashReplicate:
         Returns:
             One entry per replicate.
         """
-        from metaeval.ratings.logit import TRACE_REGRET, selected_equilibrium
+        from metaeval.ratings.logit import TRACE_REGRET
         from metaeval.ratings.nash import LOGIT, equilibrium_selection, rated_against, well_scaled
 
         start = time.perf_counter()
@@ -232,13 +234,14 @@ class NashReplicate:
         if not traced:
             return rows
         ends = trace_logit_branches(np.stack([scaled[b][0] for b in traced]), TRACE_REGRET)
-        for b, reached in zip(traced, ends):
-            if reached is None:
-                continue
-            tensor, spread = scaled[b]
-            strategies, contested = selected_equilibrium(tensor, reached)
-            if contested:
+        ended = [(b, reached) for b, reached in zip(traced, ends) if reached is not None]
+        if not ended:
+            return rows
+        selected = selected_equilibria(np.stack([scaled[b][0] for b, _ in ended]), [reached for _, reached in ended])
+        for (b, _), strategies in zip(ended, selected):
+            if strategies is None:
                 continue  # rounding may select another equilibrium than the replicate's own trace
+            tensor, spread = scaled[b]
             diagnostics = {"payoff_range": spread, "equilibrium": LOGIT}
             try:
                 rating = rated_against(games[b], tensor, spread, strategies, diagnostics, start)
