@@ -197,11 +197,12 @@ class NashReplicate:
 
     #: Rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap).
     batched = True
-    #: Replicates a task (metaeval.ratings.bootstrap's CHUNK otherwise): a batch takes as
-    #: many steps as its slowest branch, each with a fixed cost in numpy's calls, so larger
-    #: ones take fewer in all (on a goofspiel meta-game a replicate's trace cost 6.5 CPU ms
-    #: in batches of 8, 3.6 in batches of 50 and of 100).
-    chunk = 50
+    #: Replicates a task (metaeval.ratings.bootstrap's CHUNK otherwise; fewer where the
+    #: actors would not each get one): a batch takes as many steps as its slowest branch,
+    #: each with a fixed cost in numpy's calls, so larger ones take fewer in all (on a
+    #: goofspiel meta-game a warm replicate cost 3.6 CPU ms in batches of 25, 2.9 of 50,
+    #: 2.5 of 100).
+    chunk = 100
 
     @staticmethod
     def applies(rating: Rating) -> bool:

@@ -235,7 +235,13 @@ def test_a_batched_warm_start_takes_tasks_of_its_chunk():
     with monkeypatch.context() as patch:
         patch.setattr("metaeval.ratings.bootstrap.warm_replicates", lambda *args: Declining())
         with_intervals(game, RATERS["payoff"], {}, 12, seed=0, level=0.5, progress=False)
-    assert sizes == [5, 5, 2]
+        assert sizes == [5, 5, 2]
+        # On 3 actors, tasks of 4: every actor gets one (the actors' map run in process here).
+        patch.setattr("metaeval.distributed.replicates.map_on_actors",
+                      lambda task, chunks, *args: [task(chunk) for chunk in chunks])
+        sizes.clear()
+        with_intervals(game, RATERS["payoff"], {}, 12, seed=0, level=0.5, progress=False, workers=3)
+        assert sizes == [4, 4, 4]
 
 
 def test_a_nash_replicate_whose_equilibrium_rounding_selects_is_rated_from_scratch():
