@@ -234,18 +234,20 @@ def _steps(branches: _Branches, predicted, tangent, orientation):
     active, inverse = _inverses(np.where(finite, jacobian, np.nan), orientation)[1:]
     new_tangent = np.full((count, size), np.nan)
     new_tangent[active] = _tangents(inverse)
-    v, previous = predicted[active], np.full(len(active), np.nan)
+    v, previous = predicted[active], None
     residual, inverse = residual[active], inverse[:, :, :-1]
-    for _ in range(_MAX_CORRECTOR_STEPS):
+    for iteration in range(_MAX_CORRECTOR_STEPS):
         if not len(active):
             break
         delta = -(inverse @ residual[:, :, None])[:, :, 0]
-        distance = np.linalg.norm(delta, axis=1)
-        first = np.isnan(previous)
-        contraction = distance / (previous + _CORRECTOR_TOLERANCE * _ETA)
-        going = (distance < _MAX_DISTANCE) & (first | (contraction <= _MAX_CONTRACTION))
-        slow_down[active] = np.where(first, np.sqrt(distance / _NOMINAL_DISTANCE),
-                                     np.maximum(slow_down[active], np.sqrt(contraction / _NOMINAL_CONTRACTION)))
+        distance = np.sqrt((delta * delta).sum(axis=1))  # np.linalg.norm's sum, without its checks
+        going = distance < _MAX_DISTANCE
+        if iteration == 0:  # every branch's first corrector step
+            slow_down[active] = np.sqrt(distance / _NOMINAL_DISTANCE)
+        else:
+            contraction = distance / (previous + _CORRECTOR_TOLERANCE * _ETA)
+            going &= contraction <= _MAX_CONTRACTION
+            slow_down[active] = np.maximum(slow_down[active], np.sqrt(contraction / _NOMINAL_CONTRACTION))
         v, previous = v + delta, distance
         done = going & (distance <= _CORRECTOR_TOLERANCE)
         point[active[done]] = v[done]

@@ -42,15 +42,13 @@ Every accepted replicate is the cold rating to the solver's precision.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
 from metaeval.ratings.logit_batch import trace_logit_branches
-from metaeval.ratings.logit_refine_batch import selected_equilibria
+from metaeval.ratings.logit_refine_batch import payoffs_against, selected_equilibria
 from metaeval.ratings.warm_chains import ChainReplicates
 from metaeval.solvers import king_of_the_hill
 from metaeval.solvers.cce_columns import GameColumns
@@ -224,13 +222,11 @@ class NashReplicate:
             One entry per replicate.
         """
         from metaeval.ratings.logit import TRACE_REGRET
-        from metaeval.ratings.nash import LOGIT, equilibrium_selection, rated_against, well_scaled
+        from metaeval.ratings.nash import LOGIT, equilibrium_selection, well_scaled
 
-        start = time.perf_counter()
-        games = [MetaGame(tensor) for tensor in payoffs]
         scaled = [well_scaled(tensor) for tensor in payoffs]
-        traced = [b for b, (game, (tensor, spread)) in enumerate(zip(games, scaled))
-                  if equilibrium_selection(game, tensor, spread) == LOGIT]
+        traced = [b for b, (tensor, spread) in enumerate(scaled)
+                  if equilibrium_selection(MetaGame(payoffs[b]), tensor, spread) == LOGIT]
         rows = [None] * len(payoffs)
         if not traced:
             return rows
@@ -239,14 +235,15 @@ class NashReplicate:
         if not ended:
             return rows
         selected = selected_equilibria(np.stack([scaled[b][0] for b, _ in ended]), [reached for _, reached in ended])
-        for (b, _), strategies in zip(ended, selected):
-            if strategies is None:
-                continue  # rounding may select another equilibrium than the replicate's own trace
-            tensor, spread = scaled[b]
-            diagnostics = {"payoff_range": spread, "equilibrium": LOGIT}
-            try:
-                rating = rated_against(games[b], tensor, spread, strategies, diagnostics, start)
-            except MetaEvalError:
-                continue  # refused: rated from scratch, which refuses it with its own message
-            rows[b] = np.concatenate(rating.ratings)
+        # None: rounding may select another equilibrium than the replicate's own trace
+        rated = [(b, strategies) for (b, _), strategies in zip(ended, selected) if strategies is not None]
+        if not rated:
+            return rows
+        # nash's ratings (`metaeval.ratings.nash.rated_against`): the payoffs against the
+        # equilibrium minus its value. Its max regret is below the traced end's, at most
+        # TRACE_REGRET x range, far within the rater's tolerance.
+        profiles = [np.stack([strategies[p] for _, strategies in rated]) for p in range(payoffs.shape[1])]
+        values = payoffs_against(np.stack([scaled[b][0] for b, _ in rated]), profiles)
+        for i, (b, _) in enumerate(rated):
+            rows[b] = scaled[b][1] * np.concatenate([v[i] - v[i] @ x[i] for v, x in zip(values, profiles)])
         return rows
