@@ -71,6 +71,9 @@ SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
 #: 6 at 64 x 2,000) the iterates sit at a least-squares point, steps of 3e-17, and the 50
 #: iterations (a 55 ms lstsq each) took 69 of the nash rater's 72 CPU s there.
 STALLED_STEP = 1e-15
+# The refinement's Newton method (`_refine`) takes at most REFINE_ITERATIONS steps, has converged
+# below a residual of REFINED_RESIDUAL, and leaves the simplex below a mass of -NEGATIVE_MASS.
+REFINE_ITERATIONS, REFINED_RESIDUAL, NEGATIVE_MASS = 50, 1e-14, 1e-12
 # Supports can also be read off the payoffs: the strategies within this gap of a best
 # response (payoffs of range 1). Where a strategy is dominated only by a margin far below
 # the range, the path ends with mass still on it; its payoff gap still shows it is out.
@@ -625,7 +628,7 @@ def _near_best_responses(payoffs, strategies, gap):
     return supports
 
 
-def _refine(payoffs, strategies, supports, symmetric=False, iterations=50):
+def _refine(payoffs, strategies, supports, symmetric=False, iterations=REFINE_ITERATIONS):
     """Newton's method on the equations of the given supports, started from the strategies
     renormalised there; None when it leaves the simplex or fails. With ``symmetric``, on
     the symmetric subspace: player 0's support and equations, its strategy shared."""
@@ -644,7 +647,7 @@ def _refine(payoffs, strategies, supports, symmetric=False, iterations=50):
     w = np.array([payoff_against(local, _profile(x, num_players), p) @ x[p] for p in range(len(x))])
     for _ in range(iterations):
         residual, jacobian = _equations(local, x, w, offsets)
-        if np.abs(residual).max() < 1e-14:
+        if np.abs(residual).max() < REFINED_RESIDUAL:
             break
         step = np.linalg.lstsq(jacobian, -residual, rcond=None)[0]
         if np.abs(step).max() < STALLED_STEP:
@@ -653,7 +656,7 @@ def _refine(payoffs, strategies, supports, symmetric=False, iterations=50):
         w = w + step[offsets[-1] :]
     else:
         return None
-    if any(np.any(xp < -1e-12) for xp in x):
+    if any(np.any(xp < -NEGATIVE_MASS) for xp in x):
         return None
     refined = [np.zeros_like(strategies[p]) for p in range(len(x))]
     for p, support in enumerate(blocks):

@@ -24,13 +24,13 @@ no end here: the caller traces it alone, as without the batch (its fallbacks inc
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg.lapack import dgetrf, dgetri
 
 from metaeval.ratings import logit
 from metaeval.ratings.logit import (_CORRECTOR_TOLERANCE, _END_ACCELERATION, _ETA, _FIRST_STEP, _MAX_ACCELERATION,
                                     _MAX_CONTRACTION, _MAX_CORRECTOR_STEPS, _MAX_DISTANCE, _MAX_STEPS, _MIN_STEP,
                                     _NOMINAL_CONTRACTION, _NOMINAL_DISTANCE)
 from metaeval.runs.threads import one_blas_thread
-from scipy.linalg.lapack import dgetrf, dgetri
 
 
 class _Branches:
@@ -199,20 +199,18 @@ def _inverses(jacobian: np.ndarray, orientation=None) -> tuple[np.ndarray, np.nd
     solve for the inverse's columns from scratch: 11.4 µs a 25 x 25 matrix against 9.1)."""
     count, size = len(jacobian), jacobian.shape[1]
     finite = np.flatnonzero(np.isfinite(jacobian).all(axis=(1, 2)))
-    factors, diagonals, pivots = [], np.ones((count, size)), np.zeros((count, size), dtype=np.int32)
+    factors, diagonals, pivots = {}, np.ones((count, size)), np.zeros((count, size), dtype=np.int32)
     for b in finite:  # the transposes: Fortran order without a copy, the same determinant
         lu, rows, _ = dgetrf(jacobian[b].T)
-        factors.append((lu, rows))
+        factors[b] = lu, rows
         diagonals[b], pivots[b] = lu.diagonal(), rows
     swaps = np.count_nonzero(pivots[finite] != np.arange(size), axis=1)
     sign = np.zeros(count)
     sign[finite] = np.sign(diagonals[finite]).prod(axis=1) * (-1.0) ** swaps
     rows = np.flatnonzero(sign != 0 if orientation is None else sign == orientation)
-    position = np.zeros(count, dtype=int)
-    position[finite] = np.arange(len(finite))
     inverses = np.empty((len(rows), size, size))
     for i, b in enumerate(rows):
-        inverses[i] = dgetri(*factors[position[b]])[0].T
+        inverses[i] = dgetri(*factors[b])[0].T
     return sign, rows, inverses
 
 

@@ -5,13 +5,14 @@ read off it and selects among the refinements. Bootstrap replicates of one game
 (`metaeval.ratings.warm`) have payoff tensors of the same shape, so their traced points
 are refined together: the payoffs against every point (`payoffs_against`, one batched
 product per contracted axis, in `logit.payoff_against`'s order), every game's supports,
-and Newton's iterations on all the (game, support) pairs whose supports have the same
-sizes at once, each pair keeping its own stop. Only the least-squares steps are solved
-one pair at a time, by the same `np.linalg.lstsq` call. The equations, supports, stops
-and selection are `selected_equilibrium`'s, so each game selects what its own
-refinement selects, up to rounding (the sums are taken by other BLAS calls); one by
-one, a refinement cost a goofspiel replicate about as much as a quarter of its trace,
-mostly in Python and numpy's calls on 8 x 8 x 8 tensors.
+and Newton's iterations on all the (game, support) pairs at once, each pair keeping its
+own stop (`_refine`). Only the least-squares steps are solved one pair at a time, by
+the same `np.linalg.lstsq` call. The equations, supports, stops and selection are
+`selected_equilibrium`'s, so each game selects what its own refinement selects, up to
+rounding (the sums are taken by other BLAS calls). On 100 replicates of a goofspiel
+meta-game (8 x 8 x 8, 2 supports a replicate in 40 distinct sizes over 50 replicates) a
+replicate's refinement cost 0.18 to 0.29 CPU ms, against 0.83 one by one, mostly in
+Python and numpy's calls.
 """
 
 from __future__ import annotations
@@ -21,10 +22,8 @@ import math
 import numpy as np
 
 from metaeval.ratings import logit
-from metaeval.ratings.logit import BEST_RESPONSE_GAPS, STALLED_REGRET, STALLED_STEP, SUPPORT_THRESHOLDS
-
-#: `logit._refine`'s iterations and converged residual.
-ITERATIONS, CONVERGED = 50, 1e-14
+from metaeval.ratings.logit import (BEST_RESPONSE_GAPS, NEGATIVE_MASS, REFINE_ITERATIONS, REFINED_RESIDUAL,
+                                    STALLED_REGRET, STALLED_STEP, SUPPORT_THRESHOLDS)
 
 
 def selected_equilibria(payoffs: np.ndarray, reached: list[list[np.ndarray]]) -> list[list[np.ndarray] | None]:
@@ -134,7 +133,7 @@ def _refine(payoffs, points, pairs) -> list[list[np.ndarray] | None]:
     unknowns = [np.flatnonzero(row) for row in np.concatenate(masks + [np.ones((count, players), bool)], axis=1)]
     converged = np.zeros(count, dtype=bool)
     going = np.arange(count)  # the pairs still iterating
-    for _ in range(ITERATIONS):
+    for _ in range(REFINE_ITERATIONS):
         if not len(going):
             break
         residual, jacobian = _equations(tensors[going], [xp[going] for xp in x], w[going], offsets)
@@ -142,7 +141,7 @@ def _refine(payoffs, points, pairs) -> list[list[np.ndarray] | None]:
         moving = np.zeros(len(going), dtype=bool)
         for m, i in enumerate(going):
             kept = unknowns[i]
-            if np.abs(residual[m, kept]).max() < CONVERGED:
+            if np.abs(residual[m, kept]).max() < REFINED_RESIDUAL:
                 converged[i] = True
                 continue
             step[m, kept] = np.linalg.lstsq(jacobian[m][np.ix_(kept, kept)], -residual[m, kept], rcond=None)[0]
@@ -151,7 +150,7 @@ def _refine(payoffs, points, pairs) -> list[list[np.ndarray] | None]:
         for p in range(players):
             x[p][going] += step[:, offsets[p] : offsets[p + 1]]
         w[going] += step[:, offsets[-1] :]
-    converged &= np.all([(xp >= -1e-12).all(axis=1) for xp in x], axis=0)
+    converged &= np.all([(xp >= -NEGATIVE_MASS).all(axis=1) for xp in x], axis=0)
     refined = [None] * count
     for i in np.flatnonzero(converged):
         mass = [np.maximum(xp[i], 0.0) for xp in x]
