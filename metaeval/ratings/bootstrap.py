@@ -298,7 +298,9 @@ def _rate_replicates(game, rater, options, resampler, replicates, seed, warm, wo
     from metaeval.distributed.session import resolve_address
 
     children = np.random.SeedSequence(seed).spawn(replicates)
-    size = getattr(warm, "chunk", CHUNK)  # a batched warm start may take more replicates a task
+    size = CHUNK
+    if hasattr(warm, "chunk"):  # a batched warm start takes more replicates a task, still one for every actor
+        size = min(warm.chunk, -(-replicates // workers))
     chunks = [children[i : i + size] for i in range(0, replicates, size)]
     task = functools.partial(replicate_ratings, game, rater, dict(options), resampler.samples, warm=warm)
     address = resolve_address(address)

@@ -71,6 +71,9 @@ SUPPORT_THRESHOLDS = (1e-6, 1e-4, 1e-8)
 #: 6 at 64 x 2,000) the iterates sit at a least-squares point, steps of 3e-17, and the 50
 #: iterations (a 55 ms lstsq each) took 69 of the nash rater's 72 CPU s there.
 STALLED_STEP = 1e-15
+# The refinement's Newton method (`_refine`) takes at most REFINE_ITERATIONS steps, has converged
+# below a residual of REFINED_RESIDUAL, and leaves the simplex below a mass of -NEGATIVE_MASS.
+REFINE_ITERATIONS, REFINED_RESIDUAL, NEGATIVE_MASS = 50, 1e-14, 1e-12
 # Supports can also be read off the payoffs: the strategies within this gap of a best
 # response (payoffs of range 1). Where a strategy is dominated only by a margin far below
 # the range, the path ends with mass still on it; its payoff gap still shows it is out.
@@ -136,14 +139,32 @@ def selected_equilibrium(payoffs: np.ndarray, reached: list[np.ndarray],
         The selected equilibrium, one mixed strategy per player, and whether rounding may
         have decided it.
     """
-    candidates = _refinements(payoffs, reached, symmetric)
-    strategies = _lowest_regret(candidates, reached)
-    tie = ROUNDING_REGRET * float(np.ptp(payoffs))
-    contested = any(regret <= min(r for _, r in candidates) + tie and _distance(x, strategies) > DISTINCT_MASS
-                    for x, regret in candidates)
+    strategies, contested = lowest_regret_selection(_refinements(payoffs, reached, symmetric), reached,
+                                                    float(np.ptp(payoffs)))
     if max_regret(payoffs, strategies) > STALLED_REGRET * float(np.ptp(payoffs)):
         strategies, contested = _nearest_equilibrium(payoffs, reached, symmetric) or strategies, True
     return [x.copy() for x in strategies], contested  # distinct arrays, also where players share one
+
+
+def lowest_regret_selection(candidates: list, reached: list[np.ndarray], spread: float) -> tuple[list, bool]:
+    """Of the refinements ``(profile, max regret)`` of the traced point ``reached``, the
+    one `selected_equilibrium` selects (``reached`` if there are none), and whether another
+    within ROUNDING_REGRET x ``spread`` (the payoff range) of its regret lies DISTINCT_MASS
+    away from it.
+
+    Args:
+        candidates: the refinements, each a profile (one strategy per player) and its max regret.
+        reached: the traced point, one strategy per player.
+        spread: the game's payoff range.
+
+    Returns:
+        The selected profile and whether the selection is contested.
+    """
+    strategies = _lowest_regret(candidates, reached)
+    tie = ROUNDING_REGRET * spread
+    contested = any(regret <= min(r for _, r in candidates) + tie and _distance(x, strategies) > DISTINCT_MASS
+                    for x, regret in candidates)
+    return strategies, contested
 
 
 def _refined(payoffs, strategies, symmetric):
@@ -607,7 +628,7 @@ def _near_best_responses(payoffs, strategies, gap):
     return supports
 
 
-def _refine(payoffs, strategies, supports, symmetric=False, iterations=50):
+def _refine(payoffs, strategies, supports, symmetric=False, iterations=REFINE_ITERATIONS):
     """Newton's method on the equations of the given supports, started from the strategies
     renormalised there; None when it leaves the simplex or fails. With ``symmetric``, on
     the symmetric subspace: player 0's support and equations, its strategy shared."""
@@ -626,7 +647,7 @@ def _refine(payoffs, strategies, supports, symmetric=False, iterations=50):
     w = np.array([payoff_against(local, _profile(x, num_players), p) @ x[p] for p in range(len(x))])
     for _ in range(iterations):
         residual, jacobian = _equations(local, x, w, offsets)
-        if np.abs(residual).max() < 1e-14:
+        if np.abs(residual).max() < REFINED_RESIDUAL:
             break
         step = np.linalg.lstsq(jacobian, -residual, rcond=None)[0]
         if np.abs(step).max() < STALLED_STEP:
@@ -635,7 +656,7 @@ def _refine(payoffs, strategies, supports, symmetric=False, iterations=50):
         w = w + step[offsets[-1] :]
     else:
         return None
-    if any(np.any(xp < -1e-12) for xp in x):
+    if any(np.any(xp < -NEGATIVE_MASS) for xp in x):
         return None
     refined = [np.zeros_like(strategies[p]) for p in range(len(x))]
     for p, support in enumerate(blocks):

@@ -24,6 +24,7 @@ no end here: the caller traces it alone, as without the batch (its fallbacks inc
 from __future__ import annotations
 
 import numpy as np
+from scipy.linalg.lapack import dgetrf, dgetri
 
 from metaeval.ratings import logit
 from metaeval.ratings.logit import (_CORRECTOR_TOLERANCE, _END_ACCELERATION, _ETA, _FIRST_STEP, _MAX_ACCELERATION,
@@ -51,7 +52,7 @@ class _Branches:
         self.firsts = self.offsets[:-1]
         self.blocks = [slice(self.offsets[p], self.offsets[p + 1]) for p in range(players)]  # each player's unknowns
         self.first_of = self.firsts[self.owner]  # each unknown's reference strategy 0
-        self.template = np.zeros((n + 1, n + 1))  # the Jacobian's entries that do not depend on v
+        self.template = np.zeros((n, n))  # the Jacobian's entries in y that do not depend on v
         rest = np.setdiff1d(np.arange(n), self.firsts)
         self.template[rest, rest] = 1.0
         self.template[rest, self.first_of[rest]] = -1.0
@@ -101,11 +102,12 @@ class _Branches:
         for p, block in enumerate(self.blocks):  # G_p(., x_-p) from the first opponent's block, as logit._payoff_from
             q = self.opponent[p]
             values[:, block] = (cross[:, block, self.blocks[q]] @ strategies[q][:, :, None])[:, :, 0]
-        jacobian = np.repeat(self.template[None], len(v), axis=0)
-        cross -= cross[:, self.first_of]  # in place, as (lambda (cross_i - cross_0)) x_q in logit._branch_equations
+        for first, block in zip(self.firsts, self.blocks):  # as (lambda (cross_i - cross_0)) x_q in logit._branch_equations
+            cross[:, block] -= cross[:, first, None]
         cross *= v[:, n, None, None]
         cross *= x[:, None, :]
-        jacobian[:, :n, :n] -= cross
+        jacobian = np.empty((len(v), n + 1, n + 1))
+        np.subtract(self.template, cross, out=jacobian[:, :n, :n])
         jacobian[:, self.firsts, :n] = np.where(self.owner == np.arange(len(self.blocks))[:, None], x[:, None, :], 0.0)
         jacobian[:, :n, n] = -(values - values[:, self.first_of])
         jacobian[:, self.firsts, n] = 0.0
@@ -134,7 +136,8 @@ def trace_logit_branches(payoffs: np.ndarray, target: float) -> list[list[np.nda
     ended: list = [None] * count
     with one_blas_thread(), np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         traced = np.arange(count)  # the games whose branches are still traced
-        orientation, tangent = _inverses(branches.jacobian(v, last)[1])[1:]
+        orientation, _, start = _inverses(branches.jacobian(v, last)[1])  # regular at lambda = 0
+        tangent = _tangents(start)
         step = np.full(count, _FIRST_STEP)
         for _ in range(_MAX_STEPS):
             near_end = _branch_regret(branches, v) <= 2 * goal
@@ -188,18 +191,34 @@ def _branch_regret(branches: _Branches, v: np.ndarray) -> np.ndarray:
     return np.where(lam > 0, gaps.max(axis=1) / np.where(lam > 0, lam, 1.0), np.inf)
 
 
-def _inverses(jacobian: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The inverses of the matrices [J; previous] ``[B, m, m]`` (NaN where singular or not
-    finite), the sign of their determinants (0 there), and the unit tangents t with
-    [J; previous] t = e_last, as `logit._tangent` computes them."""
-    finite = np.isfinite(jacobian).all(axis=(1, 2))
-    sign = np.zeros(len(jacobian))
-    sign[finite] = np.linalg.slogdet(jacobian[finite])[0]
-    inverse = np.full(jacobian.shape, np.nan)
-    regular = sign != 0
-    inverse[regular] = np.linalg.inv(jacobian[regular])
+def _inverses(jacobian: np.ndarray, orientation=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sign of the determinant of each [J; previous] ``[B, m, m]`` (0 where singular or
+    not finite), the rows whose sign is ``orientation`` (every regular one where None) and
+    their inverses ``[R, m, m]``: each matrix factored once by LAPACK's getrf and inverted
+    from its factors by getri (numpy's batched slogdet and inv factor it twice, and
+    solve for the inverse's columns from scratch: 11.4 µs a 25 x 25 matrix against 9.1)."""
+    count, size = len(jacobian), jacobian.shape[1]
+    finite = np.flatnonzero(np.isfinite(jacobian).all(axis=(1, 2)))
+    factors, diagonals, pivots = {}, np.ones((count, size)), np.zeros((count, size), dtype=np.int32)
+    for b in finite:  # the transposes: Fortran order without a copy, the same determinant
+        lu, rows, _ = dgetrf(jacobian[b].T)
+        factors[b] = lu, rows
+        diagonals[b], pivots[b] = lu.diagonal(), rows
+    swaps = np.count_nonzero(pivots[finite] != np.arange(size), axis=1)
+    sign = np.zeros(count)
+    sign[finite] = np.sign(diagonals[finite]).prod(axis=1) * (-1.0) ** swaps
+    rows = np.flatnonzero(sign != 0 if orientation is None else sign == orientation)
+    inverses = np.empty((len(rows), size, size))
+    for i, b in enumerate(rows):
+        inverses[i] = dgetri(*factors[b])[0].T
+    return sign, rows, inverses
+
+
+def _tangents(inverse: np.ndarray) -> np.ndarray:
+    """The unit tangents t with [J; previous] t = e_last, as `logit._tangent` computes
+    them, from the inverses ``[B, m, m]`` of [J; previous]."""
     t = inverse[:, :, -1]
-    return inverse, sign, t / np.linalg.norm(t, axis=1, keepdims=True)
+    return t / np.linalg.norm(t, axis=1, keepdims=True)
 
 
 def _steps(branches: _Branches, predicted, tangent, orientation):
@@ -210,26 +229,30 @@ def _steps(branches: _Branches, predicted, tangent, orientation):
     point = np.full((count, size), np.nan)
     slow_down = np.zeros(count)
     residual, jacobian = branches.jacobian(predicted, tangent)
-    inverse, sign, new_tangent = _inverses(jacobian)
-    active = np.flatnonzero((sign == orientation) & np.isfinite(residual).all(axis=1))
-    v, previous = predicted[active], np.full(len(active), np.nan)
-    residual, inverse = residual[active], inverse[active, :, :-1]
-    for _ in range(_MAX_CORRECTOR_STEPS):
+    finite = np.isfinite(residual).all(axis=1)[:, None, None]
+    active, inverse = _inverses(np.where(finite, jacobian, np.nan), orientation)[1:]
+    new_tangent = np.full((count, size), np.nan)
+    new_tangent[active] = _tangents(inverse)
+    v, previous = predicted[active], None
+    residual, inverse = residual[active], inverse[:, :, :-1]
+    for iteration in range(_MAX_CORRECTOR_STEPS):
         if not len(active):
             break
         delta = -(inverse @ residual[:, :, None])[:, :, 0]
-        distance = np.linalg.norm(delta, axis=1)
-        first = np.isnan(previous)
-        contraction = distance / (previous + _CORRECTOR_TOLERANCE * _ETA)
-        going = (distance < _MAX_DISTANCE) & (first | (contraction <= _MAX_CONTRACTION))
-        slow_down[active] = np.where(first, np.sqrt(distance / _NOMINAL_DISTANCE),
-                                     np.maximum(slow_down[active], np.sqrt(contraction / _NOMINAL_CONTRACTION)))
+        distance = np.sqrt((delta * delta).sum(axis=1))  # np.linalg.norm's sum, without its checks
+        going = distance < _MAX_DISTANCE
+        if iteration == 0:  # every branch's first corrector step
+            slow_down[active] = np.sqrt(distance / _NOMINAL_DISTANCE)
+        else:
+            contraction = distance / (previous + _CORRECTOR_TOLERANCE * _ETA)
+            going &= contraction <= _MAX_CONTRACTION
+            slow_down[active] = np.maximum(slow_down[active], np.sqrt(contraction / _NOMINAL_CONTRACTION))
         v, previous = v + delta, distance
         done = going & (distance <= _CORRECTOR_TOLERANCE)
         point[active[done]] = v[done]
         going &= ~done
         if not going.all():
             active, v, previous, inverse = active[going], v[going], previous[going], inverse[going]
-        if len(active):
-            residual = branches.residuals(active, v)
+        if len(active):  # every branch's tensors read in place, without a gathered copy
+            residual = branches.residuals(active if len(active) < count else slice(None), v)
     return point, new_tangent, slow_down

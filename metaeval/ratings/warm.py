@@ -26,7 +26,8 @@ scratch, as without a warm start):
   a 2-player zero-sum, symmetric or large king-of-the-hill game's), on games of at most
   BATCH_ENTRIES pairwise entries: a task's replicates' logit branches traced in lock-step
   (`metaeval.ratings.logit_batch`), each with the tracer's own equations, step control
-  and end test, then refined and checked as a traced point is. A replicate whose
+  and end test, then their ends refined and checked in lock-step as a traced point is
+  (`metaeval.ratings.logit_refine_batch`). A replicate whose
   selection is another, whose branch the batch does not end, or whose refinements hold
   two equilibria tied in regret up to rounding (the selection could then turn on the
   last bits of the traced point, `metaeval.ratings.logit.selected_equilibrium`), is
@@ -41,14 +42,13 @@ Every accepted replicate is the cold rating to the solver's precision.
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from metaeval.errors import MetaEvalError
 from metaeval.game import MetaGame
 from metaeval.ratings.base import Rating
 from metaeval.ratings.logit_batch import trace_logit_branches
+from metaeval.ratings.logit_refine_batch import payoffs_against, selected_equilibria
 from metaeval.ratings.warm_chains import ChainReplicates
 from metaeval.solvers import king_of_the_hill
 from metaeval.solvers.cce_columns import GameColumns
@@ -188,18 +188,19 @@ class DeviationReplicate:
 
 class NashReplicate:
     """Replicates' nash ratings with their logit branches traced in lock-step
-    (`metaeval.ratings.logit_batch`), each then refined and checked as its own trace is
-    (`metaeval.ratings.logit.selected_equilibrium`); a replicate whose selection is not
-    the general logit branch, whose branch the batch does not end, or whose equilibrium
-    rounding may have selected among others, is rated from scratch."""
+    (`metaeval.ratings.logit_batch`), their ends then refined and checked together as
+    each one's own trace is (`metaeval.ratings.logit_refine_batch`); a replicate whose
+    selection is not the general logit branch, whose branch the batch does not end, or
+    whose equilibrium rounding may have selected among others, is rated from scratch."""
 
     #: Rates a stack of replicates' payoffs at once (metaeval.ratings.bootstrap).
     batched = True
-    #: Replicates a task (metaeval.ratings.bootstrap's CHUNK otherwise): a batch takes as
-    #: many steps as its slowest branch, each with a fixed cost in numpy's calls, so larger
-    #: ones take fewer in all (on a goofspiel meta-game a replicate's trace cost 6.5 CPU ms
-    #: in batches of 8, 3.6 in batches of 50 and of 100).
-    chunk = 50
+    #: Replicates a task (metaeval.ratings.bootstrap's CHUNK otherwise; fewer where the
+    #: actors would not each get one): a batch takes as many steps as its slowest branch,
+    #: each with a fixed cost in numpy's calls, so larger ones take fewer in all (on a
+    #: goofspiel meta-game a warm replicate cost 3.6 CPU ms in batches of 25, 2.9 of 50,
+    #: 2.5 of 100).
+    chunk = 100
 
     @staticmethod
     def applies(rating: Rating) -> bool:
@@ -220,29 +221,29 @@ class NashReplicate:
         Returns:
             One entry per replicate.
         """
-        from metaeval.ratings.logit import TRACE_REGRET, selected_equilibrium
-        from metaeval.ratings.nash import LOGIT, equilibrium_selection, rated_against, well_scaled
+        from metaeval.ratings.logit import TRACE_REGRET
+        from metaeval.ratings.nash import LOGIT, equilibrium_selection, well_scaled
 
-        start = time.perf_counter()
-        games = [MetaGame(tensor) for tensor in payoffs]
         scaled = [well_scaled(tensor) for tensor in payoffs]
-        traced = [b for b, (game, (tensor, spread)) in enumerate(zip(games, scaled))
-                  if equilibrium_selection(game, tensor, spread) == LOGIT]
+        traced = [b for b, (tensor, spread) in enumerate(scaled)
+                  if equilibrium_selection(MetaGame(payoffs[b]), tensor, spread) == LOGIT]
         rows = [None] * len(payoffs)
         if not traced:
             return rows
         ends = trace_logit_branches(np.stack([scaled[b][0] for b in traced]), TRACE_REGRET)
-        for b, reached in zip(traced, ends):
-            if reached is None:
-                continue
-            tensor, spread = scaled[b]
-            strategies, contested = selected_equilibrium(tensor, reached)
-            if contested:
-                continue  # rounding may select another equilibrium than the replicate's own trace
-            diagnostics = {"payoff_range": spread, "equilibrium": LOGIT}
-            try:
-                rating = rated_against(games[b], tensor, spread, strategies, diagnostics, start)
-            except MetaEvalError:
-                continue  # refused: rated from scratch, which refuses it with its own message
-            rows[b] = np.concatenate(rating.ratings)
+        ended = [(b, reached) for b, reached in zip(traced, ends) if reached is not None]
+        if not ended:
+            return rows
+        selected = selected_equilibria(np.stack([scaled[b][0] for b, _ in ended]), [reached for _, reached in ended])
+        # None: rounding may select another equilibrium than the replicate's own trace
+        rated = [(b, strategies) for (b, _), strategies in zip(ended, selected) if strategies is not None]
+        if not rated:
+            return rows
+        # nash's ratings (`metaeval.ratings.nash.rated_against`): the payoffs against the
+        # equilibrium minus its value. Its max regret is below the traced end's, at most
+        # TRACE_REGRET x range, far within the rater's tolerance.
+        profiles = [np.stack([strategies[p] for _, strategies in rated]) for p in range(payoffs.shape[1])]
+        values = payoffs_against(np.stack([scaled[b][0] for b, _ in rated]), profiles)
+        for i, (b, _) in enumerate(rated):
+            rows[b] = scaled[b][1] * np.concatenate([v[i] - v[i] @ x[i] for v, x in zip(values, profiles)])
         return rows

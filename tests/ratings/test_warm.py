@@ -272,7 +272,13 @@ def test_a_batched_warm_start_takes_tasks_of_its_chunk():
     with monkeypatch.context() as patch:
         patch.setattr("metaeval.ratings.bootstrap.warm_replicates", lambda *args: Declining())
         with_intervals(game, RATERS["payoff"], {}, 12, seed=0, level=0.5, progress=False)
-    assert sizes == [5, 5, 2]
+        assert sizes == [5, 5, 2]
+        # On 3 actors, tasks of 4: every actor gets one (the actors' map run in process here).
+        patch.setattr("metaeval.distributed.replicates.map_on_actors",
+                      lambda task, chunks, *args: [task(chunk) for chunk in chunks])
+        sizes.clear()
+        with_intervals(game, RATERS["payoff"], {}, 12, seed=0, level=0.5, progress=False, workers=3)
+        assert sizes == [4, 4, 4]
 
 
 def test_a_nash_replicate_whose_equilibrium_rounding_selects_is_rated_from_scratch():
@@ -290,3 +296,29 @@ def test_a_nash_replicate_whose_equilibrium_rounding_selects_is_rated_from_scrat
     assert warm(drawn[None]) == [None]
     scaled = well_scaled(drawn)[0]
     assert selected_equilibrium(scaled, trace_logit_branches(scaled[None], TRACE_REGRET)[0])[1]
+
+
+def test_traced_ends_refined_in_lock_step_select_what_each_refined_alone_does():
+    """Games of one shape whose ends have supports of other sizes, and one whose selection
+    rounding decides (None where `selected_equilibrium` flags it contested)."""
+    from metaeval.ratings.logit import TRACE_REGRET, selected_equilibrium
+    from metaeval.ratings.logit_batch import trace_logit_branches
+    from metaeval.ratings.logit_refine_batch import selected_equilibria
+    from metaeval.ratings.nash import well_scaled
+
+    contested_game = noisy_random_game((8, 8), seed=124)
+    for game, seeds in [(noisy_random_game((5, 4, 6), seed=2, stderr=0.2), range(8)),
+                        (contested_game, [[24, 2], 0, 1, 2])]:
+        payoffs = np.stack([well_scaled(Resampler(game).draw(np.random.default_rng(seed)))[0] for seed in seeds])
+        ends = trace_logit_branches(payoffs, TRACE_REGRET)
+        selected = selected_equilibria(payoffs, ends)
+        sizes = set()
+        for tensor, reached, found in zip(payoffs, ends, selected):
+            alone, contested = selected_equilibrium(tensor, reached)
+            assert (found is None) == contested
+            if found is not None:
+                sizes.add(tuple(int((x > 0).sum()) for x in found))
+                for x, y in zip(alone, found):
+                    np.testing.assert_allclose(y, x, rtol=0, atol=1e-13)
+        assert len(sizes) > 1  # supports of several sizes refined together
+    assert selected[0] is None  # contested_game's first replicate
