@@ -51,7 +51,7 @@ class MixedEquations(logit.Contractions):
     def __init__(self, payoffs: np.ndarray):
         super().__init__(payoffs)
         self.single = {}  # player -> (float32 copy of G_p, max |G_p|)
-        self.base = {}  # player -> (x_q, C_p) of the last Jacobian
+        self.base = {}  # player -> (x_q, C_p) of the last float64 pass
         self.lam = 0.0
 
     def __call__(self, payoffs, v, offsets, jacobian=True):
@@ -62,9 +62,7 @@ class MixedEquations(logit.Contractions):
         q = _first_opponent(p)
         axes = list(range(len(x)))
         rest = [a for a in axes if a != q]
-        base = logit._contract(self.payoffs[p], x[q], q)
-        self.base[p] = x[q].copy(), base
-        found = logit._all_cross_payoffs(base, x, p, axes=rest)  # float64; first, for _payoff_from
+        found = logit._all_cross_payoffs(self._against(p, x[q]), x, p, axes=rest)  # float64; first, for _payoff_from
         single = [s.astype(np.float32) for s in x]
         block, kept = logit._contract_axes(self._single(p)[0], axes, [r for r in rest if r != p], single)
         found[q] = (block if kept[0] == p else block.T).astype(np.float64)
@@ -73,18 +71,24 @@ class MixedEquations(logit.Contractions):
     def values(self, p, x):
         if p not in self.base:
             return super().values(p, x)
-        start, base = self.base[p]
+        rest = [a for a in range(len(x)) if a != _first_opponent(p)]
+        return logit._contract_axes(self._against(p, x[_first_opponent(p)]), rest, [r for r in rest if r != p], x)[0]
+
+    def _against(self, p, x_q):
+        """G_p contracted with x_q: the last float64 contraction C_p plus a float32 pass over
+        x_q's change since C_p's point where that pass's bound allows it, else a float64 pass,
+        which becomes C_p."""
         q = _first_opponent(p)
-        change = x[q] - start
-        single, largest = self._single(p)
-        bound = 2 * self.lam * (len(change) + 3) * FLOAT32_ROUNDING * largest * float(np.abs(change).sum())
-        if bound <= MIXED_TOLERANCE:
-            moved = base + logit._contract(single, change.astype(np.float32), q)
-        else:  # a float64 pass, kept as the base that the next iterates' changes are from
-            moved = logit._contract(self.payoffs[p], x[q], q)
-            self.base[p] = x[q].copy(), moved
-        rest = [a for a in range(len(x)) if a != q]
-        return logit._contract_axes(moved, rest, [r for r in rest if r != p], x)[0]
+        if p in self.base:
+            start, base = self.base[p]
+            change = x_q - start
+            single, largest = self._single(p)
+            bound = 2 * self.lam * (len(change) + 3) * FLOAT32_ROUNDING * largest * float(np.abs(change).sum())
+            if bound <= MIXED_TOLERANCE:
+                return base + logit._contract(single, change.astype(np.float32), q)
+        base = logit._contract(self.payoffs[p], x_q, q)
+        self.base[p] = x_q.copy(), base
+        return base
 
     def _single(self, p):
         if p not in self.single:
