@@ -3,26 +3,29 @@
 A step of the logit tracer (`metaeval.ratings.logit.trace_logit_branch`) builds the
 Jacobian at its predicted point x and evaluates the residuals at the corrector's iterates
 x'; on large games each is a pass over every player's payoff tensor at the speed of
-memory. Here, with q the first opponent of player p:
+memory. Here, with q the first opponent of player p, the Jacobian and every residual
+first contract G_p with x_q:
 
-- the Jacobian contracts G_p with x_q in float64 once (a tensor K_q times smaller,
-  kept as the step's base C_p), from which G_p(., x_-p), the residual at x, and every
-  block but q's follow exactly; q's block dG_p / dx_q is a pass over a float32 copy of
-  G_p (half the bytes): a chord corrector and the tangent only need it close.
-- a residual at x' is (C_p + G_p contracted with x'_q - x_q) contracted with x'_-p,q: the
-  difference term is a pass over the float32 copy. Its error is at most (K_q + 3) 2^-24
-  max|G_p| |x'_q - x_q|_1, and the residual multiplies differences of two payoffs by
-  lambda; where 2 lambda times that bound exceeds MIXED_TOLERANCE (a tenth of the
-  corrector's tolerance) the residual is a float64 pass, G_p contracted with x'_q, which
-  becomes the base: the next iterates' changes are from x'_q. The corrector's steps
-  shrink, so those are mostly within the bound again (at 4 x 64, where lambda reaches
-  1e5, 57% of the residuals were float64 passes when every change was from the
-  Jacobian's point).
+- in float64 (a tensor K_q times smaller), kept as the base C_p; or, where the bound
+  below allows, as C_p plus a pass over a float32 copy of G_p (half the bytes)
+  contracted with x_q - x_q(C_p), x_q's change since C_p's point. That pass's error is at
+  most (K_q + 3) 2^-24 max|G_p| |x_q - x_q(C_p)|_1, and the residuals multiply
+  differences of two payoffs by lambda; where 2 lambda times that bound exceeds
+  MIXED_TOLERANCE (a tenth of the corrector's tolerance) the contraction is a float64
+  pass, which becomes the base. The corrector's steps shrink, so its later iterates are
+  mostly within the bound again (at 4 x 64, where lambda reaches 1e5, 57% of the
+  residuals were float64 passes when every change was from the Jacobian's point), and so
+  is the next step's Jacobian where the step is short (at 7 x 9, 45% of the Jacobians).
+- the Jacobian takes G_p(., x_-p), the residual at its point, and every block but q's
+  from that contraction; q's block dG_p / dx_q is a pass over the float32 copy: a chord
+  corrector and the tangent only need it close.
+- a residual at x' contracts it with x'_-p,q.
 
-So a step reads about 1.5 float64 tensors for its Jacobian instead of 2, and half a
-tensor per corrector iterate instead of one. The points the corrector accepts move
-within its tolerance of the branch; the end point is confirmed (`max_regret`) and refined
-in float64, so the equilibrium selected is the branch's limit as before.
+So a Jacobian reads one float64 tensor and a float32 one, or two float32 ones, instead of
+two float64 tensors, and a corrector iterate mostly a float32 tensor instead of a float64
+one. The points the corrector accepts move within its tolerance of the branch; the end
+point is confirmed (`max_regret`) and refined in float64, so the equilibrium selected is
+the branch's limit as before.
 """
 
 from __future__ import annotations
