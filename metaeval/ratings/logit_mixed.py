@@ -74,8 +74,9 @@ class MixedEquations(logit.Contractions):
     def values(self, p, x):
         if p not in self.base:
             return super().values(p, x)
-        rest = [a for a in range(len(x)) if a != _first_opponent(p)]
-        return logit._contract_axes(self._against(p, x[_first_opponent(p)]), rest, [r for r in rest if r != p], x)[0]
+        q = _first_opponent(p)
+        rest = [a for a in range(len(x)) if a != q]
+        return logit._contract_axes(self._against(p, x[q]), rest, [r for r in rest if r != p], x)[0]
 
     def _against(self, p, x_q):
         """G_p contracted with x_q: the last float64 contraction C_p plus a float32 pass over
