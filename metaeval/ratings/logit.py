@@ -44,8 +44,8 @@ The residuals multiply payoff differences by lambda (up to ~1e8 at the end), so
 float32 payoffs would exceed the corrector's 1e-4 tolerance from lambda ~1e3. On large
 games of 3 players or more (`metaeval.ratings.logit_mixed`) float32 copies serve only
 where their error is bounded below a tenth of that tolerance: one of the Jacobian's two
-passes (the float64 one gives the residual at the predicted point) and each corrector
-residual's pass, which contracts the difference from the last float64 contraction.
+passes, and the other one and each corrector residual's pass where they contract the
+difference from the last float64 contraction within that bound.
 """
 
 from __future__ import annotations

@@ -3,26 +3,29 @@
 A step of the logit tracer (`metaeval.ratings.logit.trace_logit_branch`) builds the
 Jacobian at its predicted point x and evaluates the residuals at the corrector's iterates
 x'; on large games each is a pass over every player's payoff tensor at the speed of
-memory. Here, with q the first opponent of player p:
+memory. Here, with q the first opponent of player p, the Jacobian and every residual
+first contract G_p with x_q:
 
-- the Jacobian contracts G_p with x_q in float64 once (a tensor K_q times smaller,
-  kept as the step's base C_p), from which G_p(., x_-p), the residual at x, and every
-  block but q's follow exactly; q's block dG_p / dx_q is a pass over a float32 copy of
-  G_p (half the bytes): a chord corrector and the tangent only need it close.
-- a residual at x' is (C_p + G_p contracted with x'_q - x_q) contracted with x'_-p,q: the
-  difference term is a pass over the float32 copy. Its error is at most (K_q + 3) 2^-24
-  max|G_p| |x'_q - x_q|_1, and the residual multiplies differences of two payoffs by
-  lambda; where 2 lambda times that bound exceeds MIXED_TOLERANCE (a tenth of the
-  corrector's tolerance) the residual is a float64 pass, G_p contracted with x'_q, which
-  becomes the base: the next iterates' changes are from x'_q. The corrector's steps
-  shrink, so those are mostly within the bound again (at 4 x 64, where lambda reaches
-  1e5, 57% of the residuals were float64 passes when every change was from the
-  Jacobian's point).
+- in float64 (a tensor K_q times smaller), kept as the base C_p; or, where the bound
+  below allows, as C_p plus a pass over a float32 copy of G_p (half the bytes)
+  contracted with x_q - x_q(C_p), x_q's change since C_p's point. That pass's error is at
+  most (K_q + 3) 2^-24 max|G_p| |x_q - x_q(C_p)|_1, and the residuals multiply
+  differences of two payoffs by lambda; where 2 lambda times that bound exceeds
+  MIXED_TOLERANCE (a tenth of the corrector's tolerance) the contraction is a float64
+  pass, which becomes the base. The corrector's steps shrink, so its later iterates are
+  mostly within the bound again (at 4 x 64, where lambda reaches 1e5, 57% of the
+  residuals were float64 passes when every change was from the Jacobian's point), and so
+  is the next step's Jacobian where the step is short (at 7 x 9, 45% of the Jacobians).
+- the Jacobian takes G_p(., x_-p), the residual at its point, and every block but q's
+  from that contraction; q's block dG_p / dx_q is a pass over the float32 copy: a chord
+  corrector and the tangent only need it close.
+- a residual at x' contracts it with x'_-p,q.
 
-So a step reads about 1.5 float64 tensors for its Jacobian instead of 2, and half a
-tensor per corrector iterate instead of one. The points the corrector accepts move
-within its tolerance of the branch; the end point is confirmed (`max_regret`) and refined
-in float64, so the equilibrium selected is the branch's limit as before.
+So a Jacobian reads one float64 tensor and a float32 one, or two float32 ones, instead of
+two float64 tensors, and a corrector iterate mostly a float32 tensor instead of a float64
+one. The points the corrector accepts move within its tolerance of the branch; the end
+point is confirmed (`max_regret`) and refined in float64, so the equilibrium selected is
+the branch's limit as before.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ class MixedEquations(logit.Contractions):
     def __init__(self, payoffs: np.ndarray):
         super().__init__(payoffs)
         self.single = {}  # player -> (float32 copy of G_p, max |G_p|)
-        self.base = {}  # player -> (x_q, C_p) of the last Jacobian
+        self.base = {}  # player -> (x_q, C_p) of the last float64 pass
         self.lam = 0.0
 
     def __call__(self, payoffs, v, offsets, jacobian=True):
@@ -62,9 +65,7 @@ class MixedEquations(logit.Contractions):
         q = _first_opponent(p)
         axes = list(range(len(x)))
         rest = [a for a in axes if a != q]
-        base = logit._contract(self.payoffs[p], x[q], q)
-        self.base[p] = x[q].copy(), base
-        found = logit._all_cross_payoffs(base, x, p, axes=rest)  # float64; first, for _payoff_from
+        found = logit._all_cross_payoffs(self._against(p, x[q]), x, p, axes=rest)  # float64; first, for _payoff_from
         single = [s.astype(np.float32) for s in x]
         block, kept = logit._contract_axes(self._single(p)[0], axes, [r for r in rest if r != p], single)
         found[q] = (block if kept[0] == p else block.T).astype(np.float64)
@@ -73,18 +74,25 @@ class MixedEquations(logit.Contractions):
     def values(self, p, x):
         if p not in self.base:
             return super().values(p, x)
-        start, base = self.base[p]
         q = _first_opponent(p)
-        change = x[q] - start
-        single, largest = self._single(p)
-        bound = 2 * self.lam * (len(change) + 3) * FLOAT32_ROUNDING * largest * float(np.abs(change).sum())
-        if bound <= MIXED_TOLERANCE:
-            moved = base + logit._contract(single, change.astype(np.float32), q)
-        else:  # a float64 pass, kept as the base that the next iterates' changes are from
-            moved = logit._contract(self.payoffs[p], x[q], q)
-            self.base[p] = x[q].copy(), moved
         rest = [a for a in range(len(x)) if a != q]
-        return logit._contract_axes(moved, rest, [r for r in rest if r != p], x)[0]
+        return logit._contract_axes(self._against(p, x[q]), rest, [r for r in rest if r != p], x)[0]
+
+    def _against(self, p, x_q):
+        """G_p contracted with x_q: the last float64 contraction C_p plus a float32 pass over
+        x_q's change since C_p's point where that pass's bound allows it, else a float64 pass,
+        which becomes C_p."""
+        q = _first_opponent(p)
+        if p in self.base:
+            start, base = self.base[p]
+            change = x_q - start
+            single, largest = self._single(p)
+            bound = 2 * self.lam * (len(change) + 3) * FLOAT32_ROUNDING * largest * float(np.abs(change).sum())
+            if bound <= MIXED_TOLERANCE:
+                return base + logit._contract(single, change.astype(np.float32), q)
+        base = logit._contract(self.payoffs[p], x_q, q)
+        self.base[p] = x_q.copy(), base
+        return base
 
     def _single(self, p):
         if p not in self.single:

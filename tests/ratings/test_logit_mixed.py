@@ -73,3 +73,35 @@ def test_large_games_of_three_players_or_more_are_traced_in_mixed_precision():
     assert applies((4, 32, 32, 32, 32)) and applies((3, 102, 103, 100))
     assert not applies((2, 1024, 1024))  # a 2-player Jacobian makes no pass over the payoffs
     assert not applies((3, 64, 64, 64))  # in cache
+
+
+def test_a_jacobian_near_the_last_float64_pass_reads_only_the_float32_copy(monkeypatch):
+    """The Jacobian's G_p x_q, like a residual's, is the last float64 contraction plus a
+    float32 pass over x_q's change where the bound allows: no float64 pass over G_p, the
+    residual at its point within MIXED_TOLERANCE of the float64 one."""
+    payoffs, x = game_and_profile(5, (4, 3, 5))
+    lam = 300.0
+    v, offsets = unknowns(x, lam)
+    mixed = logit_mixed.MixedEquations(payoffs)
+    mixed(payoffs, v, offsets)
+    near = v + 1e-6 * np.random.default_rng(5).standard_normal(len(v))
+    near[-1] = lam
+    float64_passes, contract = [], logit._contract
+
+    def counted(values, x, axis):
+        if values.dtype == np.float64 and values.size == payoffs[0].size:
+            float64_passes.append(axis)
+        return contract(values, x, axis)
+
+    monkeypatch.setattr(logit, "_contract", counted)
+    residual, jacobian = mixed(payoffs, near, offsets)
+    assert not float64_passes
+    exact_residual, exact_jacobian = logit._branch_equations(payoffs, near, offsets)
+    assert 0 < np.abs(residual - exact_residual).max() <= logit_mixed.MIXED_TOLERANCE
+    np.testing.assert_allclose(jacobian, exact_jacobian, rtol=0, atol=1e-4)
+    far = v + 0.1
+    far[-1] = 1e4
+    float64_passes.clear()
+    residual, jacobian = mixed(payoffs, far, offsets)  # beyond the bound: float64 passes, exact
+    assert len(float64_passes) == len(payoffs)
+    np.testing.assert_allclose(residual, logit._branch_equations(payoffs, far, offsets)[0], rtol=0, atol=1e-11)
